@@ -1,0 +1,1 @@
+"""Bundled machine presets (YAML), installed as the import package ``tuneup_presets``."""

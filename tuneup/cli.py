@@ -1,0 +1,186 @@
+"""Argument parsing and dispatch only.
+
+Heavy imports (torch, h5py, Textual) happen inside the branch that needs them,
+so `tuneup --help` answers at once. Results go to stdout, diagnostics to
+stderr; bad input is one line and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+
+from tuneup import __version__
+from tuneup.errors import ExitCode, UsageError
+
+# The tutorial's train.py flags, accepted by `tuneup train` as the knobs they set.
+TUTORIAL_FLAGS: dict[str, tuple[str, str]] = {
+    "--enable_amp": ("enable_amp", "true"),
+    "--enable_apex": ("enable_apex", "true"),
+    "--enable_jit": ("enable_jit", "true"),
+    "--disable_broadcast_buffers": ("broadcast_buffers", "false"),
+    "--noddp": ("noddp", "true"),
+}
+TUTORIAL_VALUE_FLAGS = (
+    "data_loader_config",
+    "local_batch_size",
+    "num_epochs",
+    "num_data_workers",
+    "bucket_cap_mb",
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose usage errors are one line on stderr with exit status 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message} (see `{self.prog} --help`)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="tuneup",
+        description="Tune deep-learning training on NVIDIA GPU nodes: the NERSC 3D U-Net "
+        "trainer with every performance knob, measured honestly.",
+    )
+    parser.add_argument("--version", action="version", version=f"tuneup {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    _add_train(commands)
+    _add_data(commands)
+    return parser
+
+
+def _add_train(commands: argparse._SubParsersAction) -> None:
+    from tuneup.config import describe_knobs
+
+    train = commands.add_parser(
+        "train",
+        help="train the U-Net (no arguments: the CPU smoke preset on a synthetic box)",
+        description="Train the 3D U-Net. With no config, runs the cpu-smoke preset on a small "
+        "synthetic box it makes on first use. Every knob below can be set in the YAML file "
+        "or with --set key=value.",
+        epilog=describe_knobs(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    train.add_argument(
+        "--config",
+        metavar="FILE|NAME",
+        help="a tuneup YAML config file, or with --yaml_config the name of a block in it",
+    )
+    train.add_argument(
+        "--yaml_config",
+        metavar="FILE",
+        type=Path,
+        help="a YAML file of named configs in the tutorial's format",
+    )
+    train.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one knob (repeatable; lr_schedule.start_lr=1e-3 reaches nested keys)",
+    )
+    train.add_argument("--metrics", type=Path, metavar="FILE", help="also write JSON-lines metrics")
+    tutorial = train.add_argument_group("the tutorial's train.py flags")
+    for flag in TUTORIAL_FLAGS:
+        tutorial.add_argument(flag, action="store_true", help=argparse.SUPPRESS)
+    for name in TUTORIAL_VALUE_FLAGS:
+        tutorial.add_argument(f"--{name}", help=argparse.SUPPRESS)
+    train.set_defaults(handler=_run_train)
+
+
+def _add_data(commands: argparse._SubParsersAction) -> None:
+    data = commands.add_parser("data", help="make or convert training data")
+    data_commands = data.add_subparsers(dest="data_command", metavar="ACTION", parser_class=_Parser)
+    data_commands.required = True
+    synth = data_commands.add_parser(
+        "synth",
+        help="write synthetic train.h5 and val.h5 in the tutorial's layout",
+        description="Write DIR/train.h5 and DIR/val.h5 with float32 Nbody (4,L,L,L) and Hydro "
+        "(5,L,L,L): a smooth random density-like input and a target that is a fixed nonlinear "
+        "local function of it, so the loss really falls. Streams in slabs: memory stays "
+        "bounded whatever L is. The same seed writes the same bytes.",
+    )
+    synth.add_argument("--out", type=Path, required=True, metavar="DIR", help="output folder")
+    synth.add_argument("--box", type=int, default=128, metavar="L", help="training box side")
+    synth.add_argument(
+        "--val-box", type=int, default=None, metavar="L", help="validation box side (default L/2)"
+    )
+    synth.add_argument("--seed", type=int, default=0, metavar="S", help="random seed")
+    synth.set_defaults(handler=_run_synth)
+
+
+def _train_overrides(args: argparse.Namespace) -> list[str]:
+    """The tutorial flags as --set overrides, applied before the user's own --set."""
+    overrides = [
+        f"{key}={value}"
+        for flag, (key, value) in TUTORIAL_FLAGS.items()
+        if getattr(args, flag.lstrip("-"))
+    ]
+    for name in TUTORIAL_VALUE_FLAGS:
+        value = getattr(args, name)
+        if value is not None:
+            overrides.append(f"{name}={value}")
+    return overrides + list(args.overrides)
+
+
+def _run_train(args: argparse.Namespace) -> int:
+    from tuneup.train_command import run_train_command
+
+    if args.yaml_config is not None and args.config is None:
+        raise UsageError("--yaml_config needs --config NAME: the block of that file to train")
+    return run_train_command(
+        config=args.config,
+        yaml_config=args.yaml_config,
+        overrides=_train_overrides(args),
+        metrics_path=args.metrics,
+    )
+
+
+def _run_synth(args: argparse.Namespace) -> int:
+    from tuneup.trainer.synth import synthesize
+
+    result = synthesize(args.out, box=args.box, val_box=args.val_box, seed=args.seed)
+    print(f"wrote {result.train_path} ({result.box}^3)")
+    print(f"wrote {result.val_path} ({result.val_box}^3)")
+    print(
+        f"in {result.seconds:.1f} s; train with: tuneup train --set train_path="
+        f"{result.train_path} --set val_path={result.val_path}"
+    )
+    return ExitCode.OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `tuneup` command; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help()
+            return ExitCode.OK
+        return int(args.handler(args))
+    except UsageError as exc:
+        if debug:
+            traceback.print_exc()
+        print(f"tuneup: error: {exc}", file=sys.stderr)
+        return ExitCode.USAGE
+    except KeyboardInterrupt:
+        print("tuneup: interrupted", file=sys.stderr)
+        return ExitCode.INTERRUPTED
+    except Exception as exc:  # an internal failure: one line unless --debug
+        if debug:
+            traceback.print_exc()
+        print(
+            f"tuneup: internal error: {type(exc).__name__}: {exc} (rerun with --debug for the "
+            "traceback)",
+            file=sys.stderr,
+        )
+        return ExitCode.INTERNAL

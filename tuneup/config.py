@@ -1,0 +1,507 @@
+"""TrainConfig: every knob of the trainer, declared once, and how configs are loaded.
+
+Each knob's default, type, allowed values and help text live in one place (the
+field's metadata) and are rendered from there into CLI help, YAML exports and
+the app. Loading accepts tuneup's flat YAML and the tutorial's own format
+(named blocks, ``<<: *base`` merge keys) unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import typing
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tuneup.errors import UsageError
+
+_MISSING = object()
+
+
+def knob(
+    default: Any,
+    help: str,
+    *,
+    choices: Iterable[Any] | None = None,
+    group: str = "training",
+    tutorial: bool = False,
+) -> Any:
+    """Declare a config field with its help, allowed values and group.
+
+    Args:
+        default: the value used when nothing sets the knob (copied for mutables).
+        help: one line shown in `tuneup train --help` and exports.
+        choices: allowed values, when the knob is an enumeration.
+        group: heading the knob is listed under.
+        tutorial: True for keys kept only so the tutorial's YAML loads unchanged.
+    """
+    metadata = {
+        "help": help,
+        "choices": tuple(choices) if choices is not None else None,
+        "group": group,
+        "tutorial": tutorial,
+    }
+    if isinstance(default, (dict, list)):
+        return field(default_factory=lambda d=default: _deep_copy(d), metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+def _deep_copy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _deep_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_deep_copy(v) for v in value]
+    return value
+
+
+LOADER_CHOICES = ("lowmem", "inmem", "synthetic", "dali-lowmem")
+LR_SCHEDULE_DEFAULT = {"scaling": "sqrt", "start_lr": 2e-4, "end_lr": 0.0, "warmup_steps": 128}
+LR_SCHEDULE_CHOICES = {"scaling": ("none", "sqrt", "linear")}
+WEIGHT_INIT_DEFAULT = {"conv_init": "normal", "conv_scale": 0.02, "conv_bias": 0.0}
+WEIGHT_INIT_CHOICES = {"conv_init": ("normal",)}
+
+
+@dataclass
+class TrainConfig:
+    """Every knob of the U-Net trainer, with tutorial key names where the tutorial had one."""
+
+    # model
+    full_scale: bool = knob(
+        True, "all 6 U-Net levels (False: the tutorial's 5-level variant)", group="model"
+    )
+    levels: int | None = knob(
+        None, "U-Net levels; overrides full_scale (tests use 3-4)", group="model"
+    )
+    width: int = knob(
+        64, "channels of the first U-Net level (doubles per level, capped at 8x)", group="model"
+    )
+    N_out_channels: int = knob(5, "output channels (the Hydro fields)", group="model")
+    data_size: int = knob(64, "side of the cubic crops fed to the model", group="model")
+    weight_init: dict = knob(
+        WEIGHT_INIT_DEFAULT, "conv weights ~ normal(0, conv_scale), biases conv_bias", group="model"
+    )
+    lambda_rho: float = knob(
+        0.0, "weight of the extra L1 term on exp(14 x) of channel 0", group="model"
+    )
+
+    # training
+    global_batch_size: int = knob(64, "samples per step over all ranks")
+    base_batch_size: int = knob(64, "batch size the learning rate was tuned for")
+    local_batch_size: int | None = knob(None, "per-rank batch; overrides global_batch_size")
+    Nsamples: int = knob(65536, "training samples per epoch")
+    Nsamples_val: int = knob(8192, "validation samples per epoch")
+    num_epochs: int = knob(10, "epochs to run")
+    max_steps: int | None = knob(None, "stop after this many training steps (a step budget)")
+    max_seconds: float | None = knob(None, "stop after this many seconds of training")
+    lr_schedule: dict = knob(
+        LR_SCHEDULE_DEFAULT,
+        "cosine decay from start_lr to end_lr; "
+        "scaling none|sqrt|linear by global/base batch with linear warm-up",
+    )
+    seed: int = knob(0, "seed of weights, crops and rotations (fixed-seed losses are comparable)")
+    log_every: int = knob(10, "steps between metrics lines (the loss is read back this often)")
+
+    # data
+    data_loader_config: str = knob(
+        "lowmem", "how samples are loaded", choices=LOADER_CHOICES, group="data"
+    )
+    train_path: str | None = knob(None, "HDF5 training box (Nbody, Hydro)", group="data")
+    val_path: str | None = knob(None, "HDF5 validation box", group="data")
+    box_size: list = knob(
+        [1024, 512], "box sides (train, val); the synthetic loader uses the first", group="data"
+    )
+    num_data_workers: int = knob(2, "DataLoader worker processes per rank", group="data")
+    pin_memory: bool = knob(True, "page-locked host batches (CUDA only)", group="data")
+    persistent_workers: bool = knob(False, "keep loader workers alive across epochs", group="data")
+    prefetch_factor: int | None = knob(
+        None, "batches each worker loads ahead (torch default 2)", group="data"
+    )
+    non_blocking: bool = knob(False, "asynchronous host-to-device copies", group="data")
+
+    # performance
+    device: str = knob(
+        "auto", "where to train", choices=("auto", "cpu", "cuda"), group="performance"
+    )
+    amp_mode: str = knob(
+        "none", "automatic mixed precision", choices=("none", "fp16", "bf16"), group="performance"
+    )
+    tf32: bool = knob(
+        True,
+        "TF32 tensor cores for float32 matmuls and convolutions (off sets NVIDIA_TF32_OVERRIDE=0)",
+        group="performance",
+    )
+    optimizer_impl: str = knob(
+        "foreach", "Adam implementation", choices=("foreach", "fused", "apex"), group="performance"
+    )
+    jit: str = knob(
+        "none", "compile the model", choices=("none", "script", "compile"), group="performance"
+    )
+    compile_mode: str = knob(
+        "default",
+        "torch.compile mode",
+        choices=("default", "reduce-overhead", "max-autotune"),
+        group="performance",
+    )
+    cuda_graphs: bool = knob(
+        False, "capture forward, backward and step in a CUDA graph", group="performance"
+    )
+    channels_last: bool = knob(False, "channels_last_3d memory format", group="performance")
+    cudnn_benchmark: bool = knob(
+        True, "let cuDNN pick the fastest convolution algorithms", group="performance"
+    )
+
+    # distributed
+    bucket_cap_mb: int = knob(25, "DDP gradient bucket size in MB", group="distributed")
+    broadcast_buffers: bool = knob(
+        True, "DDP broadcasts buffers every step (the model has none)", group="distributed"
+    )
+    gradient_as_bucket_view: bool = knob(
+        False, "DDP gradients are views into the buckets", group="distributed"
+    )
+    noddp: bool = knob(
+        False,
+        "several ranks but no gradient communication (measures its cost)",
+        group="distributed",
+    )
+
+    # the tutorial's keys, accepted so its YAML loads unchanged
+    enable_amp: bool = knob(
+        False, "tutorial: same as amp_mode=fp16", group="tutorial", tutorial=True
+    )
+    enable_apex: bool = knob(
+        False, "tutorial: same as optimizer_impl=apex", group="tutorial", tutorial=True
+    )
+    enable_jit: bool = knob(False, "tutorial: same as jit=script", group="tutorial", tutorial=True)
+    enable_benchy: bool = knob(
+        False,
+        "tutorial: benchy timing (tuneup probe measures IO, SYNTHETIC and FULL itself)",
+        group="tutorial",
+        tutorial=True,
+    )
+    expdir: str | None = knob(
+        None, "tutorial: experiment log folder", group="tutorial", tutorial=True
+    )
+    use_cache: str | None = knob(
+        None, "tutorial: folder holding copies of the data files", group="tutorial", tutorial=True
+    )
+    train_path_npy_data: str | None = knob(
+        None, "channels-last Nbody copy for DALI", group="tutorial", tutorial=True
+    )
+    train_path_npy_label: str | None = knob(
+        None, "channels-last Hydro copy for DALI", group="tutorial", tutorial=True
+    )
+    val_path_npy_data: str | None = knob(
+        None, "channels-last validation Nbody for DALI", group="tutorial", tutorial=True
+    )
+    val_path_npy_label: str | None = knob(
+        None, "channels-last validation Hydro for DALI", group="tutorial", tutorial=True
+    )
+
+    @property
+    def unet_levels(self) -> int:
+        """Levels of the U-Net: `levels` when set, else 6 or 5 from `full_scale`."""
+        if self.levels is not None:
+            return self.levels
+        return 6 if self.full_scale else 5
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every knob as plain data (for JSON, YAML and the journal)."""
+        return {f.name: _deep_copy(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+
+_NESTED_CHOICES = {"lr_schedule": LR_SCHEDULE_CHOICES, "weight_init": WEIGHT_INIT_CHOICES}
+_NESTED_DEFAULTS = {"lr_schedule": LR_SCHEDULE_DEFAULT, "weight_init": WEIGHT_INIT_DEFAULT}
+
+
+def knob_fields() -> tuple[dataclasses.Field, ...]:
+    """The declared knobs, in declaration order."""
+    return dataclasses.fields(TrainConfig)
+
+
+def knob_names() -> tuple[str, ...]:
+    return tuple(f.name for f in knob_fields())
+
+
+def _field_types() -> dict[str, Any]:
+    return typing.get_type_hints(TrainConfig)
+
+
+def _type_label(tp: Any) -> str:
+    args = [a for a in typing.get_args(tp) if a is not type(None)]
+    base = args[0] if args else tp
+    name = getattr(base, "__name__", str(base))
+    return f"{name} or null" if args else name
+
+
+def _suggest(name: str, options: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, list(options), n=1)
+    return f"did you mean '{close[0]}'? " if close else ""
+
+
+def _float_or_none(text: str) -> float | None:
+    """YAML 1.1 reads `1e-3` (no dot) as a string; accept it as the number it means."""
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _coerce(key: str, value: Any, tp: Any, choices: tuple[Any, ...] | None) -> Any:
+    """Check one value against its declared type and choices; return it normalised."""
+    optional = type(None) in typing.get_args(tp)
+    base = next((a for a in typing.get_args(tp) if a is not type(None)), tp)
+    if optional and isinstance(value, str) and value in ("None", "null", "~"):
+        value = None  # the tutorial writes `use_cache: None`, which YAML reads as a string
+    if value is None:
+        if optional:
+            return None
+        raise UsageError(f"config key '{key}' cannot be null: give a {_type_label(tp)}")
+    if base is bool:
+        if isinstance(value, str) and value.lower() in ("on", "off", "true", "false", "yes", "no"):
+            value = value.lower() in ("on", "true", "yes")
+        if not isinstance(value, bool):
+            raise UsageError(f"config key '{key}' must be true or false (or on/off), got {value!r}")
+    elif base is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise UsageError(f"config key '{key}' must be an integer, got {value!r}")
+    elif base is float:
+        if isinstance(value, str):
+            value = _float_or_none(value) if _float_or_none(value) is not None else value
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise UsageError(f"config key '{key}' must be a number, got {value!r}")
+        value = float(value)
+    elif base is str:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = str(value)
+        if not isinstance(value, str):
+            raise UsageError(f"config key '{key}' must be a string, got {value!r}")
+    elif base is list:
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = [value]
+        if not isinstance(value, list):
+            raise UsageError(f"config key '{key}' must be a list, got {value!r}")
+    elif base is dict:
+        return _coerce_nested(key, value)
+    if choices is not None and value not in choices:
+        valid = ", ".join(str(c) for c in choices)
+        raise UsageError(f"config key '{key}': {value!r} is not one of {valid}")
+    return value
+
+
+def _coerce_nested(key: str, value: Any) -> dict[str, Any]:
+    """Validate a nested block (lr_schedule, weight_init) key by key over its defaults."""
+    if not isinstance(value, Mapping):
+        raise UsageError(f"config key '{key}' must be a mapping, got {value!r}")
+    defaults = _NESTED_DEFAULTS[key]
+    merged = dict(defaults)
+    for sub, sub_value in value.items():
+        if sub not in defaults:
+            raise UsageError(
+                f"unknown key '{key}.{sub}': {_suggest(sub, defaults)}"
+                f"valid keys are {', '.join(defaults)}"
+            )
+        default = defaults[sub]
+        tp = type(default) if not isinstance(default, float) else float
+        merged[sub] = _coerce(f"{key}.{sub}", sub_value, tp, _NESTED_CHOICES[key].get(sub))
+    return merged
+
+
+def _check_consistency(cfg: TrainConfig) -> None:
+    """Rules that span several knobs; a knob's own type and choices are checked earlier."""
+    positive = (
+        "width",
+        "data_size",
+        "global_batch_size",
+        "base_batch_size",
+        "Nsamples",
+        "num_epochs",
+        "N_out_channels",
+        "bucket_cap_mb",
+        "log_every",
+    )
+    for name in positive:
+        if getattr(cfg, name) <= 0:
+            raise UsageError(f"config key '{name}' must be positive, got {getattr(cfg, name)}")
+    for name in ("max_steps", "local_batch_size", "levels", "prefetch_factor"):
+        value = getattr(cfg, name)
+        if value is not None and value <= 0:
+            raise UsageError(f"config key '{name}' must be positive or null, got {value}")
+    if cfg.num_data_workers < 0:
+        raise UsageError("config key 'num_data_workers' must be 0 or more")
+    if cfg.Nsamples_val < 0:
+        raise UsageError("config key 'Nsamples_val' must be 0 or more")
+    if cfg.unet_levels < 1 or cfg.data_size % (2**cfg.unet_levels) != 0:
+        step = 2**cfg.unet_levels
+        raise UsageError(
+            f"data_size {cfg.data_size} does not fit a {cfg.unet_levels}-level U-Net: "
+            f"use a multiple of {step} (e.g. data_size={max(step, cfg.data_size // step * step)})"
+        )
+    if len(cfg.box_size) not in (1, 2) or not all(
+        isinstance(b, int) and b > 0 for b in cfg.box_size
+    ):
+        raise UsageError(f"config key 'box_size' must be [train, val] sides, got {cfg.box_size}")
+    if cfg.cuda_graphs and cfg.jit == "compile" and cfg.compile_mode == "reduce-overhead":
+        raise UsageError(
+            "cuda_graphs and compile_mode=reduce-overhead both capture CUDA graphs: pick one"
+        )
+    if cfg.cuda_graphs and cfg.amp_mode == "fp16":
+        raise UsageError(
+            "cuda_graphs cannot capture the fp16 GradScaler's checks: use amp_mode=bf16 "
+            "or cuda_graphs=false"
+        )
+
+
+def _apply_tutorial_aliases(values: dict[str, Any]) -> None:
+    """Map the tutorial's enable_* switches onto the knobs that replaced them."""
+    if values.get("enable_amp") and values.get("amp_mode", "none") == "none":
+        values["amp_mode"] = "fp16"
+    if values.get("enable_apex") and values.get("optimizer_impl", "foreach") == "foreach":
+        values["optimizer_impl"] = "apex"
+    if values.get("enable_jit") and values.get("jit", "none") == "none":
+        values["jit"] = "script"
+    for legacy in ("enable_amp", "enable_apex", "enable_jit"):
+        values[legacy] = False
+
+
+def build_config(values: Mapping[str, Any], *, source: str = "config") -> TrainConfig:
+    """Validate a mapping of knob values (over the defaults) into a TrainConfig.
+
+    Raises:
+        UsageError: an unknown key, a wrong type or a value outside its choices,
+            as one line naming the key and what would be valid.
+    """
+    fields = {f.name: f for f in knob_fields()}
+    types = _field_types()
+    checked: dict[str, Any] = {}
+    for key, value in values.items():
+        if key not in fields:
+            raise UsageError(
+                f"unknown config key '{key}' in {source}: {_suggest(key, fields)}"
+                "`tuneup train --help` lists every key"
+            )
+        checked[key] = _coerce(key, value, types[key], fields[key].metadata["choices"])
+    _apply_tutorial_aliases(checked)
+    cfg = TrainConfig(**checked)
+    _check_consistency(cfg)
+    return cfg
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """Split one `--set key=value` (value in YAML syntax; `a.b=v` reaches a nested key)."""
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise UsageError(f"--set expects key=value, got {text!r} (e.g. --set amp_mode=bf16)")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else None
+    except yaml.YAMLError:
+        value = raw
+    return key, value
+
+
+def apply_overrides(values: dict[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
+    """Return a copy of `values` with every `--set key=value` applied in order."""
+    merged = _deep_copy(dict(values))
+    for text in overrides:
+        key, value = parse_override(text)
+        head, dot, sub = key.partition(".")
+        if dot:
+            if head not in _NESTED_DEFAULTS:
+                raise UsageError(f"'{key}': only lr_schedule.* and weight_init.* have sub-keys")
+            block = dict(merged.get(head) or {})
+            block[sub] = value
+            merged[head] = block
+        else:
+            merged[key] = value
+    return merged
+
+
+def read_yaml(path: Path) -> Any:
+    """Read a YAML file; a missing or malformed file is a one-line UsageError."""
+    if not path.is_file():
+        raise UsageError(f"config file not found: {path}")
+    try:
+        return yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise UsageError(f"{path}{where}: {problem}") from None
+
+
+def _looks_like_named_blocks(data: Mapping[str, Any]) -> bool:
+    names = set(knob_names())
+    return bool(data) and all(k not in names and isinstance(v, Mapping) for k, v in data.items())
+
+
+def load_values(path: Path, name: str | None = None) -> dict[str, Any]:
+    """Knob values from a tuneup YAML file, or from block `name` of a tutorial-format file.
+
+    The tutorial's files hold named blocks (``base: &base``, ``short: <<: *base``);
+    PyYAML resolves the merge keys, so a block arrives complete.
+    """
+    data = read_yaml(path)
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise UsageError(f"{path}: expected a mapping of config keys at the top level")
+    if name is not None:
+        if name not in data:
+            blocks = ", ".join(str(k) for k in data) or "none"
+            raise UsageError(f"no config named '{name}' in {path}: it has {blocks}")
+        block = data[name]
+        if not isinstance(block, Mapping):
+            raise UsageError(f"config '{name}' in {path} is not a mapping of keys")
+        return dict(block)
+    if _looks_like_named_blocks(data):
+        blocks = ", ".join(str(k) for k in data)
+        raise UsageError(
+            f"{path} holds named configs ({blocks}): pick one with "
+            f"--yaml_config {path} --config NAME"
+        )
+    return dict(data)
+
+
+def load_config(
+    path: Path | None = None,
+    name: str | None = None,
+    overrides: Iterable[str] = (),
+    base: Mapping[str, Any] | None = None,
+) -> TrainConfig:
+    """Load, override and validate: the whole path from files and flags to a TrainConfig."""
+    values: dict[str, Any] = dict(base or {})
+    source = "config"
+    if path is not None:
+        values.update(load_values(path, name))
+        source = f"{path}" + (f" [{name}]" if name else "")
+    return build_config(apply_overrides(values, overrides), source=source)
+
+
+def describe_knobs() -> str:
+    """Every knob with its default and help, grouped: the `tuneup train --help` epilog."""
+    lines: list[str] = []
+    group = None
+    for f in knob_fields():
+        meta = f.metadata
+        if meta["group"] != group:
+            group = meta["group"]
+            lines.append(f"{group} knobs:")
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        choices = f" [{'|'.join(str(c) for c in meta['choices'])}]" if meta["choices"] else ""
+        lines.append(f"  {f.name}={_render(default)}{choices}  {meta['help']}")
+    return "\n".join(lines)
+
+
+def _render(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_render(v)}" for k, v in value.items()) + "}"
+    return str(value)

@@ -1,0 +1,95 @@
+"""`tuneup train`: resolve the config (or the embedded default), then train on this rank."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from tuneup.bundled import DEFAULT_PRESET, cache_dir, ensure_synthetic_data, read_bundled_preset
+from tuneup.config import TrainConfig, load_config
+from tuneup.errors import ExitCode, UsageError
+
+
+def _default_values() -> tuple[dict[str, Any], dict[str, Any]]:
+    preset = read_bundled_preset(DEFAULT_PRESET)
+    return dict(preset.get("train") or {}), dict(preset.get("synthetic_data") or {})
+
+
+def resolve_config(
+    config: str | None, yaml_config: Path | None, overrides: list[str]
+) -> tuple[TrainConfig, dict[str, Any] | None]:
+    """The config to train, and the synthetic data to make first when it is the default."""
+    if yaml_config is not None:
+        return load_config(yaml_config, config, overrides), None
+    if config is not None:
+        path = Path(config)
+        if not path.exists() and path.suffix not in (".yaml", ".yml"):
+            raise UsageError(
+                f"config file not found: {config} (a block name needs --yaml_config FILE)"
+            )
+        return load_config(path, None, overrides), None
+    base, synth = _default_values()
+    return load_config(None, None, overrides, base=base), synth
+
+
+def _with_default_data(cfg: TrainConfig, synth: dict[str, Any]) -> TrainConfig:
+    """Point the default run at its synthetic box, making it once in the cache."""
+    if cfg.data_loader_config == "synthetic" or (cfg.train_path and cfg.val_path):
+        return cfg
+    box, val_box, seed = synth["box"], synth["val_box"], synth.get("seed", 0)
+    train, val, made = ensure_synthetic_data(box, val_box, seed, cache_dir())
+    if made:
+        print(f"tuneup: made a synthetic {box}^3 box in {train.parent}", file=sys.stderr)
+    cfg.train_path = cfg.train_path or str(train)
+    cfg.val_path = cfg.val_path or str(val)
+    return cfg
+
+
+def run_train_command(
+    *,
+    config: str | None,
+    yaml_config: Path | None,
+    overrides: list[str],
+    metrics_path: Path | None,
+) -> int:
+    cfg, synth = resolve_config(config, yaml_config, overrides)
+    # TF32 off must reach the environment before CUDA starts.
+    from tuneup.trainer.runtime import set_tf32_env
+
+    set_tf32_env(cfg.tf32)
+    if synth is not None:
+        print(
+            f"tuneup: no config given: training the {DEFAULT_PRESET} preset "
+            "(see `tuneup train --help` to give your own)",
+            file=sys.stderr,
+        )
+        cfg = _with_default_data(cfg, synth)
+
+    from tuneup.trainer.build import build_training
+    from tuneup.trainer.distributed import destroy_process_group, dist_env_from
+    from tuneup.trainer.loop import StopFlag, run_training, stop_on_interrupt
+    from tuneup.trainer.metrics import MetricsWriter
+
+    env = dist_env_from(os.environ)
+
+    def log(message: str) -> None:
+        print(message, flush=True)
+
+    stop = StopFlag()
+    metrics = MetricsWriter(metrics_path if env.is_main else None)
+    try:
+        with stop_on_interrupt(stop, log):
+            setup = build_training(cfg, env)
+            result = run_training(setup, metrics=metrics, log=log, stop=stop)
+    finally:
+        metrics.close()
+        destroy_process_group()
+    if result.interrupted:
+        log(f"Stopped by Ctrl-C after {result.steps} steps")
+        return ExitCode.INTERRUPTED
+    if result.ranks_in_sync is False and not cfg.noddp:
+        print("tuneup: error: DDP ranks ended with different weights", file=sys.stderr)
+        return ExitCode.INTERNAL
+    return ExitCode.OK

@@ -1,0 +1,1 @@
+"""The 3D U-Net trainer: model, data, training step and loop."""

@@ -1,0 +1,265 @@
+"""From a TrainConfig to everything a run needs: model, optimizer, step, loaders.
+
+The probe worker of a later issue builds the same setup and times its phases,
+so nothing here runs a step or reads the clock.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch import Tensor, nn
+
+from tuneup.config import TrainConfig
+from tuneup.errors import UsageError
+from tuneup.trainer.distributed import DistEnv, init_process_group, local_batch
+from tuneup.trainer.model import UNet, count_parameters, init_weights, l1_rho_loss
+from tuneup.trainer.optim import build_optimizer
+from tuneup.trainer.precision import Precision, build_precision
+from tuneup.trainer.runtime import DeviceChoice, apply_backend_flags, choose_device
+from tuneup.trainer.schedule import LrSchedule, schedule_for
+from tuneup.trainer.step import EagerStep, GraphedStep, LossFn
+
+INPUT_CHANNELS = 4
+VAL_SEED_OFFSET = 1_000_003  # validation crops come from a stream of their own
+
+
+@dataclass
+class TrainingSetup:
+    """A ready-to-run training job on one rank."""
+
+    cfg: TrainConfig
+    env: DistEnv
+    device: torch.device
+    raw_model: nn.Module
+    model: nn.Module
+    loss_fn: LossFn
+    optimizer: torch.optim.Optimizer
+    precision: Precision
+    step: EagerStep | GraphedStep
+    schedule: LrSchedule
+    local_batch: int
+    global_batch: int
+    steps_per_epoch: int
+    memory_format: torch.memory_format
+    train_loader: torch.utils.data.DataLoader | None = None
+    val_loader: torch.utils.data.DataLoader | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def to_device(self, inp: Tensor, tar: Tensor) -> tuple[Tensor, Tensor]:
+        """Move a host batch to the device in the model's memory format."""
+        non_blocking = self.cfg.non_blocking and self.device.type == "cuda"
+        inp = inp.to(self.device, non_blocking=non_blocking, memory_format=self.memory_format)
+        tar = tar.to(self.device, non_blocking=non_blocking, memory_format=self.memory_format)
+        return inp, tar
+
+    def ensure_graph(self, inp: Tensor, tar: Tensor) -> None:
+        """Capture the CUDA graph on the first real batch (when cuda_graphs is on)."""
+        if self.cfg.cuda_graphs and isinstance(self.step, EagerStep):
+            self.step = GraphedStep(
+                self.step, inp, tar, warmup_steps=11 if self.env.distributed else 3
+            )
+
+
+def data_paths(cfg: TrainConfig) -> tuple[Path | None, Path | None]:
+    """Train and validation files, redirected to `use_cache` when the tutorial's key is set."""
+
+    def resolve(value: str | None) -> Path | None:
+        if value is None:
+            return None
+        path = Path(value).expanduser()
+        return Path(cfg.use_cache) / path.name if cfg.use_cache else path
+
+    return resolve(cfg.train_path), resolve(cfg.val_path)
+
+
+def check_data(cfg: TrainConfig) -> None:
+    """Fail before anything heavy starts when the data cannot be read."""
+    if cfg.data_loader_config == "dali-lowmem":
+        raise UsageError(
+            "data_loader_config=dali-lowmem: the DALI loader is not in this tuneup version yet; "
+            "use lowmem or inmem"
+        )
+    if cfg.data_loader_config == "synthetic":
+        return
+    from tuneup.trainer.boxfile import inspect_box
+
+    train, val = data_paths(cfg)
+    needed = [("train_path", train)]
+    if cfg.Nsamples_val > 0:
+        needed.append(("val_path", val))
+    for key, path in needed:
+        if path is None:
+            raise UsageError(
+                f"{key} is not set: give your HDF5 box (--set {key}=FILE) or make one with "
+                "`tuneup data synth --out DIR`"
+            )
+        inspect_box(path)
+
+
+def _loader(
+    cfg: TrainConfig,
+    env: DistEnv,
+    path: Path | None,
+    batch: int,
+    n_samples: int,
+    seed: int,
+    box: int,
+) -> torch.utils.data.DataLoader:
+    from tuneup.trainer.loaders import build_loader
+
+    return build_loader(
+        cfg.data_loader_config,
+        path=path,
+        crop=cfg.data_size,
+        batch_size=batch,
+        n_samples=n_samples,
+        num_workers=cfg.num_data_workers,
+        pin_memory=cfg.pin_memory,
+        persistent_workers=cfg.persistent_workers,
+        prefetch_factor=cfg.prefetch_factor,
+        seed=seed,
+        rank=env.rank,
+        synthetic_box=box,
+    )
+
+
+def build_model(cfg: TrainConfig) -> nn.Module:
+    """The U-Net of the config with the tutorial's weight init."""
+    model = UNet(
+        in_channels=INPUT_CHANNELS,
+        out_channels=cfg.N_out_channels,
+        width=cfg.width,
+        levels=cfg.unet_levels,
+        init_scale=None,  # initialised below from the config's weight_init
+    )
+    init_weights(model, scale=cfg.weight_init["conv_scale"], bias=cfg.weight_init["conv_bias"])
+    return model
+
+
+def wrap_model(
+    cfg: TrainConfig, model: nn.Module, env: DistEnv, device: DeviceChoice
+) -> tuple[nn.Module, LossFn]:
+    """Apply the JIT and DDP knobs: TorchScript before DDP, torch.compile after it."""
+    loss_fn: LossFn = l1_rho_loss
+    if cfg.jit == "script":
+        with warnings.catch_warnings():  # TorchScript is deprecated; the tutorial's knob stays
+            warnings.simplefilter("ignore", DeprecationWarning)
+            model = torch.jit.script(model)
+            loss_fn = torch.jit.script(l1_rho_loss)
+    if env.distributed and not cfg.noddp:
+        from torch.nn.parallel import DistributedDataParallel
+
+        model = DistributedDataParallel(
+            model,
+            device_ids=[device.index] if device.type == "cuda" else None,
+            bucket_cap_mb=cfg.bucket_cap_mb,
+            broadcast_buffers=cfg.broadcast_buffers,
+            gradient_as_bucket_view=cfg.gradient_as_bucket_view,
+        )
+    if cfg.jit == "compile":
+        model = torch.compile(
+            model, mode=None if cfg.compile_mode == "default" else cfg.compile_mode
+        )
+    return model, loss_fn
+
+
+def build_training(
+    cfg: TrainConfig,
+    env: DistEnv,
+    *,
+    cuda_available: Callable[[], bool] = torch.cuda.is_available,
+    with_loaders: bool = True,
+) -> TrainingSetup:
+    """Build one rank's training job; every performance knob is applied here."""
+    device = choose_device(cfg.device, env.local_rank, cuda_available())
+    if cfg.cuda_graphs and device.type != "cuda":
+        raise UsageError("cuda_graphs needs CUDA: run on a GPU node or set cuda_graphs=false")
+    if with_loaders:
+        check_data(cfg)
+    if device.type == "cuda":
+        torch.cuda.set_device(device.index)
+    apply_backend_flags(cfg.tf32, cfg.cudnn_benchmark)
+    init_process_group(env, device.type)
+    torch.manual_seed(cfg.seed)  # the same initial weights on every rank
+
+    batch = local_batch(cfg.global_batch_size, cfg.local_batch_size, env.world_size)
+    global_batch = batch * env.world_size
+    per_rank_samples = cfg.Nsamples // env.world_size
+    steps_per_epoch = per_rank_samples // batch
+    if steps_per_epoch == 0:
+        raise UsageError(
+            f"Nsamples {cfg.Nsamples} gives no full batch of {global_batch} per step: "
+            f"raise Nsamples or lower the batch size"
+        )
+    total_steps = steps_per_epoch * cfg.num_epochs
+    if cfg.max_steps is not None:
+        total_steps = min(total_steps, cfg.max_steps)
+
+    torch_device = torch.device(device.name)
+    memory_format = torch.channels_last_3d if cfg.channels_last else torch.contiguous_format
+    raw_model = build_model(cfg).to(torch_device, memory_format=memory_format)
+    model, loss_fn = wrap_model(cfg, raw_model, env, device)
+    optimizer = build_optimizer(
+        raw_model.parameters(),
+        cfg.optimizer_impl,
+        cfg.lr_schedule["start_lr"],
+        device.type,
+        capturable=cfg.cuda_graphs,
+    )
+    precision = build_precision(cfg.amp_mode, device.type)
+    step = EagerStep(model, loss_fn, optimizer, precision, cfg.lambda_rho)
+    schedule = schedule_for(
+        cfg.lr_schedule,
+        total_steps=total_steps,
+        global_batch=global_batch,
+        base_batch=cfg.base_batch_size,
+    )
+    setup = TrainingSetup(
+        cfg=cfg,
+        env=env,
+        device=torch_device,
+        raw_model=raw_model,
+        model=model,
+        loss_fn=loss_fn,
+        optimizer=optimizer,
+        precision=precision,
+        step=step,
+        schedule=schedule,
+        local_batch=batch,
+        global_batch=global_batch,
+        steps_per_epoch=steps_per_epoch,
+        memory_format=memory_format,
+    )
+    if with_loaders:
+        train_path, val_path = data_paths(cfg)
+        train_box = cfg.box_size[0]
+        val_box = cfg.box_size[-1]
+        setup.train_loader = _loader(
+            cfg, env, train_path, batch, per_rank_samples, cfg.seed, train_box
+        )
+        if cfg.Nsamples_val > 0:
+            val_samples = max(cfg.Nsamples_val // env.world_size, batch)
+            setup.val_loader = _loader(
+                cfg, env, val_path, batch, val_samples, cfg.seed + VAL_SEED_OFFSET, val_box
+            )
+    setup.notes.append(
+        f"model: {count_parameters(raw_model) / 1e6:.2f} M parameters, "
+        f"{model_flops(cfg) / 1e9:.2f} GFLOP per sample (forward+backward)"
+    )
+    if os.environ.get("NVIDIA_TF32_OVERRIDE") == "0":
+        setup.notes.append("TF32 disabled (NVIDIA_TF32_OVERRIDE=0)")
+    return setup
+
+
+def model_flops(cfg: TrainConfig) -> float:
+    from tuneup.trainer.flops import flops_per_sample
+
+    return flops_per_sample(
+        cfg.data_size, cfg.width, cfg.unet_levels, INPUT_CHANNELS, cfg.N_out_channels
+    )

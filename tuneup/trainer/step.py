@@ -1,0 +1,101 @@
+"""One optimisation step, eager or replayed from a CUDA graph.
+
+A step takes a device batch and returns the loss as a device tensor: reading it
+back is left to the caller, so the loop synchronises only when it logs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor, nn
+
+from tuneup.trainer.precision import Precision
+
+LossFn = Callable[[Tensor, Tensor, float], Tensor]
+
+
+class EagerStep:
+    """Forward, loss, backward and optimizer step, with AMP and its scaler when set."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        loss_fn: LossFn,
+        optimizer: torch.optim.Optimizer,
+        precision: Precision,
+        lambda_rho: float,
+    ) -> None:
+        self.model = model
+        self.loss_fn = loss_fn
+        self.optimizer = optimizer
+        self.precision = precision
+        self.lambda_rho = lambda_rho
+        self.scaler_overflows = 0
+
+    def __call__(self, inp: Tensor, tar: Tensor) -> Tensor:
+        self.optimizer.zero_grad(set_to_none=True)
+        with self.precision.autocast():
+            loss = self.loss_fn(self.model(inp), tar, self.lambda_rho)
+        scaler = self.precision.scaler
+        if scaler is None:
+            loss.backward()
+            self.optimizer.step()
+        else:
+            scale_before = scaler.get_scale()
+            scaler.scale(loss).backward()
+            scaler.step(self.optimizer)
+            scaler.update()
+            if scaler.get_scale() < scale_before:
+                self.scaler_overflows += 1  # the scaler skipped this step (inf/NaN grads)
+        return loss.detach()
+
+
+class GraphedStep:
+    """The whole step captured once in a CUDA graph, then replayed per batch.
+
+    Batches are copied into static input tensors before each replay. Warm-up
+    steps run eagerly on a side stream first, as capture requires (DDP needs
+    at least 11 of them).
+    """
+
+    def __init__(
+        self,
+        eager: EagerStep,
+        sample_inp: Tensor,
+        sample_tar: Tensor,
+        warmup_steps: int = 3,
+    ) -> None:
+        if sample_inp.device.type != "cuda":
+            raise RuntimeError("cuda_graphs needs CUDA tensors")
+        if eager.precision.scaler is not None:
+            raise RuntimeError("cuda_graphs cannot capture the fp16 GradScaler")
+        self.eager = eager
+        self.static_inp = sample_inp.clone()
+        self.static_tar = sample_tar.clone()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(warmup_steps):
+                eager(self.static_inp, self.static_tar)
+        torch.cuda.current_stream().wait_stream(side)
+        self.graph = torch.cuda.CUDAGraph()
+        eager.optimizer.zero_grad(set_to_none=True)
+        with torch.cuda.graph(self.graph):
+            with eager.precision.autocast():
+                out = eager.model(self.static_inp)
+                self.static_loss = eager.loss_fn(out, self.static_tar, eager.lambda_rho)
+            self.static_loss.backward()
+            eager.optimizer.step()
+        self.warmup_steps = warmup_steps
+
+    @property
+    def scaler_overflows(self) -> int:
+        return 0
+
+    def __call__(self, inp: Tensor, tar: Tensor) -> Tensor:
+        self.static_inp.copy_(inp, non_blocking=True)
+        self.static_tar.copy_(tar, non_blocking=True)
+        self.graph.replay()
+        return self.static_loss.detach().clone()
