@@ -61,9 +61,10 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
     train = commands.add_parser(
         "train",
         help="train the U-Net (no arguments: the CPU smoke preset on a synthetic box)",
-        description="Train the 3D U-Net. With no config, runs the cpu-smoke preset on a small "
-        "synthetic box it makes on first use. Every knob below can be set in the YAML file "
-        "or with --set key=value.",
+        description="Train the 3D U-Net. With no config, runs the cpu-smoke preset on a small\n"
+        "synthetic box it makes on first use. Every knob below can be set in the YAML\n"
+        "file or with --set key=value; the tutorial's train.py flags (--enable_amp,\n"
+        "--num_data_workers N, --bucket_cap_mb N, --noddp, ...) are accepted too.",
         epilog=describe_knobs(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -87,11 +88,10 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
         help="override one knob (repeatable; lr_schedule.start_lr=1e-3 reaches nested keys)",
     )
     train.add_argument("--metrics", type=Path, metavar="FILE", help="also write JSON-lines metrics")
-    tutorial = train.add_argument_group("the tutorial's train.py flags")
     for flag in TUTORIAL_FLAGS:
-        tutorial.add_argument(flag, action="store_true", help=argparse.SUPPRESS)
+        train.add_argument(flag, action="store_true", help=argparse.SUPPRESS)
     for name in TUTORIAL_VALUE_FLAGS:
-        tutorial.add_argument(f"--{name}", help=argparse.SUPPRESS)
+        train.add_argument(f"--{name}", help=argparse.SUPPRESS)
     train.set_defaults(handler=_run_train)
 
 

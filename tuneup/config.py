@@ -356,6 +356,9 @@ def _check_consistency(cfg: TrainConfig) -> None:
         )
 
 
+_ALIAS_OF = {"amp_mode": "enable_amp", "optimizer_impl": "enable_apex", "jit": "enable_jit"}
+
+
 def _apply_tutorial_aliases(values: dict[str, Any]) -> None:
     """Map the tutorial's enable_* switches onto the knobs that replaced them."""
     if values.get("enable_amp") and values.get("amp_mode", "none") == "none":
@@ -410,6 +413,11 @@ def apply_overrides(values: dict[str, Any], overrides: Iterable[str]) -> dict[st
     for text in overrides:
         key, value = parse_override(text)
         head, dot, sub = key.partition(".")
+        if head not in knob_names():
+            raise UsageError(
+                f"unknown config key '{head}' in --set: {_suggest(head, knob_names())}"
+                "`tuneup train --help` lists every key"
+            )
         if dot:
             if head not in _NESTED_DEFAULTS:
                 raise UsageError(f"'{key}': only lr_schedule.* and weight_init.* have sub-keys")
@@ -418,6 +426,8 @@ def apply_overrides(values: dict[str, Any], overrides: Iterable[str]) -> dict[st
             merged[head] = block
         else:
             merged[key] = value
+            if key in _ALIAS_OF:  # an explicit modern knob beats the file's enable_* switch
+                merged[_ALIAS_OF[key]] = False
     return merged
 
 

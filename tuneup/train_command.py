@@ -59,6 +59,9 @@ def run_train_command(
     from tuneup.trainer.runtime import set_tf32_env
 
     set_tf32_env(cfg.tf32)
+    from tuneup.trainer.datacheck import check_data
+
+    check_data(cfg, only_set=synth is not None)  # the user's own files, before any work
     if synth is not None:
         print(
             f"tuneup: no config given: training the {DEFAULT_PRESET} preset "
@@ -66,6 +69,7 @@ def run_train_command(
             file=sys.stderr,
         )
         cfg = _with_default_data(cfg, synth)
+        check_data(cfg)
 
     from tuneup.trainer.build import build_training
     from tuneup.trainer.distributed import destroy_process_group, dist_env_from

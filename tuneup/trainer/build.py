@@ -17,6 +17,7 @@ from torch import Tensor, nn
 
 from tuneup.config import TrainConfig
 from tuneup.errors import UsageError
+from tuneup.trainer.datacheck import check_data, data_paths
 from tuneup.trainer.distributed import DistEnv, init_process_group, local_batch
 from tuneup.trainer.model import UNet, count_parameters, init_weights, l1_rho_loss
 from tuneup.trainer.optim import build_optimizer
@@ -64,42 +65,6 @@ class TrainingSetup:
             self.step = GraphedStep(
                 self.step, inp, tar, warmup_steps=11 if self.env.distributed else 3
             )
-
-
-def data_paths(cfg: TrainConfig) -> tuple[Path | None, Path | None]:
-    """Train and validation files, redirected to `use_cache` when the tutorial's key is set."""
-
-    def resolve(value: str | None) -> Path | None:
-        if value is None:
-            return None
-        path = Path(value).expanduser()
-        return Path(cfg.use_cache) / path.name if cfg.use_cache else path
-
-    return resolve(cfg.train_path), resolve(cfg.val_path)
-
-
-def check_data(cfg: TrainConfig) -> None:
-    """Fail before anything heavy starts when the data cannot be read."""
-    if cfg.data_loader_config == "dali-lowmem":
-        raise UsageError(
-            "data_loader_config=dali-lowmem: the DALI loader is not in this tuneup version yet; "
-            "use lowmem or inmem"
-        )
-    if cfg.data_loader_config == "synthetic":
-        return
-    from tuneup.trainer.boxfile import inspect_box
-
-    train, val = data_paths(cfg)
-    needed = [("train_path", train)]
-    if cfg.Nsamples_val > 0:
-        needed.append(("val_path", val))
-    for key, path in needed:
-        if path is None:
-            raise UsageError(
-                f"{key} is not set: give your HDF5 box (--set {key}=FILE) or make one with "
-                "`tuneup data synth --out DIR`"
-            )
-        inspect_box(path)
 
 
 def _loader(

@@ -33,17 +33,19 @@ def lr_at(
     """Learning rate at 1-based `step` of a run of `total_steps`.
 
     Warm-up only happens when the batch was scaled up (global > base and a
-    scaling rule is set); then the cosine runs over `total_steps` starting
-    after warm-up, as in the tutorial.
+    scaling rule is set); the cosine then spans the steps left after warm-up,
+    so the run ends at `end_lr` (the tutorial's code divided by the whole run
+    and stopped short of it).
     """
     peak = initial_lr(start_lr, scaling, global_batch, base_batch)
     total = max(total_steps, 1)
-    if global_batch > base_batch and scaling != "none":
+    if global_batch > base_batch and scaling != "none" and warmup_steps > 0:
         if step < warmup_steps:
             return step / warmup_steps * peak
-        progress = (step - warmup_steps) / total
+        progress = (step - warmup_steps) / max(total - warmup_steps, 1)
     else:
         progress = step / total
+    progress = min(max(progress, 0.0), 1.0)
     return end_lr + 0.5 * (peak - end_lr) * (1.0 + math.cos(math.pi * progress))
 
 

@@ -57,7 +57,8 @@ class GraphedStep:
 
     Batches are copied into static input tensors before each replay. Warm-up
     steps run eagerly on a side stream first, as capture requires (DDP needs
-    at least 11 of them).
+    at least 11 of them); their updates are then undone, so a graphed run
+    follows the same loss curve as an eager one.
     """
 
     def __init__(
@@ -74,6 +75,7 @@ class GraphedStep:
         self.eager = eager
         self.static_inp = sample_inp.clone()
         self.static_tar = sample_tar.clone()
+        start_weights = [p.detach().clone() for p in eager.model.parameters()]
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
@@ -89,6 +91,7 @@ class GraphedStep:
             self.static_loss.backward()
             eager.optimizer.step()
         self.warmup_steps = warmup_steps
+        _rewind(eager, start_weights)
 
     @property
     def scaler_overflows(self) -> int:
@@ -99,3 +102,18 @@ class GraphedStep:
         self.static_tar.copy_(tar, non_blocking=True)
         self.graph.replay()
         return self.static_loss.detach().clone()
+
+
+def _rewind(eager: EagerStep, start_weights: list[Tensor]) -> None:
+    """Undo the warm-up and capture updates in place, so replay 1 is the run's step 1.
+
+    In place, because the graph holds the addresses of the weights and of
+    Adam's state; fresh Adam state is all zeros (moments and step count).
+    """
+    with torch.no_grad():
+        for param, saved in zip(eager.model.parameters(), start_weights, strict=True):
+            param.copy_(saved)
+        for state in eager.optimizer.state.values():
+            for value in state.values():
+                if isinstance(value, Tensor):
+                    value.zero_()

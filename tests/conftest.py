@@ -1,0 +1,86 @@
+"""Shared fixtures: a tiny synthetic dataset, tiny trainer configs, and the `gpu` marker skip."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from tuneup.config import TrainConfig, build_config
+from tuneup.trainer.synth import SynthResult, synthesize
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip `gpu` tests where CUDA is not visible (torch is imported only if one is collected)."""
+    gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
+    if not gpu_items:
+        return
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (torch.cuda.is_available() is False)")
+    for item in gpu_items:
+        item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def synthetic_data(tmp_path_factory: pytest.TempPathFactory) -> SynthResult:
+    """A 32^3 training box and a 16^3 validation box, made once per test session."""
+    return synthesize(tmp_path_factory.mktemp("synthetic"), box=32, val_box=16, seed=0)
+
+
+@pytest.fixture
+def tiny_values(synthetic_data: SynthResult) -> dict[str, Any]:
+    """Knob values of a CPU run that takes well under a second a step.
+
+    A 3-level, width-4 U-Net on 8^3 crops: 4 steps of 4 samples per epoch,
+    one validation batch, data read in this process from the synthetic box.
+    """
+    return {
+        "device": "cpu",
+        "levels": 3,
+        "width": 4,
+        "data_size": 8,
+        "global_batch_size": 4,
+        "Nsamples": 16,
+        "Nsamples_val": 4,
+        "num_epochs": 1,
+        "data_loader_config": "inmem",
+        "num_data_workers": 0,
+        "train_path": str(synthetic_data.train_path),
+        "val_path": str(synthetic_data.val_path),
+    }
+
+
+@pytest.fixture
+def tiny_config(tiny_values: dict[str, Any]) -> Callable[..., TrainConfig]:
+    """Build a validated tiny TrainConfig; keyword arguments override its knobs."""
+
+    def make(**overrides: Any) -> TrainConfig:
+        return build_config({**tiny_values, **overrides}, source="tests")
+
+    return make
+
+
+@pytest.fixture
+def restore_torch_state() -> Iterator[None]:
+    """Put back the process-wide torch switches and RNG that build_training changes.
+
+    Building a setup sets TF32, matmul precision and cuDNN benchmark for the
+    whole process and reseeds torch; later tests must not inherit that.
+    """
+    import torch
+
+    precision = torch.get_float32_matmul_precision()
+    matmul_tf32 = torch.backends.cuda.matmul.allow_tf32
+    cudnn_tf32 = torch.backends.cudnn.allow_tf32
+    benchmark = torch.backends.cudnn.benchmark
+    rng = torch.random.get_rng_state()
+    yield
+    torch.set_float32_matmul_precision(precision)
+    torch.backends.cuda.matmul.allow_tf32 = matmul_tf32
+    torch.backends.cudnn.allow_tf32 = cudnn_tf32
+    torch.backends.cudnn.benchmark = benchmark
+    torch.random.set_rng_state(rng)

@@ -1,0 +1,132 @@
+"""What only a CUDA GPU can show: AMP fp16 with its scaler, CUDA-graph replay, TF32 off.
+
+Skipped where no GPU is visible (see conftest.py); run on the device machine.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+
+def _fixed_batches(setup, count: int) -> list:
+    batches = []
+    for inp, tar in setup.train_loader:
+        batches.append(setup.to_device(inp, tar))
+        if len(batches) == count:
+            return batches
+    raise AssertionError("loader gave too few batches")
+
+
+def _losses(setup, batches) -> list[float]:
+    from tuneup.trainer.optim import set_lr
+
+    out = []
+    for step, (inp, tar) in enumerate(batches, start=1):
+        setup.ensure_graph(inp, tar)
+        set_lr(setup.optimizer, setup.schedule(step))
+        out.append(setup.step(inp, tar))
+    return [float(v) for v in out]
+
+
+def test_amp_fp16_trains_with_its_scaler(tiny_config, restore_torch_state) -> None:
+    import torch
+
+    from tuneup.trainer.build import build_training
+    from tuneup.trainer.distributed import DistEnv
+    from tuneup.trainer.loop import run_training
+
+    cfg = tiny_config(device="cuda", amp_mode="fp16", Nsamples=256, num_epochs=2)
+    setup = build_training(cfg, DistEnv())
+    assert isinstance(setup.precision.scaler, torch.amp.GradScaler)
+    with setup.precision.autocast():
+        inp = torch.randn(2, 4, 8, 8, 8, device="cuda")
+        assert setup.raw_model.down[0](inp).dtype == torch.float16
+    result = run_training(setup)
+    assert setup.precision.scaler.get_scale() > 0
+    assert all(torch.isfinite(torch.tensor(result.train_losses)))
+    assert result.train_losses[-1] < result.train_losses[0]
+
+
+@pytest.mark.parametrize("amp_mode", ["none", "bf16"])
+def test_cuda_graph_replay_matches_eager(tiny_config, restore_torch_state, amp_mode) -> None:
+    from tuneup.trainer.build import build_training
+    from tuneup.trainer.distributed import DistEnv
+    from tuneup.trainer.step import GraphedStep
+
+    common = dict(device="cuda", amp_mode=amp_mode, tf32=False, cudnn_benchmark=False, Nsamples=64)
+    eager = build_training(tiny_config(**common), DistEnv())
+    batches = _fixed_batches(eager, 8)
+    eager_losses = _losses(eager, batches)
+    graphed = build_training(tiny_config(cuda_graphs=True, **common), DistEnv())
+    graphed_losses = _losses(graphed, batches)
+    assert isinstance(graphed.step, GraphedStep)
+    tolerance = 1e-4 if amp_mode == "none" else 2e-2
+    assert graphed_losses == pytest.approx(eager_losses, rel=tolerance)
+
+
+TF32_PROBE = """
+import torch
+from tuneup.trainer.runtime import set_tf32_env, apply_backend_flags
+set_tf32_env({enabled})
+apply_backend_flags({enabled}, True)
+g = torch.Generator(device="cuda").manual_seed(0)
+a = torch.randn(2048, 2048, device="cuda", generator=g)
+b = torch.randn(2048, 2048, device="cuda", generator=g)
+exact = (a.double() @ b.double())
+err = ((a @ b).double() - exact).abs().max() / exact.abs().max()
+print(float(err))
+"""
+
+
+def test_tf32_off_gives_full_float32_matmuls() -> None:
+    errors = {}
+    for enabled in (True, False):
+        env = {k: v for k, v in os.environ.items() if k != "NVIDIA_TF32_OVERRIDE"}
+        done = subprocess.run(
+            [sys.executable, "-c", TF32_PROBE.format(enabled=enabled)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        errors[enabled] = float(done.stdout.strip())
+    assert errors[False] < 1e-5, f"TF32 off still lossy: {errors}"
+    assert errors[True] > 10 * errors[False], f"TF32 on looks like full fp32: {errors}"
+
+
+def test_train_command_on_cuda_reports_tf32_off(tmp_path) -> None:
+    env = dict(os.environ, TUNEUP_CACHE_DIR=str(tmp_path))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tuneup",
+            "train",
+            "--set",
+            "device=cuda",
+            "--set",
+            "tf32=off",
+            "--set",
+            "max_steps=20",
+            "--set",
+            "num_epochs=1",
+            "--set",
+            "optimizer_impl=fused",
+            "--set",
+            "channels_last=true",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "TF32 disabled (NVIDIA_TF32_OVERRIDE=0)" in done.stdout
+    assert "Time taken for epoch 1" in done.stdout
