@@ -57,7 +57,7 @@ def test_default_run_makes_its_data_and_trains(default_run) -> None:
 
 
 def test_loss_of_tiny_model_falls_by_half(default_run) -> None:
-    done, metrics = default_run
+    _, metrics = default_run
     steps = [r for r in _records(metrics) if r["kind"] == "train"]
     assert len(steps) >= 200, "the default should run a few hundred steps"
     first = steps[0]["loss"]  # step 1: the loss of the initial weights

@@ -34,13 +34,13 @@ def resolve_config(
     return load_config(None, None, overrides, base=base), synth
 
 
-def _with_default_data(cfg: TrainConfig, synth: dict[str, Any]) -> TrainConfig:
+def _with_default_data(cfg: TrainConfig, synth: dict[str, Any], announce: bool) -> TrainConfig:
     """Point the default run at its synthetic box, making it once in the cache."""
     if cfg.data_loader_config == "synthetic" or (cfg.train_path and cfg.val_path):
         return cfg
     box, val_box, seed = synth["box"], synth["val_box"], synth.get("seed", 0)
     train, val, made = ensure_synthetic_data(box, val_box, seed, cache_dir())
-    if made:
+    if made and announce:
         print(f"tuneup: made a synthetic {box}^3 box in {train.parent}", file=sys.stderr)
     cfg.train_path = cfg.train_path or str(train)
     cfg.val_path = cfg.val_path or str(val)
@@ -60,23 +60,25 @@ def run_train_command(
 
     set_tf32_env(cfg.tf32)
     from tuneup.trainer.datacheck import check_data
+    from tuneup.trainer.distributed import dist_env_from
 
+    env = dist_env_from(os.environ)
     check_data(cfg, only_set=synth is not None)  # the user's own files, before any work
     if synth is not None:
-        print(
-            f"tuneup: no config given: training the {DEFAULT_PRESET} preset "
-            "(see `tuneup train --help` to give your own)",
-            file=sys.stderr,
-        )
-        cfg = _with_default_data(cfg, synth)
+        if env.is_main:
+            print(
+                f"tuneup: no config given: training the {DEFAULT_PRESET} preset "
+                "(see `tuneup train --help` to give your own)",
+                file=sys.stderr,
+            )
+        # every rank may make the box: files are written under unique names and renamed
+        cfg = _with_default_data(cfg, synth, announce=env.is_main)
         check_data(cfg)
 
     from tuneup.trainer.build import build_training
-    from tuneup.trainer.distributed import destroy_process_group, dist_env_from
+    from tuneup.trainer.distributed import destroy_process_group
     from tuneup.trainer.loop import StopFlag, run_training, stop_on_interrupt
     from tuneup.trainer.metrics import MetricsWriter
-
-    env = dist_env_from(os.environ)
 
     def log(message: str) -> None:
         print(message, flush=True)

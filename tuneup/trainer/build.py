@@ -11,6 +11,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -120,13 +121,16 @@ def wrap_model(
     if env.distributed and not cfg.noddp:
         from torch.nn.parallel import DistributedDataParallel
 
-        model = DistributedDataParallel(
-            model,
-            device_ids=[device.index] if device.type == "cuda" else None,
-            bucket_cap_mb=cfg.bucket_cap_mb,
-            broadcast_buffers=cfg.broadcast_buffers,
-            gradient_as_bucket_view=cfg.gradient_as_bucket_view,
-        )
+        options: dict[str, Any] = {
+            "device_ids": [device.index] if device.type == "cuda" else None,
+            "bucket_cap_mb": cfg.bucket_cap_mb,
+            "gradient_as_bucket_view": cfg.gradient_as_bucket_view,
+        }
+        if not cfg.broadcast_buffers:  # True is DDP's default; newer torch deprecates the name
+            options["broadcast_buffers"] = False
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            model = DistributedDataParallel(model, **options)
     if cfg.jit == "compile":
         model = torch.compile(
             model, mode=None if cfg.compile_mode == "default" else cfg.compile_mode
