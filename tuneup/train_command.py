@@ -64,6 +64,9 @@ def run_train_command(
 
     env = dist_env_from(os.environ)
     check_data(cfg, only_set=synth is not None)  # the user's own files, before any work
+    from tuneup.trainer.build import preflight
+
+    preflight(cfg, env)
     if synth is not None:
         if env.is_main:
             print(

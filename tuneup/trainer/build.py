@@ -138,6 +138,16 @@ def wrap_model(
     return model, loss_fn
 
 
+def preflight(
+    cfg: TrainConfig, env: DistEnv, *, cuda_available: Callable[[], bool] = torch.cuda.is_available
+) -> DeviceChoice:
+    """The checks that need to know the machine, before any data is made or read."""
+    device = choose_device(cfg.device, env.local_rank, cuda_available())
+    if cfg.cuda_graphs and device.type != "cuda":
+        raise UsageError("cuda_graphs needs CUDA: run on a GPU node or set cuda_graphs=false")
+    return device
+
+
 def build_training(
     cfg: TrainConfig,
     env: DistEnv,
@@ -146,9 +156,7 @@ def build_training(
     with_loaders: bool = True,
 ) -> TrainingSetup:
     """Build one rank's training job; every performance knob is applied here."""
-    device = choose_device(cfg.device, env.local_rank, cuda_available())
-    if cfg.cuda_graphs and device.type != "cuda":
-        raise UsageError("cuda_graphs needs CUDA: run on a GPU node or set cuda_graphs=false")
+    device = preflight(cfg, env, cuda_available=cuda_available)
     if with_loaders:
         check_data(cfg)
     if device.type == "cuda":
