@@ -1,0 +1,1 @@
+"""The probe engine: stages, measurement in child processes, search, journal, verdicts."""

@@ -1,0 +1,143 @@
+"""Values shared by the probe engine: outcomes, phase measurements, probe results, events.
+
+Pure data: no torch, no processes, no clock. Everything here round-trips
+through JSON (the worker's events, the journal).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class Status(str, Enum):
+    """How a probe ended."""
+
+    OK = "ok"
+    OOM = "oom"
+    CRASH = "crash"
+    TIMEOUT = "timeout"
+    DIVERGED = "diverged"
+    UNSUPPORTED = "unsupported"
+    SKIPPED = "skipped"
+
+
+PHASES = ("io", "synthetic", "full")
+
+# Event kinds the worker writes, one JSON object per line with a "event" key.
+EVENT_KINDS = ("start", "warmup", "trial", "loss", "result", "error")
+ERROR_KINDS = ("oom", "cuda", "nccl", "compile", "unsupported", "other")
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How long a probe may measure: warm-up, trials of K steps, and a wall-clock limit."""
+
+    warmup_min_steps: int = 3
+    warmup_max_steps: int = 30
+    warmup_tolerance: float = 0.05  # step time stable when consecutive windows differ < 5%
+    trial_steps: int = 10  # K
+    trials: int = 5  # T
+    loss_steps: int = 20  # fixed-seed loss recorded for this many steps
+    limit_s: float = 600.0  # per probe, warm-up and trials included
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class ProbeSpec:
+    """What one probe runs: the full training config, the budget, which phases."""
+
+    config: dict[str, Any]
+    budget: Budget = field(default_factory=Budget)
+    phases: tuple[str, ...] = PHASES
+    seed: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "config": self.config,
+            "budget": self.budget.to_dict(),
+            "phases": list(self.phases),
+            "seed": self.seed,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ProbeSpec:
+        return cls(
+            config=dict(data["config"]),
+            budget=Budget(**data.get("budget", {})),
+            phases=tuple(data.get("phases", PHASES)),
+            seed=int(data.get("seed", 0)),
+        )
+
+
+@dataclass
+class ProbeResult:
+    """One finished probe, as journaled (design.md, Results directory)."""
+
+    stage: str
+    variant: dict[str, Any]
+    config: dict[str, Any]
+    status: Status
+    reason: str = ""
+    io_sps: float | None = None
+    synthetic_sps: float | None = None
+    full_sps: float | None = None
+    full_sps_trials: list[float] = field(default_factory=list)
+    iqr_pct: float | None = None
+    warmup_s: float | None = None
+    one_time_s: dict[str, float] = field(default_factory=dict)
+    break_even_steps: float | None = None
+    loss_start: float | None = None
+    loss_end: float | None = None
+    losses: list[float] = field(default_factory=list)
+    scaler_overflows: int = 0
+    gpu_util_mean: float | None = None
+    power_mean_w: float | None = None
+    energy_j_per_sample: float | None = None
+    mem_peak_mb: float | None = None
+    throttled: bool | None = None
+    wall_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.OK
+
+    def to_journal(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["status"] = self.status.value
+        return data
+
+    @classmethod
+    def from_journal(cls, data: dict[str, Any]) -> ProbeResult:
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        values["status"] = Status(values["status"])
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One variant a stage proposes: a label and the knob values it sets on the incumbent."""
+
+    label: str
+    values: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class MachineInfo:
+    """What the machine offers, for deciding which stages and candidates can run."""
+
+    cuda: bool = False
+    gpu_count: int = 0
+    gpu_names: tuple[str, ...] = ()
+    cpus_usable: int = 1
+    apex: bool = False
+    dali: bool = False
+    world_size: int = 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
