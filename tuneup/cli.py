@@ -50,9 +50,74 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
+    _add_probe(commands)
     _add_train(commands)
     _add_data(commands)
+    _add_export(commands)
     return parser
+
+
+def _add_probe(commands: argparse._SubParsersAction) -> None:
+    probe = commands.add_parser(
+        "probe",
+        help="measure each knob in short isolated probes and recommend the fastest config",
+        description="Run a preset's ladder of probes headless: a baseline, then each stage's "
+        "variants on top of the best so far, each in its own child process with a time "
+        "limit, then an interleaved A/B confirmation. Results are journaled as they arrive.",
+    )
+    probe.add_argument(
+        "--preset",
+        metavar="P",
+        help="preset name or YAML path (default: cpu-smoke without CUDA, generic-cuda with it)",
+    )
+    probe.add_argument("--stages", metavar="a,b,...", help="only these stages, in this order")
+    probe.add_argument(
+        "--trainer",
+        choices=("unet", "sim"),
+        default=None,
+        help="unet (the real trainer, default) or sim (a synthetic response "
+        "surface that answers in milliseconds)",
+    )
+    probe.add_argument(
+        "--search",
+        choices=("staged", "grid"),
+        default=None,
+        help="staged greedy search (default) or the full grid",
+    )
+    probe.add_argument("--seed", type=int, default=None, metavar="S", help="seed (default 0)")
+    probe.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="results folder (default tuneup-results/PRESET-TIME)",
+    )
+    probe.add_argument(
+        "--resume",
+        type=Path,
+        metavar="DIR",
+        help="continue an interrupted session without repeating finished probes",
+    )
+    probe.add_argument(
+        "--json",
+        action="store_true",
+        help="print machine-readable results on stdout and nothing else",
+    )
+    probe.set_defaults(handler=_run_probe)
+
+
+def _add_export(commands: argparse._SubParsersAction) -> None:
+    export = commands.add_parser(
+        "export",
+        help="write a session's recommendation as YAML, flags, env, sbatch or tuneup config",
+    )
+    export.add_argument("dir", type=Path, metavar="DIR", help="a results folder of tuneup probe")
+    export.add_argument(
+        "--format", required=True, choices=("yaml", "flags", "env", "sbatch", "tuneup")
+    )
+    export.add_argument(
+        "-o", type=Path, dest="output", metavar="FILE", help="write to FILE instead of stdout"
+    )
+    export.set_defaults(handler=_run_export)
 
 
 def _add_train(commands: argparse._SubParsersAction) -> None:
@@ -141,6 +206,29 @@ def _run_train(args: argparse.Namespace) -> int:
         overrides=_train_overrides(args),
         metrics_path=args.metrics,
     )
+
+
+def _run_probe(args: argparse.Namespace) -> int:
+    from tuneup.probe_command import run_probe_command
+
+    if args.resume is not None and args.out is not None:
+        raise UsageError("--resume continues DIR in place: leave out --out")
+    return run_probe_command(
+        preset_name=args.preset,
+        stages=args.stages,
+        trainer=args.trainer,
+        search=args.search,
+        seed=args.seed,
+        out=args.out,
+        resume=args.resume,
+        as_json=args.json,
+    )
+
+
+def _run_export(args: argparse.Namespace) -> int:
+    from tuneup.export_command import run_export_command
+
+    return run_export_command(args.dir, args.format, args.output)
 
 
 def _run_synth(args: argparse.Namespace) -> int:

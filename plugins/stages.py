@@ -1,0 +1,247 @@
+"""tuneup's built-in probe stages: the tutorial's tuning path, one knob at a time.
+
+Each stage is a module-level `Stage` value registered under the entry-point
+group ``tuneup.stages`` (see pyproject.toml), exactly as a third-party package
+would register its own. The search keeps a variant only when it beats the
+incumbent by more than the noise margin, so a stage may propose a variant that
+is expected to lose: it measures what a switch is worth.
+
+Still to come, with room left for them: ``data`` (the DALI loader, prefetch and
+non-blocking copies; needs dali/cuda) and ``ddp`` (bucket_cap_mb,
+broadcast_buffers, gradient_as_bucket_view; needs multi_gpu).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tuneup.probe.stages import Stage, current, runs_on_cuda
+from tuneup.probe.types import Candidate, MachineInfo
+
+# The tutorial's order; a preset's stage plan may reorder or drop stages.
+DEFAULT_ORDER = (
+    "workers",
+    "tf32",
+    "amp",
+    "optimizer",
+    "jit",
+    "cuda_graphs",
+    "channels_last",
+    "batch_size",
+)
+
+
+def _cpu_run_reason(machine: MachineInfo, base: Mapping[str, Any], what: str) -> str | None:
+    """A CUDA-only switch on an incumbent that trains on the CPU: nothing to measure."""
+    if runs_on_cuda(machine, base):
+        return None
+    return f"the incumbent trains on the CPU (device=cpu), where {what} does not apply"
+
+
+@dataclass(frozen=True)
+class WorkersStage(Stage):
+    """Loader workers, capped by the CPUs this process may use."""
+
+    def candidates_for(self, machine: MachineInfo, base: Mapping[str, Any]) -> list[Candidate]:
+        cap = machine.cpus_usable
+        return [c for c in self.candidates if c.values.get("num_data_workers", 0) <= cap]
+
+    def incumbent_reason(self, machine: MachineInfo, base: Mapping[str, Any]) -> str | None:
+        if self.candidates_for(machine, base):
+            return None
+        return f"only {machine.cpus_usable} CPU usable: no room for more loader workers"
+
+
+WORKERS = WorkersStage(
+    name="workers",
+    title="Data loader workers",
+    description=(
+        "More DataLoader worker processes per rank, as the tutorial's first step (2 -> 4 -> 8 "
+        "-> 16). Counts above the CPUs this process may use (its affinity) are not tried."
+    ),
+    knobs=("num_data_workers",),
+    candidates=tuple(Candidate(f"{n} workers", {"num_data_workers": n}) for n in (2, 4, 8, 16)),
+)
+
+
+@dataclass(frozen=True)
+class CudaOnlyStage(Stage):
+    """A switch that only exists on the GPU: skipped when the incumbent trains on the CPU."""
+
+    def incumbent_reason(self, machine: MachineInfo, base: Mapping[str, Any]) -> str | None:
+        return _cpu_run_reason(machine, base, self.title)
+
+
+TF32 = CudaOnlyStage(
+    name="tf32",
+    title="TF32",
+    description=(
+        "Turns TF32 off (NVIDIA_TF32_OVERRIDE=0 before CUDA starts) to show what it is worth: "
+        "on Ampere and newer it is expected to lose, and the search keeps TF32 on unless "
+        "off is faster."
+    ),
+    knobs=("tf32",),
+    needs=("cuda",),
+    candidates=(Candidate("off", {"tf32": False}),),
+)
+
+
+@dataclass(frozen=True)
+class AmpStage(Stage):
+    """Mixed precision; fp16 is tried on the GPU only."""
+
+    def candidates_for(self, machine: MachineInfo, base: Mapping[str, Any]) -> list[Candidate]:
+        if runs_on_cuda(machine, base):
+            return list(self.candidates)
+        # On the CPU, bf16 autocast works (and wins on CPUs with bf16 units); fp16
+        # autocast with a GradScaler has few fast CPU kernels, so it is not tried.
+        return [c for c in self.candidates if c.values.get("amp_mode") != "fp16"]
+
+
+AMP = AmpStage(
+    name="amp",
+    title="Mixed precision",
+    description=(
+        "Autocast to bf16 (no loss scaling) or fp16 (with a GradScaler). On the CPU only bf16 "
+        "is tried. The fixed-seed loss is checked against the baseline's."
+    ),
+    knobs=("amp_mode",),
+    candidates=(Candidate("bf16", {"amp_mode": "bf16"}), Candidate("fp16", {"amp_mode": "fp16"})),
+)
+
+
+@dataclass(frozen=True)
+class OptimizerStage(Stage):
+    """Fused Adam; NVIDIA apex's only where it is importable and can run."""
+
+    def candidates_for(self, machine: MachineInfo, base: Mapping[str, Any]) -> list[Candidate]:
+        apex_ok = machine.apex and runs_on_cuda(machine, base) and not current(base, "cuda_graphs")
+        return [c for c in self.candidates if apex_ok or c.values.get("optimizer_impl") != "apex"]
+
+
+OPTIMIZER = OptimizerStage(
+    name="optimizer",
+    title="Fused Adam",
+    description=(
+        "torch.optim.Adam(fused=True), and apex.optimizers.FusedAdam when NVIDIA apex is "
+        "importable on a GPU (it cannot run inside a CUDA graph)."
+    ),
+    knobs=("optimizer_impl",),
+    candidates=(
+        Candidate("fused", {"optimizer_impl": "fused"}),
+        Candidate("apex", {"optimizer_impl": "apex"}),
+    ),
+)
+
+
+JIT = Stage(
+    name="jit",
+    title="JIT compilation",
+    description=(
+        "torch.jit.script of the model and loss (the tutorial's JIT), and torch.compile. "
+        "Compile time is reported as a one-time cost with its break-even step count; on a "
+        "CPU torch.compile needs a C++ compiler."
+    ),
+    knobs=("jit", "compile_mode"),
+    candidates=(Candidate("script", {"jit": "script"}), Candidate("compile", {"jit": "compile"})),
+)
+
+
+@dataclass(frozen=True)
+class CudaGraphsStage(Stage):
+    """CUDA graphs, adjusted to what the incumbent can capture."""
+
+    def incumbent_reason(self, machine: MachineInfo, base: Mapping[str, Any]) -> str | None:
+        if current(base, "jit") == "compile" and current(base, "compile_mode") == "reduce-overhead":
+            return "the incumbent's torch.compile mode reduce-overhead already captures CUDA graphs"
+        return _cpu_run_reason(machine, base, "CUDA graph capture")
+
+    def candidates_for(self, machine: MachineInfo, base: Mapping[str, Any]) -> list[Candidate]:
+        if self.incumbent_reason(machine, base) is not None:
+            return []
+        proposed = []
+        for cand in self.candidates:
+            values = dict(cand.values)
+            notes = []
+            if values.get("cuda_graphs") and current(base, "amp_mode") == "fp16":
+                # fp16's GradScaler checks for overflow on the host: not capturable.
+                values["amp_mode"] = "bf16"
+                notes.append("bf16: fp16's scaler cannot be captured")
+            if values.get("cuda_graphs") and current(base, "optimizer_impl") == "apex":
+                values["optimizer_impl"] = "fused"
+                notes.append("torch fused Adam: apex's cannot be captured")
+            label = f"{cand.label} ({'; '.join(notes)})" if notes else cand.label
+            proposed.append(Candidate(label, values))
+        return proposed
+
+
+CUDA_GRAPHS = CudaGraphsStage(
+    name="cuda_graphs",
+    title="CUDA graphs",
+    description=(
+        "Captures forward, backward and the optimizer step in one CUDA graph after warm-up. "
+        "From an fp16 incumbent it is tried with bf16, and from apex with torch's fused Adam, "
+        "since neither fp16's scaler nor apex can be captured."
+    ),
+    knobs=("cuda_graphs", "amp_mode", "optimizer_impl"),
+    needs=("cuda",),
+    candidates=(Candidate("on", {"cuda_graphs": True}),),
+)
+
+
+CHANNELS_LAST = Stage(
+    name="channels_last",
+    title="Channels-last memory",
+    description=(
+        "The channels_last_3d memory format for the model and batches, which lets cuDNN "
+        "(and oneDNN on the CPU) pick tensor-core friendly convolution kernels."
+    ),
+    knobs=("channels_last",),
+    candidates=(Candidate("on", {"channels_last": True}),),
+)
+
+
+@dataclass(frozen=True)
+class BatchSizeStage(Stage):
+    """The batch size scaled relative to the incumbent's."""
+
+    factors: tuple[float, ...] = (0.5, 2.0)
+
+    def candidates_for(self, machine: MachineInfo, base: Mapping[str, Any]) -> list[Candidate]:
+        if self.candidates:  # a preset's explicit batch sizes win over the factors
+            return list(self.candidates)
+        # local_batch_size, when set, overrides the global one: scale what is in force.
+        local = current(base, "local_batch_size")
+        knob, size = (
+            ("local_batch_size", local)
+            if local is not None
+            else ("global_batch_size", current(base, "global_batch_size"))
+        )
+        ranks = 1 if knob == "local_batch_size" else max(1, machine.world_size)
+        proposed = []
+        for factor in self.factors:
+            new = round(size * factor)
+            if new < ranks or new == size or new % ranks:
+                continue  # every rank needs an equal, non-empty share
+            proposed.append(Candidate(f"x{factor:g} ({knob} {new})", {knob: new}))
+        return proposed
+
+    def incumbent_reason(self, machine: MachineInfo, base: Mapping[str, Any]) -> str | None:
+        if self.candidates_for(machine, base):
+            return None
+        return f"the batch cannot be scaled by {list(self.factors)} into equal shares per rank"
+
+
+BATCH_SIZE = BatchSizeStage(
+    name="batch_size",
+    title="Batch size",
+    description=(
+        "Half and double the incumbent's batch (per rank when local_batch_size is set). "
+        "Samples/s is compared, and the learning rate follows lr_schedule.scaling (sqrt by "
+        "default) of global/base batch; convergence per sample is not measured here, and a "
+        "batch too big for memory ends as oom."
+    ),
+    knobs=("global_batch_size", "local_batch_size"),
+)

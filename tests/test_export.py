@@ -1,0 +1,214 @@
+"""Exports: each format reads back as the configuration it was rendered from."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tuneup.bundled import read_bundled_preset
+from tuneup.cli import _train_overrides, build_parser
+from tuneup.config import build_config, knob_names, load_config
+from tuneup.errors import UsageError
+from tuneup.export import FORMATS, render
+from tuneup.export.configs import TUTORIAL_KEYS
+
+TUNED_GPU = {
+    "num_data_workers": 8,
+    "data_loader_config": "dali-lowmem",
+    "amp_mode": "fp16",
+    "optimizer_impl": "apex",
+    "jit": "script",
+    "tf32": False,
+    "global_batch_size": 256,
+    "broadcast_buffers": False,
+    "bucket_cap_mb": 100,
+    "lr_schedule": {"start_lr": 1e-3, "warmup_steps": 64},
+    "train_path": "/data/my box/train.h5",
+    "expdir": "007",  # a string YAML would read as a number unless quoted
+}
+MODERN = {"amp_mode": "bf16", "jit": "compile", "compile_mode": "max-autotune", "seed": 3}
+CASES = {
+    "tuned-gpu": TUNED_GPU,
+    "modern": MODERN,
+    "defaults": {},
+    "cpu-smoke": read_bundled_preset("cpu-smoke")["train"],
+}
+
+
+def expected(values: dict[str, Any]) -> dict[str, Any]:
+    return build_config(values).to_dict()
+
+
+def write(tmp_path: Path, text: str, name: str = "out.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_yaml_block_loads_back_with_tuneup_train(tmp_path, case):
+    values = CASES[case]
+    path = write(tmp_path, render("yaml", values))
+    assert load_config(path, "tuned").to_dict() == expected(values)
+
+
+def test_yaml_block_has_the_tutorial_keys_its_train_py_reads(tmp_path):
+    block = yaml.safe_load(render("yaml", TUNED_GPU))["tuned"]
+    assert set(TUTORIAL_KEYS) <= set(block)
+    assert block["amp_mode"] == "fp16" and block["enable_amp"] is True
+    assert block["enable_apex"] is True and block["enable_jit"] is True
+    assert block["num_data_workers"] == 8 and block["data_loader_config"] == "dali-lowmem"
+    assert block["tf32"] is False  # a tuneup-only knob that differs from its default
+    assert "channels_last" not in block  # left at its default: not written
+
+    modern = yaml.safe_load(render("yaml", MODERN))["tuned"]
+    assert modern["enable_jit"] is False and modern["jit"] == "compile"
+    assert modern["amp_mode"] == "bf16" and modern["enable_amp"] is False
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_tuneup_format_has_every_knob_and_loads_back(tmp_path, case):
+    values = CASES[case]
+    text = render("tuneup", values)
+    assert list(yaml.safe_load(text)) == list(knob_names())
+    assert load_config(write(tmp_path, text)).to_dict() == expected(values)
+
+
+def parse_train_flags(line: str) -> dict[str, Any]:
+    args = build_parser().parse_args(["train", *shlex.split(line)])
+    return load_config(None, None, _train_overrides(args)).to_dict()
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_flags_reproduce_the_config_through_tuneup_train(case):
+    line = render("flags", CASES[case])
+    assert line.count("\n") == 1 and line.endswith("\n")
+    assert parse_train_flags(line) == expected(CASES[case])
+
+
+def test_flags_use_the_tutorials_flags_where_they_exist():
+    tokens = shlex.split(render("flags", TUNED_GPU))
+    for flag in ("--enable_amp", "--enable_apex", "--enable_jit", "--disable_broadcast_buffers"):
+        assert flag in tokens
+    assert tokens[tokens.index("--num_data_workers") + 1] == "8"
+    assert tokens[tokens.index("--bucket_cap_mb") + 1] == "100"
+    assert "--amp_mode" not in tokens and "amp_mode=fp16" not in tokens
+    assert "tf32=false" in tokens and "lr_schedule.start_lr=0.001" in tokens
+    assert "amp_mode=bf16" in shlex.split(render("flags", MODERN))
+    assert render("flags", {}) == "\n"
+
+
+def env_exports(text: str) -> dict[str, str]:
+    exports = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        match = re.fullmatch(r"export ([A-Z_][A-Z0-9_]*)=(\S+)", line)
+        assert match, f"not an export line: {line!r}"
+        exports[match[1]] = match[2]
+    return exports
+
+
+def test_env_sets_tf32_override_only_when_tf32_is_off():
+    assert env_exports(render("env", TUNED_GPU))["NVIDIA_TF32_OVERRIDE"] == "0"
+    assert "NVIDIA_TF32_OVERRIDE" not in env_exports(render("env", MODERN))
+
+
+def test_env_leaves_the_loader_workers_their_cpus():
+    hints = {"gpus_per_node": 4, "cpus_per_node": 64}
+    assert env_exports(render("env", TUNED_GPU, hints=hints))["OMP_NUM_THREADS"] == "8"
+    assert env_exports(render("env", {"num_data_workers": 2}))["OMP_NUM_THREADS"] == "1"
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_env_file_sources_in_bash(tmp_path):
+    path = write(tmp_path, render("env", TUNED_GPU, hints={"cpus_per_task": 12}), "env.sh")
+    out = subprocess.run(
+        ["bash", "-c", f'source "{path}"; echo "$NVIDIA_TF32_OVERRIDE $OMP_NUM_THREADS"'],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    )
+    assert out.stdout.split() == ["0", "4"]
+
+
+def sbatch_options(text: str) -> dict[str, str]:
+    options = {}
+    for line in text.splitlines():
+        if line.startswith("#SBATCH --"):
+            key, _, value = line.removeprefix("#SBATCH --").partition("=")
+            options[key] = value
+    return options
+
+
+PERLMUTTER = {
+    "nodes": 2,
+    "gpus_per_node": 4,
+    "cores_per_node": 64,
+    "slurm": {"account": "m1234_g", "qos": "regular", "constraint": "gpu", "time": "00:30:00"},
+}
+
+
+def test_sbatch_lays_out_one_rank_per_gpu_from_the_hints():
+    options = sbatch_options(render("sbatch", TUNED_GPU, hints=PERLMUTTER))
+    assert options["nodes"] == "2" and options["ntasks-per-node"] == "4"
+    assert options["gpus-per-node"] == "4" and options["cpus-per-task"] == "16"
+    assert options["account"] == "m1234_g" and options["qos"] == "regular"
+    assert options["constraint"] == "gpu" and options["time"] == "00:30:00"
+    assert options["partition"] == "<partition>"  # not in the hints: a marked placeholder
+
+
+def test_sbatch_without_hints_uses_placeholders_and_the_workers():
+    text = render("sbatch", {"num_data_workers": 4})
+    options = sbatch_options(text)
+    assert options["account"] == "<account>" and options["partition"] == "<partition>"
+    assert options["ntasks-per-node"] == "1" and options["gpus-per-node"] == "1"
+    assert options["cpus-per-task"] == "5"  # the training process and its 4 workers
+    cpu = sbatch_options(render("sbatch", {"device": "cpu"}))
+    assert "gpus-per-node" not in cpu
+
+
+def test_sbatch_runs_tuneup_train_on_the_embedded_config(tmp_path):
+    text = render("sbatch", TUNED_GPU, hints=PERLMUTTER)
+    assert text.startswith("#!/bin/bash\n")
+    assert "export NVIDIA_TF32_OVERRIDE=0" in text and "export MASTER_PORT=" in text
+    srun = [line for line in text.splitlines() if line.startswith("srun ")]
+    assert srun == ['srun --cpus-per-task=16 tuneup train --config "$CONFIG"']
+    body = text.split("<<'TUNEUP_CONFIG'\n", 1)[1].split("\nTUNEUP_CONFIG\n", 1)[0]
+    assert load_config(write(tmp_path, body)).to_dict() == expected(TUNED_GPU)
+    if shutil.which("bash"):
+        script = write(tmp_path, text, "job.sbatch")
+        subprocess.run(["bash", "-n", str(script)], check=True, timeout=30)
+
+
+def test_sbatch_refuses_a_batch_smaller_than_the_ranks():
+    with pytest.raises(UsageError, match="smaller than the job's 8 ranks"):
+        render("sbatch", {"global_batch_size": 4}, hints={"nodes": 2, "gpus_per_node": 4})
+
+
+@pytest.mark.parametrize(
+    "hints", [{"nodes": 0}, {"gpus_per_node": "four"}, {"cpus_per_task": True}, ["nodes"]]
+)
+def test_bad_hints_are_one_clear_error(hints):
+    with pytest.raises(UsageError, match="hint"):
+        render("sbatch", {}, hints=hints)
+
+
+def test_unknown_format_lists_the_formats():
+    with pytest.raises(UsageError, match="unknown export format 'json': choose one of ") as info:
+        render("json", {})
+    assert all(fmt in str(info.value) for fmt in FORMATS)
+    assert set(FORMATS) == {"yaml", "flags", "env", "sbatch", "tuneup"}
+
+
+def test_invalid_values_are_refused_before_rendering():
+    with pytest.raises(UsageError, match="amp_mode"):
+        render("yaml", {"amp_mode": "fp8"})

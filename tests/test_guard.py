@@ -1,0 +1,44 @@
+"""The loss guard: which probes get marked diverged, and which arithmetic changes pass."""
+
+from __future__ import annotations
+
+import math
+
+from tuneup.probe.guard import check_loss
+
+BASELINE = [0.12, 0.10, 0.085, 0.075, 0.068]
+
+
+def test_nan_or_inf_anywhere_is_diverged():
+    assert "nan" in check_loss([0.12, math.nan, 0.09], BASELINE)
+    assert "inf" in check_loss([0.12, 0.1, math.inf], None)
+
+
+def test_arithmetic_noise_within_tolerance_passes():
+    # AMP/TF32 move the loss by a few percent at most: 10% worse is still the same training.
+    assert check_loss([x * 1.10 for x in BASELINE], BASELINE) is None
+    assert check_loss([x * 0.7 for x in BASELINE], BASELINE) is None  # better is never a problem
+
+
+def test_clearly_worse_than_baseline_is_diverged():
+    reason = check_loss([0.12, 0.11, 0.105, 0.1, 0.095], BASELINE)
+    assert reason is not None
+    assert "baseline" in reason and "5" in reason  # names the step it compared
+
+
+def test_compares_at_the_last_common_step():
+    short = [0.12, 0.10, 0.2]  # worse at step 3 only
+    assert check_loss(short, BASELINE) is not None
+    assert check_loss(BASELINE[:3], BASELINE) is None
+
+
+def test_absolute_term_keeps_tiny_losses_from_tripping():
+    tiny = [0.004, 0.002, 0.001]
+    assert check_loss([0.004, 0.002, 0.0016], tiny) is None  # +60% relative, +0.0006 absolute
+    assert check_loss([0.004, 0.002, 0.0016], tiny, abs_tolerance=0.0) is not None
+
+
+def test_loss_growing_over_the_run_is_diverged_without_a_baseline():
+    assert "grew" in check_loss([0.12, 0.2, 0.5, 1.3], None)
+    assert check_loss([0.12, 0.11, 0.1], None) is None
+    assert check_loss([], BASELINE) is None

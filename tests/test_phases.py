@@ -1,0 +1,290 @@
+"""The probe's measuring rules with a fake clock and workload, then against the real trainer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tuneup.errors import UsageError
+from tuneup.probe.phases import (
+    BatchStream,
+    WarmupTracker,
+    check_budget,
+    iqr_pct,
+    median,
+    quantile,
+    run_probe,
+    run_trials,
+    warm_up,
+    within,
+)
+from tuneup.probe.types import Budget
+
+
+class FakeTimer:
+    """A clock that moves only when the fake workload works; counts device syncs."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+        self.syncs = 0
+
+    def now(self) -> float:
+        return self.t
+
+    def sync(self) -> None:
+        self.syncs += 1
+
+
+class FakeWorkload:
+    """Steps take scripted times (the last repeats); losses count down from 1."""
+
+    def __init__(self, timer: FakeTimer, step_times: list[float], *, io_s: float = 0.01) -> None:
+        self.timer = timer
+        self.step_times = step_times
+        self.io_s = io_s
+        self.steps = 0
+        self.kept: list[float] = []
+        self.reads = 0
+        self.syncs_inside_work = 0
+        self.graph_capture_s = 0.0
+        self.scaler_overflows = 2
+        self.prepared: list[str] = []
+
+    def _step(self) -> None:
+        index = min(self.steps, len(self.step_times) - 1)
+        self.timer.t += self.step_times[index]
+        self.steps += 1
+
+    def prepare(self, phase: str) -> None:
+        self.prepared.append(phase)
+
+    def full(self, steps: int, keep_losses: int = 0) -> int:
+        before = self.timer.syncs
+        for i in range(steps):
+            self._step()
+            if i < keep_losses:
+                self.kept.append(1.0 / self.steps)
+        self.syncs_inside_work += self.timer.syncs - before
+        return steps
+
+    def io(self, steps: int) -> int:
+        self.timer.t += steps * self.io_s
+        return steps
+
+    def synthetic(self, steps: int) -> int:
+        for _ in range(steps):
+            self._step()
+        return steps
+
+    def read_losses(self) -> list[float]:
+        self.reads += 1
+        values, self.kept = self.kept, []
+        return values
+
+
+class Events:
+    def __init__(self) -> None:
+        self.records: list[dict[str, Any]] = []
+
+    def __call__(self, kind: str, **fields: Any) -> None:
+        self.records.append({"event": kind, **fields})
+
+    def kinds(self) -> list[str]:
+        return [r["event"] for r in self.records]
+
+    def of(self, kind: str) -> list[dict[str, Any]]:
+        return [r for r in self.records if r["event"] == kind]
+
+
+def test_statistics_match_hand_computed_values() -> None:
+    assert median([4.0, 1.0, 3.0, 2.0]) == pytest.approx(2.5)
+    assert quantile([1.0, 2.0, 3.0, 4.0, 5.0], 0.25) == pytest.approx(2.0)
+    assert quantile([1.0, 2.0, 3.0, 4.0, 5.0], 0.9) == pytest.approx(4.6)
+    assert iqr_pct([8.0, 10.0, 12.0]) == pytest.approx(20.0)  # (11 - 9) / 10
+    assert iqr_pct([5.0]) == 0.0
+
+
+def test_within_is_relative_and_symmetric() -> None:
+    assert within(1.0, 1.04, 0.05) and within(1.04, 1.0, 0.05)
+    assert not within(1.0, 1.06, 0.05) and not within(1.06, 1.0, 0.05)
+
+
+def test_warmup_ends_at_the_first_pair_of_agreeing_windows() -> None:
+    timer = FakeTimer()
+    # step 1 pays 1 s of compilation, then every step takes 0.1 s
+    workload = FakeWorkload(timer, [1.1, 0.1])
+    events = Events()
+    budget = Budget(warmup_min_steps=3, warmup_max_steps=30, loss_steps=0)
+    tracker, losses = warm_up(workload, budget, timer=timer, emit=events)
+    # windows of 3: 0.433 s/step, then 0.1, then 0.1 -> stable after the third
+    assert tracker.steps == 9
+    assert tracker.stable
+    assert tracker.steady_step_s == pytest.approx(0.1)
+    assert losses == [] and events.of("loss") == []
+
+
+def test_warmup_stops_at_the_cap_when_never_stable() -> None:
+    timer = FakeTimer()
+    workload = FakeWorkload(timer, [0.1 * 1.5**i for i in range(50)])  # always slowing down
+    budget = Budget(warmup_min_steps=3, warmup_max_steps=10, loss_steps=0)
+    tracker, _ = warm_up(workload, budget, timer=timer, emit=Events())
+    assert tracker.steps == 10  # windows of 3, 3, 3 and a last one cut to 1
+    assert not tracker.stable
+
+
+def test_loss_steps_run_first_even_past_the_warmup_cap_and_are_read_once() -> None:
+    timer = FakeTimer()
+    workload = FakeWorkload(timer, [0.1])  # stable from the start
+    events = Events()
+    budget = Budget(warmup_min_steps=3, warmup_max_steps=4, loss_steps=7)
+    tracker, losses = warm_up(workload, budget, timer=timer, emit=events)
+    assert tracker.steps == 7  # windows 3, 3, 1: the cap rises to the loss steps
+    assert workload.reads == 1
+    assert losses == pytest.approx([1.0 / n for n in range(1, 8)])
+    assert [e["step"] for e in events.of("loss")] == list(range(1, 8))
+    assert [e["value"] for e in events.of("loss")] == losses
+
+
+def test_trials_sync_only_at_their_edges_and_count_global_samples() -> None:
+    timer = FakeTimer()
+    workload = FakeWorkload(timer, [0.5])
+    events = Events()
+    trials = run_trials(
+        "full",
+        workload.full,
+        trials=4,
+        steps=6,
+        samples_per_batch=8,
+        timer=timer,
+        emit=events,
+    )
+    assert timer.syncs == 2 * 4
+    assert workload.syncs_inside_work == 0
+    assert [t.index for t in trials] == [1, 2, 3, 4]
+    assert all(t.batches == 6 and t.seconds == pytest.approx(3.0) for t in trials)
+    assert all(t.samples_per_s == pytest.approx(6 * 8 / 3.0) for t in trials)
+    assert len(events.of("trial")) == 4
+
+
+def test_the_slowest_rank_sets_the_rate() -> None:
+    timer = FakeTimer()
+    workload = FakeWorkload(timer, [0.5])
+    trials = run_trials(
+        "synthetic",
+        workload.synthetic,
+        trials=1,
+        steps=2,
+        samples_per_batch=4,
+        timer=timer,
+        emit=Events(),
+        slowest=lambda seconds: seconds * 2,  # another rank took twice as long
+    )
+    assert trials[0].samples_per_s == pytest.approx(2 * 4 / 2.0)
+
+
+def test_probe_emits_loss_warmup_trials_result_in_order() -> None:
+    timer = FakeTimer()
+    timer.t = 100.0
+    workload = FakeWorkload(timer, [1.1, 0.1], io_s=0.02)
+    events = Events()
+    budget = Budget(warmup_min_steps=3, warmup_max_steps=30, trial_steps=5, trials=3, loss_steps=4)
+    result = run_probe(
+        workload,
+        budget,
+        ("full", "io"),
+        samples_per_batch=4,
+        timer=timer,
+        emit=events,
+        spawn_s=2.0,
+    )
+    kinds = events.kinds()
+    assert kinds == ["loss"] * 4 + ["warmup"] + ["trial"] * 6 + ["result"]
+    assert [e["phase"] for e in events.of("trial")] == ["full"] * 3 + ["io"] * 3
+    assert workload.prepared == ["full", "io"]
+
+    warmup = events.of("warmup")[0]
+    assert warmup["steps"] == 9 and warmup["steady_step_s"] == pytest.approx(0.1)
+    # 9 warm-up steps took 1.1 + 8 * 0.1 = 1.9 s, 0.9 s of it at the steady rate
+    assert warmup["one_time_s"] == pytest.approx({"spawn": 2.0, "first_steps": 1.0})
+    assert warmup["break_even_steps"] == pytest.approx(3.0 / 0.1)
+    assert warmup["seconds"] == pytest.approx(1.9)
+
+    assert result["full_sps"] == pytest.approx(5 * 4 / 0.5)
+    assert result["io_sps"] == pytest.approx(5 * 4 / 0.1)
+    assert result["synthetic_sps"] is None
+    assert result["full_sps_trials"] == pytest.approx([40.0] * 3)
+    assert result["iqr_pct"] == pytest.approx(0.0)
+    assert result["losses"] == pytest.approx([1.0, 1 / 2, 1 / 3, 1 / 4])
+    assert result["loss_start"] == 1.0 and result["loss_end"] == pytest.approx(0.25)
+    assert result["scaler_overflows"] == 2
+    assert events.of("result")[0]["full_sps"] == result["full_sps"]
+
+
+def test_tracker_needs_one_window_even_with_no_warmup_budget() -> None:
+    tracker = WarmupTracker(window=3, max_steps=0, tolerance=0.05)
+    assert not tracker.done
+    tracker.add(tracker.next_window(), 0.3)
+    assert tracker.steps == 1 and tracker.done
+
+
+@pytest.mark.parametrize(
+    ("budget", "phases", "words"),
+    [
+        (Budget(trials=0), ("full",), "trials"),
+        (Budget(trial_steps=0), ("full",), "trial_steps"),
+        (Budget(loss_steps=-1), ("full",), "loss_steps"),
+        (Budget(), ("full", "disk"), "'disk'"),
+    ],
+)
+def test_bad_budgets_and_phases_are_refused(
+    budget: Budget, phases: tuple[str, ...], words: str
+) -> None:
+    with pytest.raises(UsageError, match=words):
+        check_budget(budget, phases)
+
+
+def test_batch_stream_starts_a_new_epoch_when_the_loader_runs_out() -> None:
+    stream = BatchStream([1, 2, 3])
+    assert [stream.next() for _ in range(7)] == [1, 2, 3, 1, 2, 3, 1]
+    assert stream.epochs == 3
+    with pytest.raises(UsageError, match="no batch"):
+        BatchStream([]).next()
+
+
+def test_probe_losses_match_tuneup_train_step_for_step(
+    tiny_config: Any, tmp_path: Path, restore_torch_state: None
+) -> None:
+    """Step n of a probe is step n of a real run with the same config (across an epoch edge)."""
+    import json
+
+    from tuneup.probe.phases import DeviceTimer, SetupWorkload
+    from tuneup.trainer.build import build_training
+    from tuneup.trainer.distributed import DistEnv
+    from tuneup.trainer.loop import run_training
+    from tuneup.trainer.metrics import MetricsWriter
+
+    cfg = tiny_config(num_epochs=2, Nsamples_val=0, log_every=1)  # 4 steps per epoch
+    metrics_path = tmp_path / "metrics.jsonl"
+    writer = MetricsWriter(metrics_path)
+    run_training(build_training(cfg, DistEnv()), metrics=writer)
+    writer.close()
+    records = [json.loads(line) for line in metrics_path.read_text().splitlines()]
+    trained = [r["loss"] for r in records if r["kind"] == "train"][:6]
+
+    setup = build_training(cfg, DistEnv())
+    timer = DeviceTimer(setup.device)
+    events = Events()
+    budget = Budget(warmup_min_steps=2, warmup_max_steps=2, trial_steps=2, trials=1, loss_steps=6)
+    result = run_probe(
+        SetupWorkload(setup, timer),
+        budget,
+        ("io", "synthetic", "full"),
+        samples_per_batch=setup.global_batch,
+        timer=timer,
+        emit=events,
+    )
+    assert len(trained) == 6
+    assert result["losses"] == pytest.approx(trained, rel=1e-6)
+    assert all(v > 0 for v in (result["io_sps"], result["synthetic_sps"], result["full_sps"]))

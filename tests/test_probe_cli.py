@@ -1,0 +1,173 @@
+"""`tuneup probe` and `tuneup export` end to end on the `sim` trainer, and the journal."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tuneup.config import load_config
+from tuneup.probe.journal import ResultsDir
+from tuneup.probe.types import ProbeResult, Status
+
+JOURNAL_FIELDS = (
+    "stage",
+    "variant",
+    "config",
+    "status",
+    "reason",
+    "io_sps",
+    "synthetic_sps",
+    "full_sps",
+    "full_sps_trials",
+    "iqr_pct",
+    "warmup_s",
+    "loss_start",
+    "loss_end",
+    "gpu_util_mean",
+    "power_mean_w",
+    "energy_j_per_sample",
+    "mem_peak_mb",
+    "throttled",
+    "wall_s",
+)
+
+
+def tuneup(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tuneup", *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.fixture(scope="module")
+def sim_session(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    out = tmp_path_factory.mktemp("sim") / "run"
+    done = tuneup("probe", "--trainer", "sim", "--seed", "3", "--out", str(out), "--json")
+    assert done.returncode == 0, done.stderr
+    return out, json.loads(done.stdout)
+
+
+def test_json_mode_prints_one_document_and_writes_the_results_dir(sim_session) -> None:
+    out, document = sim_session
+    assert document["results_dir"] == str(out)
+    for name in ("session.json", "journal.jsonl", "summary.json"):
+        assert (out / name).is_file()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary == document["summary"]
+    assert summary["recommendation"]["values"]
+    assert summary["bottleneck"]["before"]["kind"] in ("data-bound", "compute-bound", "balanced")
+    session = json.loads((out / "session.json").read_text())
+    assert session["preset"] == "cpu-smoke" and session["trainer"] == "sim"
+
+
+def test_every_journal_line_carries_the_design_fields(sim_session) -> None:
+    out, document = sim_session
+    lines = (out / "journal.jsonl").read_text().splitlines()
+    measured = [p for p in document["probes"] if p["status"] != "skipped"]
+    assert len(lines) == len(measured)
+    for line in lines:
+        record = json.loads(line)
+        missing = [f for f in JOURNAL_FIELDS if f not in record]
+        assert not missing, missing
+
+
+def test_same_seed_same_recommendation(sim_session, tmp_path: Path) -> None:
+    _, first = sim_session
+    again = tuneup(
+        "probe", "--trainer", "sim", "--seed", "3", "--out", str(tmp_path / "b"), "--json"
+    )
+    assert (
+        json.loads(again.stdout)["summary"]["recommendation"]["values"]
+        == (first["summary"]["recommendation"]["values"])
+    )
+
+
+def test_plain_lines_when_not_a_terminal(tmp_path: Path) -> None:
+    done = tuneup("probe", "--trainer", "sim", "--out", str(tmp_path / "p"))
+    assert done.returncode == 0, done.stderr
+    assert "\x1b[" not in done.stderr  # no live bars or colours in a pipe
+    assert "baseline" in done.stderr and "samples/s" in done.stderr
+    assert "probe ladder" in done.stdout and "results:" in done.stdout
+
+
+def test_resume_skips_journaled_probes_and_tolerates_a_torn_line(sim_session, tmp_path) -> None:
+    out, document = sim_session
+    copy = tmp_path / "resumed"
+    copy.mkdir()
+    (copy / "session.json").write_text((out / "session.json").read_text())
+    lines = (out / "journal.jsonl").read_text().splitlines()
+    kept = lines[:5]
+    torn = lines[5][: len(lines[5]) // 2]  # power lost mid-write
+    (copy / "journal.jsonl").write_text("\n".join(kept) + "\n" + torn)
+    done = tuneup("probe", "--resume", str(copy), "--json")
+    assert done.returncode == 0, done.stderr
+    resumed = json.loads(done.stdout)
+    assert (
+        resumed["summary"]["recommendation"]["values"]
+        == (document["summary"]["recommendation"]["values"])
+    )
+    after = [json.loads(x) for x in (copy / "journal.jsonl").read_text().splitlines()]
+    assert len(after) == len(lines), "resume repeated or lost probes"
+    assert after[:5] == [json.loads(x) for x in kept]
+
+
+def test_resume_with_another_trainer_is_a_clear_error(sim_session) -> None:
+    out, _ = sim_session
+    done = tuneup("probe", "--resume", str(out), "--trainer", "unet")
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "cannot resume" in done.stderr
+
+
+def test_unknown_stage_and_preset_are_one_line_errors(tmp_path: Path) -> None:
+    for args in (["--stages", "workers,warp"], ["--preset", "no-such-machine"]):
+        done = tuneup("probe", "--trainer", "sim", "--out", str(tmp_path / "x"), *args)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.strip().count("\n") == 0 and "Traceback" not in done.stderr
+
+
+def test_exports_load_back(sim_session, tmp_path: Path) -> None:
+    out, document = sim_session
+    wanted = document["summary"]["recommendation"]["values"]
+    yaml_file = tmp_path / "tuned.yaml"
+    assert tuneup("export", str(out), "--format", "yaml", "-o", str(yaml_file)).returncode == 0
+    block = next(iter(yaml.safe_load(yaml_file.read_text())))
+    cfg = load_config(yaml_file, block)
+    for key, value in wanted.items():
+        assert getattr(cfg, key) == value or key == "lr_schedule", key
+    own = tmp_path / "tuneup.yaml"
+    assert tuneup("export", str(out), "--format", "tuneup", "-o", str(own)).returncode == 0
+    assert load_config(own).amp_mode == wanted.get("amp_mode", "none")
+    flags = tuneup("export", str(out), "--format", "flags")
+    assert flags.returncode == 0 and "--data_loader_config inmem" in flags.stdout
+    script = tuneup("export", str(out), "--format", "sbatch")
+    assert script.stdout.startswith("#!") and "#SBATCH" in script.stdout
+
+
+def test_export_of_an_unfinished_session_says_how_to_resume(tmp_path: Path) -> None:
+    results = ResultsDir(tmp_path / "half")
+    results.create({"preset": "cpu-smoke", "trainer": "sim"})
+    done = tuneup("export", str(results.path), "--format", "yaml")
+    assert done.returncode == 2 and "--resume" in done.stderr
+
+
+def test_journal_turns_nan_into_null_and_reads_it_back(tmp_path: Path) -> None:
+    results = ResultsDir(tmp_path)
+    results.create({"preset": "p", "trainer": "t"})
+    bad = ProbeResult(
+        "amp",
+        {"amp_mode": "fp16"},
+        {},
+        Status.DIVERGED,
+        "loss is NaN",
+        losses=[1.0, float("nan")],
+        loss_end=float("nan"),
+    )
+    results.append(bad)
+    text = (tmp_path / "journal.jsonl").read_text()
+    assert "NaN," not in text and "NaN]" not in text
+    (back,) = results.results()
+    assert back.status is Status.DIVERGED and back.losses == [1.0, None] and back.loss_end is None

@@ -1,0 +1,219 @@
+"""The search: staged against grid on the sim trainer; margins, guard, resume, confirmation."""
+
+from __future__ import annotations
+
+import pytest
+
+from tuneup.errors import UsageError
+from tuneup.probe.search import StagePlan, grid_search, staged_search
+from tuneup.probe.sim import SimTrainer, sim_stage_plans
+from tuneup.probe.stats import iqr_pct, median, noise_margin
+from tuneup.probe.types import Candidate, MachineInfo, ProbeResult, Status
+
+GPU = MachineInfo(cuda=True, gpu_count=1, cpus_usable=16, dali=True)
+TIGHT = (-0.002, -0.001, 0.0, 0.001, 0.002)  # trial pattern of a quiet machine
+
+
+class Fake:
+    """A measure whose FULL samples/s is values["speed"], with a fixed trial pattern."""
+
+    def __init__(self, pattern=TIGHT, losses=None):
+        self.pattern = pattern
+        self.losses = losses or {}
+        self.calls: list[tuple[str, str]] = []
+
+    def __call__(self, stage, cand, values):
+        self.calls.append((stage, cand.label))
+        speed = values["speed"]
+        if speed is None:
+            return ProbeResult(stage, dict(cand.values), dict(values), Status.OOM, "too big")
+        trials = [speed * (1 + d) for d in self.pattern]
+        return ProbeResult(
+            stage,
+            dict(cand.values),
+            dict(values),
+            Status.OK,
+            io_sps=2 * speed,
+            synthetic_sps=3 * speed,
+            full_sps=sorted(trials)[len(trials) // 2],
+            full_sps_trials=trials,
+            losses=self.losses.get(cand.label, [0.12, 0.1, 0.09]),
+        )
+
+
+def speed_stage(name, *speeds):
+    return StagePlan(name, [Candidate(f"{name}={s}", {"speed": s}) for s in speeds])
+
+
+@pytest.fixture(scope="module")
+def grid_optimum():
+    """The grid's optimum on the noise-free surface, and how many probes the grid runs."""
+    plans = sim_stage_plans(GPU)
+    outcome = grid_search({}, plans, SimTrainer(noise=0.0, cores=16).measure)
+    return outcome.best.full_sps, outcome.measured
+
+
+def test_staged_lands_near_the_grid_optimum_with_few_probes(grid_optimum):
+    optimum, grid_probes = grid_optimum
+    plans = sim_stage_plans(GPU)
+    near, worst_probes = 0, 0
+    for seed in range(50):
+        sim = SimTrainer(seed=seed, noise=0.03, cores=16)
+        outcome = staged_search({}, plans, sim.measure, baseline_repeats=3)
+        near += sim.expected_sps(outcome.best_values)["full"] >= 0.98 * optimum
+        worst_probes = max(worst_probes, outcome.measured)
+    assert near >= 48  # at least 95% of 50 seeds
+    assert worst_probes <= 0.3 * grid_probes
+
+
+def test_same_seed_gives_the_same_recommendation():
+    plans = sim_stage_plans(GPU)
+    runs = [staged_search({}, plans, SimTrainer(seed=11, cores=16).measure) for _ in range(5)]
+    assert all(r.best_values == runs[0].best_values for r in runs)
+    assert runs[0].path  # it did adopt something
+
+
+def test_a_win_smaller_than_the_margin_is_not_adopted():
+    fake = Fake()
+    outcome = staged_search({"speed": 100.0}, [speed_stage("s", 101.0)], fake)
+    assert outcome.margin == pytest.approx(0.02)  # quiet trials: the floor
+    assert outcome.best_values == {"speed": 100.0}
+    assert outcome.stage_decisions[0].winner is None
+    assert "noise margin" in outcome.stage_decisions[0].reason
+    assert outcome.confirmation is None  # nothing to confirm
+
+    adopted = staged_search({"speed": 100.0}, [speed_stage("s", 103.0)], Fake())
+    assert adopted.best_values == {"speed": 103.0}
+
+
+def test_margin_comes_from_the_baseline_trials():
+    noisy = (-0.12, -0.06, 0.0, 0.06, 0.12)
+    quiet = staged_search({"speed": 100.0}, [speed_stage("s", 106.0)], Fake())
+    loud = staged_search({"speed": 100.0}, [speed_stage("s", 106.0)], Fake(pattern=noisy))
+    assert quiet.best_values["speed"] == 106.0
+    assert loud.margin > 0.06 and loud.best_values["speed"] == 100.0
+    assert noise_margin([100.0] * 5) == 0.02
+    assert noise_margin([100 * (1 + d) for d in noisy], per_probe=5, pooled=(4, 4)) < loud.margin
+
+
+def test_the_fastest_candidate_wins_and_ties_keep_the_incumbent():
+    stages = [speed_stage("a", 90.0, 130.0, 120.0), speed_stage("b", 130.5, 120.0)]
+    outcome = staged_search({"speed": 100.0}, stages, Fake())
+    assert outcome.path == ["a=130.0"]
+    assert outcome.best_values == {"speed": 130.0}
+    assert outcome.stage_decisions[1].winner is None
+
+
+def test_failed_candidates_never_win_and_are_recorded():
+    stages = [StagePlan("s", [Candidate("big", {"speed": None}), Candidate("ok", {"speed": 90})])]
+    outcome = staged_search({"speed": 100.0}, stages, Fake())
+    assert outcome.best_values == {"speed": 100.0}
+    assert outcome.stage_decisions[0].failed == ["big: oom (too big)"]
+
+
+def test_a_diverged_candidate_is_never_recommended():
+    sim = SimTrainer(seed=3, cores=16)
+
+    def faster_when_reckless(stage, cand, values):
+        result = sim.measure(stage, cand, values)
+        if cand.label == "lr=huge" and result.full_sps:
+            result.full_sps *= 2  # the reckless run even looks faster
+            result.full_sps_trials = [t * 2 for t in result.full_sps_trials]
+        return result
+
+    lr = StagePlan("lr", [Candidate("lr=huge", {"lr_schedule": {"start_lr": 0.05}})])
+    staged = staged_search({}, [*sim_stage_plans(GPU)[:2], lr], faster_when_reckless)
+    assert "lr_schedule" not in staged.best_values
+    reckless = [p for p in staged.probes if p.stage == "lr"]
+    assert reckless[0].status is Status.DIVERGED and "loss" in reckless[0].reason
+    grid = grid_search({}, [sim_stage_plans(GPU)[0], lr], faster_when_reckless)
+    assert "lr_schedule" not in grid.best_values
+
+
+def test_skipped_stages_are_recorded_not_measured():
+    fake = Fake()
+    stages = [StagePlan("graphs", [Candidate("g", {"speed": 500})], "needs a CUDA GPU")]
+    outcome = staged_search({"speed": 100.0}, stages, fake)
+    assert ("graphs", "g") not in fake.calls
+    skipped = [p for p in outcome.probes if p.status is Status.SKIPPED]
+    assert [(p.stage, p.reason) for p in skipped] == [("graphs", "needs a CUDA GPU")]
+    assert outcome.stage_decisions[0].reason == "skipped: needs a CUDA GPU"
+
+
+def test_candidates_equal_to_the_incumbent_are_not_measured_again():
+    fake = Fake()
+    stage = StagePlan("s", [Candidate("same", {"speed": 100.0}), Candidate("up", {"speed": 150})])
+    staged_search({"speed": 100.0}, [stage], fake, confirm_pairs=0)
+    assert fake.calls == [("baseline", "baseline"), ("s", "up")]
+
+
+def test_already_hook_reuses_journaled_results():
+    plans = sim_stage_plans(GPU)
+    first = staged_search({}, plans, SimTrainer(seed=5, cores=16).measure, confirm_pairs=0)
+    journal: dict[tuple[str, str], list[ProbeResult]] = {}
+    for probe, label in zip(first.probes, _labels(first), strict=True):
+        journal.setdefault((probe.stage, label), []).append(probe)
+
+    def already(stage, label):
+        entries = journal.get((stage, label))
+        return entries.pop(0) if entries else None
+
+    fresh = SimTrainer(seed=99, cores=16)
+    resumed = staged_search({}, plans, fresh.measure, confirm_pairs=0, already=already)
+    assert fresh.calls == 0
+    assert resumed.best_values == first.best_values
+
+
+def _labels(outcome):
+    """Reconstruct each probe's label from the plan (what a journal would store)."""
+    by_values = {
+        (p.name, repr(sorted(c.values.items()))): c.label
+        for p in sim_stage_plans(GPU)
+        for c in p.candidates
+    }
+    labels = []
+    for probe in outcome.probes:
+        if probe.stage == "baseline":
+            labels.append("baseline")
+        elif not probe.variant:
+            labels.append("incumbent")
+        else:
+            labels.append(by_values[(probe.stage, repr(sorted(probe.variant.items())))])
+    return labels
+
+
+def test_confirmation_interleaves_baseline_and_recommendation():
+    fake = Fake()
+    outcome = staged_search({"speed": 100.0}, [speed_stage("s", 150.0)], fake, confirm_pairs=3)
+    confirm = [label for stage, label in fake.calls if stage == "confirm"]
+    assert confirm == ["baseline", "recommended"] * 3
+    conf = outcome.confirmation
+    assert conf is not None and len(conf.ratios) == 3
+    assert conf.low <= conf.speedup <= conf.high
+    assert conf.speedup == pytest.approx(1.5, rel=0.01)
+
+
+def test_a_failing_baseline_stops_with_a_clear_error():
+    with pytest.raises(UsageError, match="baseline probe ended 'oom'"):
+        staged_search({"speed": None}, [speed_stage("s", 150.0)], Fake())
+
+
+def test_grid_measures_each_distinct_configuration_once():
+    fake = Fake()
+    stages = [speed_stage("a", 110.0, 120.0), speed_stage("b", 120.0, 90.0)]
+    outcome = grid_search({"speed": 100.0}, stages, fake)
+    # speed is one knob: the distinct values are 100, 110, 120 and 90.
+    assert len(fake.calls) == 4
+    assert outcome.best_values == {"speed": 120.0}
+    assert outcome.search == "grid"
+
+
+def test_trial_statistics():
+    assert median([3.0, 1.0, 4.0, 2.0]) == 2.5
+    assert iqr_pct([1.0, 2.0, 3.0, 4.0, 5.0]) == pytest.approx(100 * 2 / 3)
+    assert iqr_pct([7.0]) == 0.0
+    quiet = [100.0, 100.5, 99.5, 100.2, 99.8]
+    noisy = [100.0, 110.0, 90.0, 105.0, 95.0]
+    assert noise_margin(quiet) == 0.02  # never below the floor
+    assert noise_margin(noisy) > 0.05
+    assert noise_margin(noisy, floor=0.1) >= 0.1

@@ -1,0 +1,122 @@
+"""The sim trainer: a response surface shaped like the tutorial's, answering like a probe."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tuneup.probe.guard import check_loss
+from tuneup.probe.sim import SimTrainer, sim_stage_plans
+from tuneup.probe.stats import median, relative_spread
+from tuneup.probe.types import Candidate, MachineInfo, Status
+
+TUNED = {
+    "data_loader_config": "dali-lowmem",
+    "amp_mode": "bf16",
+    "optimizer_impl": "fused",
+    "jit": "compile",
+    "channels_last": True,
+    "global_batch_size": 128,
+}
+
+
+def sps(values, **kwargs):
+    return SimTrainer(**kwargs).expected_sps(values)
+
+
+def probe(sim, values, label="x"):
+    return sim.measure("stage", Candidate(label, values), values)
+
+
+def test_gpu_baseline_and_tuned_resemble_the_tutorial():
+    base = sps({})
+    assert base["io"] == pytest.approx(89.2, rel=0.1)
+    assert base["synthetic"] == pytest.approx(376.5, rel=0.1)
+    assert base["full"] == pytest.approx(90.0, rel=0.1)
+    assert sps({"num_data_workers": 8})["full"] == pytest.approx(252.0, rel=0.2)
+    assert sps(TUNED)["full"] > 500
+
+
+def test_workers_rise_then_fall_like_the_tutorial():
+    io = [sps({"num_data_workers": w})["io"] for w in (2, 4, 8, 16)]
+    assert io[0] < io[1] < io[2]
+    assert io[3] < io[2]
+    # Fewer cores: the loader saturates earlier.
+    assert sps({"num_data_workers": 8}, cores=8)["io"] < io[2]
+
+
+def test_full_never_exceeds_io_or_synthetic():
+    for values in ({}, {"num_data_workers": 0}, {"num_data_workers": 8}, TUNED, {"tf32": False}):
+        rates = sps(values)
+        assert rates["full"] <= min(rates["io"], rates["synthetic"])
+
+
+def test_amp_matters_more_once_data_is_no_longer_the_bottleneck():
+    def amp_gain(values):
+        return sps({**values, "amp_mode": "bf16"})["full"] / sps(values)["full"]
+
+    data_bound = amp_gain({})
+    compute_bound = amp_gain({"data_loader_config": "dali-lowmem"})
+    assert data_bound < 1.05 < 1.2 < compute_bound
+
+
+def test_on_a_cpu_gpu_knobs_matter_little_or_are_unsupported():
+    cpu = {"device": "cpu"}
+    assert sps({**cpu, "tf32": False})["synthetic"] == sps(cpu)["synthetic"]
+    assert sps({**cpu, "amp_mode": "bf16"})["synthetic"] < 1.1 * sps(cpu)["synthetic"]
+    sim = SimTrainer()
+    assert probe(sim, {**cpu, "cuda_graphs": True}).status is Status.UNSUPPORTED
+    assert probe(SimTrainer(cuda=False), {"device": "cuda"}).status is Status.UNSUPPORTED
+
+
+def test_interactions_and_limits_answer_like_a_probe():
+    sim = SimTrainer(gpu_memory_gb=40)
+    fp16_graphs = probe(sim, {"amp_mode": "fp16", "cuda_graphs": True})
+    assert fp16_graphs.status is Status.UNSUPPORTED and "GradScaler" in fp16_graphs.reason
+    oom = probe(sim, {"global_batch_size": 256})
+    assert oom.status is Status.OOM and oom.full_sps is None
+    assert probe(SimTrainer(gpu_memory_gb=141), {"global_batch_size": 256}).ok
+
+
+def test_trials_are_seeded_noisy_and_fresh_on_each_repeat():
+    first = probe(SimTrainer(seed=7), {}).full_sps_trials
+    assert probe(SimTrainer(seed=7), {}).full_sps_trials == first
+    assert probe(SimTrainer(seed=8), {}).full_sps_trials != first
+    sim = SimTrainer(seed=7)
+    assert probe(sim, {}).full_sps_trials == first
+    assert probe(sim, {}).full_sps_trials != first  # a repeat draws fresh noise
+
+    pooled = [t for _ in range(40) for t in probe(sim, {}).full_sps_trials]
+    assert relative_spread(pooled) == pytest.approx(0.03, rel=0.25)
+    assert median(pooled) == pytest.approx(sps({})["full"], rel=0.01)
+
+
+def test_result_carries_what_the_journal_needs():
+    result = probe(SimTrainer(trials=7), {"jit": "compile"})
+    assert result.ok and len(result.full_sps_trials) == 7
+    assert result.io_sps and result.synthetic_sps and result.full_sps and result.iqr_pct >= 0
+    assert result.one_time_s["compile"] > 0 and result.warmup_s > result.one_time_s["compile"]
+    assert len(result.losses) == 20 and result.loss_end < result.loss_start
+    assert result.wall_s > result.warmup_s
+
+
+def test_amp_perturbs_the_loss_slightly_and_a_huge_lr_wrecks_it():
+    sim = SimTrainer()
+    base = sim.losses({})
+    amp = sim.losses({"amp_mode": "fp16"})
+    assert amp != base
+    assert check_loss(amp, base) is None
+    wrecked = sim.losses({"lr_schedule": {"start_lr": 0.05}})
+    assert any(math.isnan(x) for x in wrecked) or wrecked[-1] > 10 * wrecked[0]
+    assert check_loss(wrecked, base) is not None
+
+
+def test_stage_plans_skip_gpu_stages_on_a_cpu_machine():
+    gpu = {p.name: p for p in sim_stage_plans(MachineInfo(cuda=True, cpus_usable=16, dali=True))}
+    cpu = {p.name: p for p in sim_stage_plans(MachineInfo(cuda=False, cpus_usable=8))}
+    assert all(p.skip_reason is None for p in gpu.values())
+    assert cpu["cuda_graphs"].skip_reason and cpu["tf32"].skip_reason
+    assert "loader=dali-lowmem" in [c.label for c in gpu["loader"].candidates]
+    assert "loader=dali-lowmem" not in [c.label for c in cpu["loader"].candidates]
+    assert max(c.values["num_data_workers"] for c in cpu["workers"].candidates) <= 8

@@ -1,0 +1,64 @@
+"""Trainer backends a session measures with: the U-Net worker in a child process, or `sim`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tuneup.probe.types import Budget, Candidate, ProbeResult, ProbeSpec
+
+Backend = Callable[[str, Candidate, dict[str, Any]], ProbeResult]
+
+# Probes measure training speed only: no validation pass, and a sample count the
+# loader never runs out of within a probe.
+PROBE_OVERRIDES = {"Nsamples_val": 0, "num_epochs": 1}
+
+
+def sim_backend(seed: int, noise: float = 0.03) -> Backend:
+    """The documented synthetic response surface: answers in milliseconds."""
+    from tuneup.probe.sim import SimTrainer
+
+    return SimTrainer(seed=seed, noise=noise).measure
+
+
+def probe_config(values: dict[str, Any], budget: Budget) -> dict[str, Any]:
+    """The training config a probe runs: the values, minus validation, with enough samples."""
+    config = {**values, **PROBE_OVERRIDES}
+    batch = int(config.get("global_batch_size", 64))
+    steps = (
+        budget.loss_steps
+        + budget.warmup_max_steps
+        + 3 * budget.trials * budget.trial_steps
+        + budget.trial_steps
+    )
+    config["Nsamples"] = max(int(config.get("Nsamples", 0)), batch * steps)
+    return config
+
+
+class WorkerBackend:
+    """Each probe is `python -m tuneup.worker SPEC.json` in its own process group."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        budget: Budget,
+        seed: int,
+        on_event: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
+        from tuneup.probe.runner import LocalLauncher, ProbeRunner
+
+        self.budget = budget
+        self.seed = seed
+        self.runner = ProbeRunner(LocalLauncher(), workdir, on_event=on_event)
+
+    def __call__(self, stage: str, candidate: Candidate, values: dict[str, Any]) -> ProbeResult:
+        spec = ProbeSpec(
+            config=probe_config(values, self.budget), budget=self.budget, seed=self.seed
+        )
+        result = self.runner.run(stage, dict(candidate.values), spec)
+        result.config = values  # journal the knobs as searched, not the probe's overrides
+        return result
+
+    def interrupt(self) -> None:
+        self.runner.interrupt()

@@ -1,0 +1,160 @@
+"""What this machine offers the probes: CPUs, GPUs, apex and DALI, found without starting CUDA.
+
+The parent process (app or CLI) must never initialise CUDA: TF32 and other
+switches are set per probe before CUDA starts in the child. So GPUs are
+counted through NVML (nvidia-ml-py), which talks to the driver only, and
+optional libraries are found with importlib.util.find_spec, which imports
+nothing but parent packages. Every probe of the machine is injectable for tests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from tuneup.probe.types import MachineInfo
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on: its affinity (SLURM's cpus-per-task), else all of them."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+def has_module(name: str) -> bool:
+    """Whether `name` is importable, without importing it (its parent packages may be)."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False  # a missing parent package, or a module with no spec
+
+
+def _spec_folder(name: str, find_spec: Callable[[str], Any]) -> Path | None:
+    try:
+        spec = find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def torch_has_cuda(find_spec: Callable[[str], Any] = importlib.util.find_spec) -> bool:
+    """Whether the installed torch is a CUDA build: it ships libtorch_cuda next to its core."""
+    folder = _spec_folder("torch", find_spec)
+    if folder is None or not (folder / "lib").is_dir():
+        return False
+    return any(
+        p.name.startswith(("libtorch_cuda", "torch_cuda")) for p in (folder / "lib").iterdir()
+    )
+
+
+def apex_fused_adam_available(find_spec: Callable[[str], Any] = importlib.util.find_spec) -> bool:
+    """NVIDIA apex with its CUDA extensions (what FusedAdam needs), not the registry's `apex`.
+
+    The unrelated `apex` package on the registry has no `optimizers` folder;
+    apex built without --cuda_ext has no `amp_C` extension.
+    """
+    folder = _spec_folder("apex", find_spec)
+    if folder is None or not (folder / "optimizers").is_dir():
+        return False
+    try:
+        return find_spec("amp_C") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _visible(names: list[str], uuids: list[str], cuda_visible: str | None) -> list[str]:
+    """Apply CUDA_VISIBLE_DEVICES, which NVML ignores, to NVML's device list.
+
+    Entries are indices or GPU-UUID prefixes; like CUDA, the list stops at the
+    first entry that names no device.
+    """
+    if cuda_visible is None:
+        return names
+    chosen: list[str] = []
+    for entry in (e.strip() for e in cuda_visible.split(",")):
+        if entry.isdigit() and int(entry) < len(names):
+            chosen.append(names[int(entry)])
+        elif entry.startswith("GPU-") and (
+            hits := [i for i, u in enumerate(uuids) if u.startswith(entry)]
+        ):
+            chosen.append(names[hits[0]])
+        elif entry.startswith("MIG-") and names:
+            chosen.append(f"MIG {entry}")
+        else:
+            break
+    return chosen
+
+
+def nvml_gpu_names(nvml: Any = None, environ: Mapping[str, str] | None = None) -> list[str]:
+    """Names of the GPUs this process may use, through NVML; [] on any NVML failure.
+
+    Args:
+        nvml: the pynvml module (tests pass a fake); imported when None.
+        environ: for CUDA_VISIBLE_DEVICES; os.environ when None.
+    """
+    env = os.environ if environ is None else environ
+    if nvml is None:
+        try:
+            import pynvml as nvml  # type: ignore[import-not-found]
+        except Exception:
+            return []
+    try:
+        nvml.nvmlInit()
+    except Exception:  # no driver, no library, no permission: zero GPUs, never a crash
+        return []
+    try:
+        names: list[str] = []
+        uuids: list[str] = []
+        for index in range(nvml.nvmlDeviceGetCount()):
+            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            names.append(_text(nvml.nvmlDeviceGetName(handle)))
+            try:
+                uuids.append(_text(nvml.nvmlDeviceGetUUID(handle)))
+            except Exception:
+                uuids.append("")
+    except Exception:
+        return []
+    finally:
+        with contextlib.suppress(Exception):
+            nvml.nvmlShutdown()
+    return _visible(names, uuids, env.get("CUDA_VISIBLE_DEVICES"))
+
+
+def _text(value: str | bytes) -> str:
+    # Older nvidia-ml-py returns bytes.
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def machine_info(
+    *,
+    world_size: int = 1,
+    cpus: Callable[[], int] = usable_cpus,
+    gpu_names: Callable[[], list[str]] = nvml_gpu_names,
+    torch_cuda: Callable[[], bool] = torch_has_cuda,
+    module_available: Callable[[str], bool] = has_module,
+    apex_available: Callable[[], bool] = apex_fused_adam_available,
+) -> MachineInfo:
+    """Describe this machine for planning stages; never initialises CUDA or imports torch.
+
+    Args:
+        world_size: ranks a probe will run with (the launcher decides; 1 locally).
+        cpus, gpu_names, torch_cuda, module_available, apex_available: the
+            probes of the machine, replaced by fakes in tests.
+    """
+    names = tuple(gpu_names())
+    return MachineInfo(
+        cuda=bool(names) and torch_cuda(),
+        gpu_count=len(names),
+        gpu_names=names,
+        cpus_usable=cpus(),
+        apex=apex_available(),
+        dali=module_available("nvidia.dali"),
+        world_size=world_size,
+    )

@@ -1,0 +1,476 @@
+"""Run one probe in a child process and turn whatever happens to it into a ProbeResult.
+
+The child (normally `python -m tuneup.worker SPEC.json`) runs in a session
+of its own, so the whole process group (loader workers, `torchrun` ranks,
+anything the trainer spawned) can be stopped together: an OOM, a CUDA
+error, a hang or a segfault costs one probe, never the session.
+
+Classification of an ended child into a status and one human reason is
+pure (`classify`, `build_result`); process handling lives in `ProbeRunner`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Protocol
+
+from tuneup.errors import UsageError
+from tuneup.probe.types import ProbeResult, ProbeSpec, Status
+
+EventHandler = Callable[[dict[str, Any]], None]
+
+# How the child ended, as far as the runner is concerned.
+EXITED = "exited"  # by itself
+TIMEOUT = "timeout"  # killed by the runner at the wall-clock limit
+INTERRUPTED = "interrupted"  # killed by the runner after interrupt()
+CALLBACK_FAILED = "callback-failed"  # killed because on_event raised
+
+_POLL_S = 0.02  # how often run() looks at the child, the clock and the interrupt flag
+_STDERR_TAIL_LINES = 50
+_STDOUT_LOG_LINES = 200
+_READER_JOIN_S = 2.0  # a process that escaped the group may hold the pipe open; don't wait on it
+
+# Fields a `result` event may carry, copied onto ProbeResult as they are.
+_NUMBER_FIELDS = (
+    "io_sps",
+    "synthetic_sps",
+    "full_sps",
+    "iqr_pct",
+    "warmup_s",
+    "loss_start",
+    "loss_end",
+    "mem_peak_mb",
+)
+_LIST_FIELDS = ("full_sps_trials", "losses")
+
+_ERROR_LABELS = {"cuda": "CUDA error", "nccl": "NCCL error", "compile": "compile error"}
+
+
+class Launcher(Protocol):
+    """How a probe's child process is started: the command line and its environment.
+
+    Local runs use `LocalLauncher`; multi-rank launchers (torchrun, srun)
+    implement the same two methods.
+    """
+
+    def command(self, spec_path: Path) -> list[str]:
+        """The argument list (never a shell string) that runs the worker on `spec_path`."""
+        ...
+
+    def env(self, base: dict[str, str]) -> dict[str, str]:
+        """The child's environment, derived from a copy of the parent's."""
+        ...
+
+
+@dataclass(frozen=True)
+class LocalLauncher:
+    """Run the worker as one local Python process."""
+
+    python: str = sys.executable
+    module: str = "tuneup.worker"
+
+    def command(self, spec_path: Path) -> list[str]:
+        return [self.python, "-m", self.module, str(spec_path)]
+
+    def env(self, base: dict[str, str]) -> dict[str, str]:
+        # A block-buffered stdout would deliver the events only when the worker exits.
+        return {**base, "PYTHONUNBUFFERED": "1"}
+
+
+@dataclass
+class ChildRun:
+    """What the last child left behind, for details beyond the one-line reason."""
+
+    spec_path: Path
+    stderr_path: Path
+    returncode: int | None = None
+    ended: str = EXITED
+    events: list[dict[str, Any]] = field(default_factory=list)
+    # The last stdout lines that were not events (library chatter, prints).
+    stdout_log: deque[str] = field(default_factory=lambda: deque(maxlen=_STDOUT_LOG_LINES))
+    stderr_tail: list[str] = field(default_factory=list)
+
+
+class ProbeRunner:
+    """Runs probes one at a time, each in a fresh child process group.
+
+    Args:
+        launcher: builds the child's command line and environment.
+        workdir: where spec files (`NNNN-<stage>.json`) and the children's
+            stderr (`NNNN-<stage>.stderr.log`) are written and kept.
+        on_event: called with every event the child writes, in order,
+            **from the runner's reader thread** (not the thread calling
+            run()): a UI must hand the event over to its own thread. If it
+            raises, the child is stopped and run() re-raises the error.
+        grace_s: how long a child gets to exit after SIGTERM before the
+            whole group is sent SIGKILL.
+    """
+
+    def __init__(
+        self,
+        launcher: Launcher,
+        workdir: Path,
+        *,
+        on_event: EventHandler | None = None,
+        grace_s: float = 5.0,
+    ) -> None:
+        if grace_s < 0:
+            raise UsageError(f"grace_s must be zero or more seconds, got {grace_s}")
+        self.launcher = launcher
+        self.workdir = Path(workdir)
+        self.on_event = on_event
+        self.grace_s = grace_s
+        # Sticky: once set, run() starts no new child until the caller sets it back to False.
+        self.interrupted = False
+        self.last_run: ChildRun | None = None
+        self._count = 0
+        self._callback_error: BaseException | None = None
+
+    def interrupt(self) -> None:
+        """Stop the current child (SIGTERM, then SIGKILL after grace_s) and any later run.
+
+        Safe from another thread and from a signal handler: it only sets a
+        flag that run() looks at every few milliseconds.
+        """
+        self.interrupted = True
+
+    def run(
+        self,
+        stage: str,
+        variant: dict[str, Any],
+        spec: ProbeSpec,
+        limit_s: float | None = None,
+    ) -> ProbeResult:
+        """Run one probe to its end and classify it; never raises for a child's failure.
+
+        Args:
+            stage: the stage name, recorded on the result and in file names.
+            variant: the knob values this probe tries, recorded as given.
+            spec: what the worker runs; written to a JSON file it reads.
+            limit_s: wall-clock limit; `spec.budget.limit_s` when None.
+
+        A KeyboardInterrupt in the calling thread kills the child's group at
+        once and propagates; for a graceful stop, have the SIGINT handler
+        call interrupt() instead.
+        """
+        limit = spec.budget.limit_s if limit_s is None else limit_s
+        if not limit > 0:
+            raise UsageError(f"probe time limit must be positive, got {limit} s; raise limit_s")
+        spec_path, stderr_path = self._next_paths(stage)
+        spec_path.write_text(json.dumps(spec.to_dict(), indent=2) + "\n", encoding="utf-8")
+        record = ChildRun(spec_path=spec_path, stderr_path=stderr_path)
+        self.last_run = record
+        self._callback_error = None
+
+        started = time.monotonic()
+        if self.interrupted:
+            record.ended = INTERRUPTED
+        else:
+            self._run_child(record, started + limit)
+        wall_s = time.monotonic() - started
+
+        if self._callback_error is not None:
+            raise self._callback_error
+        status, reason = classify(
+            record.events, record.returncode, record.ended, limit, record.stderr_tail
+        )
+        return build_result(stage, variant, spec, record.events, status, reason, wall_s)
+
+    def _next_paths(self, stage: str) -> tuple[Path, Path]:
+        """Fresh file names in workdir, never overwriting an earlier probe's files."""
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", stage).strip("-.") or "probe"
+        while True:
+            self._count += 1
+            stem = f"{self._count:04d}-{slug}"
+            spec_path = self.workdir / f"{stem}.json"
+            if not spec_path.exists():
+                return spec_path, self.workdir / f"{stem}.stderr.log"
+
+    def _run_child(self, record: ChildRun, deadline: float) -> None:
+        """Start, watch, stop and reap one child; fills `record`."""
+        argv = self.launcher.command(record.spec_path)
+        env = self.launcher.env(dict(os.environ))
+        with record.stderr_path.open("wb") as stderr_file:
+            try:
+                proc = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=stderr_file,
+                    env=env,
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                # The launch itself failed (no interpreter, no permission): a crash, no raise.
+                record.stderr_tail = [f"could not start the worker ({argv[0]}): {exc}"]
+                return
+        assert proc.stdout is not None
+        reader = threading.Thread(
+            target=self._read_events,
+            args=(proc.stdout, record),
+            name=f"probe-events-{proc.pid}",
+            daemon=True,
+        )
+        reader.start()
+        try:
+            record.ended = self._watch(proc, deadline)
+            if record.ended != EXITED:
+                _signal_group(proc, signal.SIGTERM)
+                _wait_exit(proc, time.monotonic() + self.grace_s)
+        finally:
+            # Also after a clean exit: whatever the worker left in its group goes, so the
+            # next probe starts with free GPU memory and no pipe is held open. On a
+            # KeyboardInterrupt in this thread this is the only stop the group gets: it is
+            # in a session of its own, so the terminal's SIGINT never reached it.
+            _signal_group(proc, signal.SIGKILL)
+            record.returncode = proc.wait()
+            reader.join(_READER_JOIN_S)
+            if not reader.is_alive():
+                proc.stdout.close()
+        record.stderr_tail = _tail_lines(record.stderr_path, _STDERR_TAIL_LINES)
+
+    def _watch(self, proc: subprocess.Popen[bytes], deadline: float) -> str:
+        """Wait for the child to exit, the deadline, an interrupt or a failed callback."""
+        while not _has_exited(proc):
+            if self.interrupted:
+                return INTERRUPTED
+            if self._callback_error is not None:
+                return CALLBACK_FAILED
+            now = time.monotonic()
+            if now >= deadline:
+                return TIMEOUT
+            # A plain sleep, not an Event: interrupt() must stay safe inside a signal handler.
+            time.sleep(min(_POLL_S, deadline - now))
+        return EXITED
+
+    def _read_events(self, stream: IO[bytes], record: ChildRun) -> None:
+        """Reader thread: parse events, forward them, keep other lines as a log."""
+        for raw in stream:
+            line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+            event = parse_event(line)
+            if event is None:
+                if line.strip():
+                    record.stdout_log.append(line)
+                continue
+            record.events.append(event)
+            if self.on_event is not None and self._callback_error is None:
+                try:
+                    self.on_event(event)
+                except Exception as exc:  # handed to run(), which re-raises it in its own thread
+                    self._callback_error = exc
+
+
+def parse_event(line: str) -> dict[str, Any] | None:
+    """The event on one stdout line, or None for anything else (library chatter, garbage)."""
+    text = line.strip()
+    if not text.startswith("{"):
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    if isinstance(value, dict) and isinstance(value.get("event"), str):
+        return value
+    return None
+
+
+def classify(
+    events: Iterable[Mapping[str, Any]],
+    returncode: int | None,
+    ended: str,
+    limit_s: float,
+    stderr_tail: list[str],
+) -> tuple[Status, str]:
+    """Status and one human reason for how a child ended.
+
+    Args:
+        events: the child's events, in order.
+        returncode: Popen's return code (negative: killed by that signal);
+            None when the child never started.
+        ended: EXITED, TIMEOUT, INTERRUPTED or CALLBACK_FAILED.
+        limit_s: the wall-clock limit, quoted in the timeout reason.
+        stderr_tail: the last lines the child wrote on stderr.
+    """
+    events = list(events)
+    if ended == INTERRUPTED:
+        return Status.CRASH, "interrupted by user"
+    if ended == TIMEOUT:
+        return Status.TIMEOUT, f"no result within {limit_s:g} s; killed"
+    if ended == CALLBACK_FAILED:
+        return Status.CRASH, "stopped: the event handler failed"
+    last_line = _last_line(stderr_tail)
+    if returncode is None:
+        return Status.CRASH, last_line or "the worker did not start"
+    # The first error is the cause; later ones tend to be fallout from it.
+    error = next((e for e in events if e.get("event") == "error"), None)
+    if error is not None:
+        return _classify_error(error)
+    has_result = any(e.get("event") == "result" for e in events)
+    if returncode == 0:
+        if has_result:
+            return Status.OK, ""
+        return Status.CRASH, _with_detail("worker exited without a result", last_line)
+    if returncode < 0:
+        return Status.CRASH, _with_detail(_signal_reason(-returncode), last_line)
+    prefix = f"worker exited with status {returncode}"
+    if has_result:
+        prefix += " after its result"
+    return Status.CRASH, _with_detail(prefix, last_line)
+
+
+def build_result(
+    stage: str,
+    variant: dict[str, Any],
+    spec: ProbeSpec,
+    events: Iterable[Mapping[str, Any]],
+    status: Status,
+    reason: str,
+    wall_s: float,
+) -> ProbeResult:
+    """A ProbeResult filled from the child's `warmup` and `result` events.
+
+    Throughput and loss fields are taken only for an ok probe, so a failed
+    one can never be mistaken for a fast one; warm-up facts are kept for
+    any status because they help explain a failure.
+    """
+    result = ProbeResult(
+        stage=stage,
+        variant=dict(variant),
+        config=spec.config,
+        status=status,
+        reason=reason,
+        wall_s=round(wall_s, 3),
+    )
+    events = list(events)
+    warmup = _last_event(events, "warmup")
+    if warmup is not None:
+        result.warmup_s = _number(warmup.get("seconds"))
+        result.break_even_steps = _number(warmup.get("break_even_steps"))
+        one_time = warmup.get("one_time_s")
+        if isinstance(one_time, dict):
+            result.one_time_s = {
+                str(k): v
+                for k, v in ((k, _number(v)) for k, v in one_time.items())
+                if v is not None
+            }
+    measured = _last_event(events, "result")
+    if measured is None or status is not Status.OK:
+        return result
+    for name in _NUMBER_FIELDS:
+        value = _number(measured.get(name))
+        if value is not None:
+            setattr(result, name, value)
+    for name in _LIST_FIELDS:
+        values = measured.get(name)
+        if isinstance(values, list):
+            setattr(result, name, [v for v in map(_number, values) if v is not None])
+    overflows = measured.get("scaler_overflows")
+    if isinstance(overflows, int) and not isinstance(overflows, bool):
+        result.scaler_overflows = overflows
+    return result
+
+
+def _classify_error(error: Mapping[str, Any]) -> tuple[Status, str]:
+    kind = str(error.get("kind", "other"))
+    message = _one_line(error.get("message")) or f"{kind} error"
+    if kind == "oom":
+        return Status.OOM, f"out of memory: {message}"
+    if kind == "unsupported":
+        return Status.UNSUPPORTED, message
+    label = _ERROR_LABELS.get(kind)
+    return Status.CRASH, f"{label}: {message}" if label else message
+
+
+def _signal_reason(signum: int) -> str:
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:
+        name = f"signal {signum}"
+    reason = f"worker killed by {name}"
+    if signum == signal.SIGKILL:
+        reason += " (the kernel's out-of-memory killer does this when host memory runs out)"
+    elif signum == signal.SIGSEGV:
+        reason += " (segmentation fault)"
+    return reason
+
+
+def _with_detail(reason: str, detail: str) -> str:
+    return f"{reason}: {detail}" if detail else reason
+
+
+def _last_line(lines: list[str]) -> str:
+    return next((line.strip() for line in reversed(lines) if line.strip()), "")
+
+
+def _one_line(value: Any) -> str:
+    return " ".join(str(value).split()) if value is not None else ""
+
+
+def _last_event(events: list[Mapping[str, Any]], kind: str) -> Mapping[str, Any] | None:
+    return next((e for e in reversed(events) if e.get("event") == kind), None)
+
+
+def _number(value: Any) -> float | None:
+    """A JSON number as float; anything else (missing, text, bool) as None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _tail_lines(path: Path, count: int, max_bytes: int = 64 * 1024) -> list[str]:
+    """The last `count` lines of a file that may be large, read from its end."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - max_bytes))
+            data = fh.read()
+    except OSError:
+        return []
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    if size > max_bytes:
+        lines = lines[1:]  # the first line read is probably cut
+    return lines[-count:]
+
+
+# os.waitid with WNOWAIT notices an exit without reaping, so the child's pid (which is
+# also its process group id) cannot be reused before the group has been signalled.
+_CAN_PEEK = hasattr(os, "waitid") and hasattr(os, "WNOWAIT")
+
+
+def _has_exited(proc: subprocess.Popen[bytes]) -> bool:
+    if proc.returncode is not None:
+        return True
+    if _CAN_PEEK:
+        try:
+            info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return proc.poll() is not None
+        return info is not None
+    return proc.poll() is not None
+
+
+def _wait_exit(proc: subprocess.Popen[bytes], deadline: float) -> None:
+    while not _has_exited(proc) and time.monotonic() < deadline:
+        time.sleep(_POLL_S)
+
+
+def _signal_group(proc: subprocess.Popen[bytes], signum: int) -> None:
+    """Signal the child's whole process group, unless the child is already reaped."""
+    if proc.returncode is not None:
+        return  # reaped: its pid, and so the group id, may belong to someone else now
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # the group is gone
+        os.killpg(proc.pid, signum)

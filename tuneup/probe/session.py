@@ -1,0 +1,186 @@
+"""A probe session: the ladder of a preset, measured, guarded, journaled and summarised.
+
+The search is pure (search.py); this module supplies its `measure`: it runs
+the trainer backend (the U-Net worker in a child process, or the `sim`
+surface), applies the loss guard against the baseline, journals every result
+as it arrives and reuses journaled results when a session is resumed.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from tuneup import __version__
+from tuneup.errors import UsageError
+from tuneup.probe.guard import check_loss
+from tuneup.probe.journal import ResultsDir
+from tuneup.probe.preset import ProbePreset
+from tuneup.probe.search import BATCH_KNOBS, SearchOutcome, StagePlan, grid_search, staged_search
+from tuneup.probe.types import Candidate, MachineInfo, ProbeResult, Status
+
+Backend = Callable[[str, Candidate, dict[str, Any]], ProbeResult]
+
+
+class SessionInterrupted(Exception):
+    """The user stopped the session; everything finished so far is journaled."""
+
+
+class Reporter(Protocol):
+    """What a front end (plain lines, rich bars, JSON, the app) hears from a session."""
+
+    def session_start(self, info: dict[str, Any], total: int) -> None: ...
+
+    def probe_start(self, stage: str, label: str) -> None: ...
+
+    def probe_done(self, result: ProbeResult, reused: bool) -> None: ...
+
+
+class SilentReporter:
+    """Hears nothing: for tests and `--json`."""
+
+    def session_start(self, info: dict[str, Any], total: int) -> None:
+        pass
+
+    def probe_start(self, stage: str, label: str) -> None:
+        pass
+
+    def probe_done(self, result: ProbeResult, reused: bool) -> None:
+        pass
+
+
+def _key(stage: str, values: dict[str, Any]) -> str:
+    return stage + "|" + json.dumps(values, sort_keys=True, default=str)
+
+
+def stage_plans(
+    names: tuple[str, ...], machine: MachineInfo, base: dict[str, Any]
+) -> list[StagePlan]:
+    """The preset's ladder as search plans; an unavailable stage carries its reason."""
+    from tuneup.probe.stages import load_stage
+
+    plans = []
+    for name in names:
+        proposal = load_stage(name).propose(machine, base)
+        plans.append(
+            StagePlan(
+                name=proposal.stage,
+                candidates=list(proposal.candidates),
+                skip_reason=proposal.reason,
+            )
+        )
+    return plans
+
+
+@dataclass
+class ProbeSession:
+    """Runs one ladder; construct it with its backend, results folder and reporter."""
+
+    preset: ProbePreset
+    trainer: str
+    backend: Backend
+    results: ResultsDir
+    machine: MachineInfo
+    base_values: dict[str, Any]
+    plans: list[StagePlan]
+    reporter: Reporter = field(default_factory=SilentReporter)
+    search: str = "staged"
+    seed: int = 0
+    confirm_pairs: int = 3
+    stop_requested: Callable[[], bool] = lambda: False
+    _journaled: dict[str, list[ProbeResult]] = field(default_factory=dict)
+    _served: Counter = field(default_factory=Counter)
+    _baseline_losses: list[float] | None = None
+
+    def session_info(self) -> dict[str, Any]:
+        return {
+            "preset": self.preset.name,
+            "trainer": self.trainer,
+            "search": self.search,
+            "seed": self.seed,
+            "stages": [p.name for p in self.plans],
+            "machine": self.machine.to_dict(),
+            "base_config": self.base_values,
+            "hints": self.preset.hints,
+            "tuneup_version": __version__,
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        }
+
+    def start(self, resume: bool) -> None:
+        """Create the results folder, or check a resumed one matches and load its journal."""
+        if resume:
+            previous = self.results.session()
+            for key, mine in (("preset", self.preset.name), ("trainer", self.trainer)):
+                if previous.get(key) != mine:
+                    raise UsageError(
+                        f"cannot resume {self.results.path}: it was a {key} "
+                        f"'{previous.get(key)}' session, not '{mine}' (drop --{key} or "
+                        "start a new session with --out)"
+                    )
+            self.results.repair()
+            for result in self.results.results():
+                self._journaled.setdefault(_key(result.stage, result.config), []).append(result)
+        else:
+            self.results.create(self.session_info())
+        total = sum(len(p.candidates) for p in self.plans) + 1 + 2 * self.confirm_pairs
+        self.reporter.session_start(self.session_info(), total)
+
+    def measure(self, stage: str, candidate: Candidate, values: dict[str, Any]) -> ProbeResult:
+        """The search's measure: reuse a journaled probe, or run, guard and journal one."""
+        key = _key(stage, values)
+        served = self._served[key]
+        self._served[key] += 1
+        earlier = self._journaled.get(key, [])
+        if served < len(earlier):
+            result = earlier[served]
+            self._remember_baseline(stage, result)
+            self.reporter.probe_done(result, reused=True)
+            return result
+        if self.stop_requested():
+            raise SessionInterrupted
+        self.reporter.probe_start(stage, candidate.label)
+        result = self.backend(stage, candidate, values)
+        if self.stop_requested():
+            raise SessionInterrupted  # the probe was cut short: not journaled
+        self._guard(stage, result, values)
+        self._remember_baseline(stage, result)
+        self.results.append(result)
+        self.reporter.probe_done(result, reused=False)
+        return result
+
+    def _guard(self, stage: str, result: ProbeResult, values: dict[str, Any]) -> None:
+        """The search's loss rule, applied before journaling so the journal says `diverged`."""
+        if not result.ok:
+            return
+        baseline = None if stage == "baseline" else self._baseline_losses
+        if baseline is not None and any(
+            self.base_values.get(k) != values.get(k) for k in BATCH_KNOBS
+        ):
+            baseline = None  # another batch size: its step-N loss is not comparable
+        reason = check_loss(result.losses, baseline)
+        if reason:
+            result.status = Status.DIVERGED
+            result.reason = reason
+
+    def _remember_baseline(self, stage: str, result: ProbeResult) -> None:
+        if stage == "baseline" and result.ok and self._baseline_losses is None:
+            self._baseline_losses = list(result.losses)
+
+    def run(self) -> SearchOutcome:
+        if self.search == "grid":
+            outcome = grid_search(self.base_values, self.plans, self.measure)
+        else:
+            outcome = staged_search(
+                self.base_values, self.plans, self.measure, confirm_pairs=self.confirm_pairs
+            )
+        from tuneup.probe.verdicts import summary_dict
+
+        summary = summary_dict(outcome)
+        summary["preset"] = self.preset.name
+        summary["trainer"] = self.trainer
+        self.results.write_summary(summary)
+        return outcome

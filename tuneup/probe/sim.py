@@ -1,0 +1,359 @@
+"""The `sim` trainer: a documented synthetic response surface that answers like a probe.
+
+It lets the search, the journal and the app be exercised in milliseconds, and
+it is calibrated on the tutorial's A100 figures (unet-workload.md): the
+baseline (2 lowmem workers, fp32 + TF32, batch 64) gives IO ~89, SYNTHETIC
+~381 and FULL ~88 samples/s (tutorial: 89, 376, 90); 8 workers FULL ~253; DALI + AMP + fused Adam +
+compile + channels_last + batch 128 reaches ~615 (the tutorial's
+hand-tuned run: 539).
+
+Response surface (samples/s; w = num_data_workers, c = simulated cores, B =
+global batch, or local_batch_size when set):
+
+IO, the loader alone:
+    per-worker rate r: lowmem 44.6, inmem 1.6 r, synthetic 4 r.
+    w = 0 (loading in the training process): IO = 0.9 r.
+    w > 0: IO = r w / (1 + (w / h)^3) * min(1, c / w), h = 14.2 sqrt(c / 32):
+        rises, peaks near w = 0.8 h (11 workers on 32 cores) and falls as
+        workers fight over the file and the cores (2/4/8/16 workers: 89,
+        174, 303, 294 on 32 cores, like the tutorial's 2 -> 4 -> 8 -> 16).
+    dali-lowmem: IO = 790 whatever w (GPU decoding; needs CUDA and DALI).
+
+SYNTHETIC, one cached batch: a step takes B / R + O seconds.
+    GPU math rate R = 416 * prec * cl * jit * bench * (B / 64)^0.1 where
+        prec = 1 (fp32 with TF32), 0.33 (TF32 off), 1.55 (fp16), 1.57 (bf16);
+               TF32 off costs only 3% under AMP (the convolutions run in half);
+        cl   = channels_last: 1.10 with AMP (tensor-core layout), 0.97 without;
+        jit  = script 1.02; compile 1.10 with AMP, 1.04 without;
+        bench = 1 with cudnn_benchmark, 0.85 without.
+    Per-step overhead O = launches + Adam: launches 2 ms (1.2 ms compiled,
+        x 0.15 under CUDA graphs); Adam 12 ms foreach, 2 ms fused or apex.
+    CPU device: R = 3.2 (bf16 x1.05, fp16 x0.6, compile x1.08, others ~1),
+        O = 0.05 s; TF32, cuDNN benchmark and CUDA graphs do nothing there
+        (graphs and DALI are `unsupported`).
+
+FULL, the real loop: loading overlaps compute imperfectly,
+    FULL = (IO^-p + SYNTHETIC^-p)^(-1/p), p = 2.5 (p = 1 when w = 0: no
+    overlap), so FULL < min(IO, SYNTHETIC), and a compute knob is worth
+    little while the loader is the wall (AMP adds ~1% at 2 workers, ~10% at
+    8, ~37% with DALI).
+
+Memory (GPU, default 40 GB like the tutorial's A100): 2 GB of weights and
+Adam state + B x 0.45 GB of activations (x 0.55 under AMP, x 1.05 with CUDA
+graphs' static buffers); more than the GPU holds is `oom`.
+
+Losses (20 recorded steps, from the fixed training seed, not the noise seed):
+    L(s) = 0.04 + 0.08 exp(-0.08 P(s)) (1 + jitter), P(s) = sum of
+    lr(step) / 2e-4 over the steps so far (batch scaling and warm-up as the
+    real schedule); jitter is +-2% from the crops (the same for every probe)
+    plus arithmetic noise seeded by the precision knobs: none in plain fp32,
+    +-0.3% with TF32, +-1% under AMP. When the peak
+    lr exceeds 5e-3 the run is unstable: the loss grows by 30% x (lr / 5e-3)
+    per step and turns NaN once above 1e3.
+
+Noise: each phase's T trials are the true rate times exp(noise x N(0, 1)),
+drawn from a generator seeded by (seed, knob values, how many times this
+trainer has measured these values), so a run is reproducible and a repeated
+measurement (baseline repeats, confirmation pairs) draws fresh noise.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import random
+from typing import Any
+
+from tuneup.config import TrainConfig
+from tuneup.probe.search import StagePlan
+from tuneup.probe.stats import iqr_pct, median
+from tuneup.probe.types import Candidate, MachineInfo, ProbeResult, Status
+from tuneup.trainer.schedule import initial_lr
+
+MODELED_KNOBS = (
+    "device",
+    "num_data_workers",
+    "data_loader_config",
+    "amp_mode",
+    "tf32",
+    "optimizer_impl",
+    "jit",
+    "compile_mode",
+    "cuda_graphs",
+    "channels_last",
+    "cudnn_benchmark",
+    "global_batch_size",
+    "local_batch_size",
+    "base_batch_size",
+    "lr_schedule",
+)
+LOWMEM_RATE = 44.6
+LOADER_FACTOR = {"lowmem": 1.0, "inmem": 1.6, "synthetic": 4.0}
+DALI_IO = 790.0
+GPU_RATE = 416.0
+CPU_RATE = 3.2
+LOSS_STEPS = 20
+TRIAL_STEPS = 10
+DEFAULT_LR = 2e-4
+UNSTABLE_LR = 5e-3
+
+
+def _defaults() -> dict[str, Any]:
+    return {name: getattr(TrainConfig(), name) for name in MODELED_KNOBS}
+
+
+_DEFAULTS = _defaults()
+
+
+class SimTrainer:
+    """A fake trainer whose throughput follows the response surface in this module's docstring.
+
+    Args:
+        seed: seeds the measurement noise (the surface itself is fixed).
+        noise: relative standard deviation of one trial (0.03: 3%).
+        trials: T, trials per phase.
+        cores: CPU cores the loader workers share.
+        gpu_memory_gb: memory of the simulated GPU (0 or cuda=False: no GPU).
+        cuda: whether the simulated machine has a GPU.
+        dali: whether DALI is installed.
+        apex: whether NVIDIA apex is importable.
+    """
+
+    def __init__(
+        self,
+        seed: int = 0,
+        noise: float = 0.03,
+        *,
+        trials: int = 5,
+        cores: int = 32,
+        gpu_memory_gb: float = 40.0,
+        cuda: bool = True,
+        dali: bool = True,
+        apex: bool = False,
+    ) -> None:
+        if noise < 0 or trials < 1 or cores < 1:
+            raise ValueError("noise must be >= 0, trials and cores >= 1")
+        self.seed = seed
+        self.noise = noise
+        self.trials = trials
+        self.cores = cores
+        self.gpu_memory_gb = gpu_memory_gb
+        self.cuda = cuda
+        self.dali = dali
+        self.apex = apex
+        self.calls = 0
+        self._repeats: dict[str, int] = {}
+
+    def knobs(self, values: dict[str, Any]) -> dict[str, Any]:
+        """The modeled knobs of `values`, defaults filled in from TrainConfig."""
+        knobs = {**_DEFAULTS, **{k: v for k, v in values.items() if k in _DEFAULTS}}
+        knobs["lr_schedule"] = {**_DEFAULTS["lr_schedule"], **dict(knobs["lr_schedule"])}
+        return knobs
+
+    def problem(self, values: dict[str, Any]) -> tuple[Status, str] | None:
+        """Why these values cannot run here (`unsupported` or `oom`), or None."""
+        k = self.knobs(values)
+        gpu = self._on_gpu(k)
+        if k["device"] == "cuda" and not self.cuda:
+            return Status.UNSUPPORTED, "device=cuda but the simulated machine has no GPU"
+        if k["cuda_graphs"] and not gpu:
+            return Status.UNSUPPORTED, "cuda_graphs needs a CUDA device"
+        if k["data_loader_config"] == "dali-lowmem" and not (gpu and self.dali):
+            return Status.UNSUPPORTED, "dali-lowmem needs a CUDA device and DALI installed"
+        if k["optimizer_impl"] == "apex" and not (gpu and self.apex):
+            return Status.UNSUPPORTED, "optimizer_impl=apex needs NVIDIA apex and a GPU"
+        if k["cuda_graphs"] and k["amp_mode"] == "fp16":
+            return Status.UNSUPPORTED, "cuda_graphs cannot capture the fp16 GradScaler's checks"
+        if k["cuda_graphs"] and k["jit"] == "compile" and k["compile_mode"] == "reduce-overhead":
+            return Status.UNSUPPORTED, "cuda_graphs and compile_mode=reduce-overhead both capture"
+        if gpu and self.memory_gb(values) > self.gpu_memory_gb:
+            need = self.memory_gb(values)
+            return Status.OOM, f"needs {need:.0f} GB of the GPU's {self.gpu_memory_gb:.0f} GB"
+        return None
+
+    def memory_gb(self, values: dict[str, Any]) -> float:
+        """Peak GPU memory of a step (see Memory in the module docstring)."""
+        k = self.knobs(values)
+        per_sample = 0.45 * (0.55 if k["amp_mode"] != "none" else 1.0)
+        per_sample *= 1.05 if k["cuda_graphs"] else 1.0
+        return 2.0 + _batch(k) * per_sample
+
+    def expected_sps(self, values: dict[str, Any]) -> dict[str, float]:
+        """Noise-free IO, SYNTHETIC and FULL samples/s (the surface itself)."""
+        k = self.knobs(values)
+        io = self._io(k)
+        syn = self._synthetic(k)
+        p = 1.0 if k["num_data_workers"] == 0 and k["data_loader_config"] != "dali-lowmem" else 2.5
+        full = (io**-p + syn**-p) ** (-1.0 / p)
+        return {"io": io, "synthetic": syn, "full": full}
+
+    def measure(self, stage: str, candidate: Candidate, values: dict[str, Any]) -> ProbeResult:
+        """Answer like a real probe (a `Measure` for the search)."""
+        self.calls += 1
+        k = self.knobs(values)
+        variant = dict(candidate.values)
+        problem = self.problem(values)
+        if problem is not None:
+            status, reason = problem
+            return ProbeResult(stage, variant, dict(values), status, f"simulated: {reason}")
+        key = json.dumps(k, sort_keys=True, default=str)
+        repeat = self._repeats.get(key, 0)
+        self._repeats[key] = repeat + 1
+        rng = random.Random(_digest(f"{self.seed}|{repeat}|{key}"))
+        sps = self.expected_sps(values)
+        trials = {
+            phase: [rate * math.exp(self.noise * rng.gauss(0.0, 1.0)) for _ in range(self.trials)]
+            for phase, rate in sps.items()
+        }
+        losses = self.losses(values)
+        one_time = self._one_time(k)
+        warmup_s = sum(one_time.values()) + 5.0
+        batch = _batch(k)
+        wall = warmup_s + sum(
+            batch * TRIAL_STEPS / t for phase_trials in trials.values() for t in phase_trials
+        )
+        return ProbeResult(
+            stage=stage,
+            variant=variant,
+            config=dict(values),
+            status=Status.OK,
+            io_sps=median(trials["io"]),
+            synthetic_sps=median(trials["synthetic"]),
+            full_sps=median(trials["full"]),
+            full_sps_trials=trials["full"],
+            iqr_pct=iqr_pct(trials["full"]),
+            warmup_s=warmup_s,
+            one_time_s=one_time,
+            loss_start=losses[0] if losses else None,
+            loss_end=losses[-1] if losses else None,
+            losses=losses,
+            gpu_util_mean=100.0 * sps["full"] / sps["synthetic"] if self._on_gpu(k) else None,
+            mem_peak_mb=1024.0 * self.memory_gb(values) if self._on_gpu(k) else None,
+            wall_s=wall,
+        )
+
+    def losses(self, values: dict[str, Any]) -> list[float]:
+        """The fixed-seed loss curve (see Losses in the module docstring)."""
+        k = self.knobs(values)
+        sched = k["lr_schedule"]
+        batch = _batch(k)
+        base = k["base_batch_size"]
+        peak = initial_lr(sched["start_lr"], sched["scaling"], batch, base)
+        warmup = sched["warmup_steps"] if batch > base and sched["scaling"] != "none" else 0
+        wobble = 0.01 if k["amp_mode"] != "none" else (0.003 if k["tf32"] else 0.0)
+        arith = random.Random(_digest(f"{k['amp_mode']}|{k['tf32']}|{k['jit']}"))
+        crops = random.Random(1234)  # the fixed training seed: same crops for every probe
+        losses: list[float] = []
+        progress = 0.0
+        value = 0.12
+        for step in range(1, LOSS_STEPS + 1):
+            lr = peak * min(1.0, step / warmup) if warmup else peak
+            progress += lr / DEFAULT_LR
+            jitter = 0.02 * crops.uniform(-1, 1) + wobble * arith.uniform(-1, 1)
+            if peak > UNSTABLE_LR:
+                value = value * (1.0 + 0.3 * peak / UNSTABLE_LR)
+                losses.append(value if value < 1e3 else math.nan)
+            else:
+                value = 0.04 + 0.08 * math.exp(-0.08 * progress)
+                losses.append(value * (1.0 + jitter))
+        return losses
+
+    def _on_gpu(self, k: dict[str, Any]) -> bool:
+        return self.cuda and k["device"] in ("auto", "cuda")
+
+    def _io(self, k: dict[str, Any]) -> float:
+        loader = k["data_loader_config"]
+        if loader == "dali-lowmem":
+            return DALI_IO
+        rate = LOWMEM_RATE * LOADER_FACTOR[loader]
+        workers = k["num_data_workers"]
+        if workers == 0:
+            return 0.9 * rate
+        half = 14.2 * math.sqrt(self.cores / 32)
+        return rate * workers / (1 + (workers / half) ** 3) * min(1.0, self.cores / workers)
+
+    def _synthetic(self, k: dict[str, Any]) -> float:
+        batch = _batch(k)
+        amp = k["amp_mode"] != "none"
+        if not self._on_gpu(k):
+            prec = {"none": 1.0, "bf16": 1.05, "fp16": 0.6}[k["amp_mode"]]
+            jit = 1.08 if k["jit"] == "compile" else 1.0
+            return batch / (batch / (CPU_RATE * prec * jit) + 0.05)
+        prec = {"none": 1.0, "fp16": 1.55, "bf16": 1.57}[k["amp_mode"]]
+        if not k["tf32"]:
+            prec *= 0.97 if amp else 0.33
+        cl = (1.10 if amp else 0.97) if k["channels_last"] else 1.0
+        jit = {"none": 1.0, "script": 1.02, "compile": 1.10 if amp else 1.04}[k["jit"]]
+        bench = 1.0 if k["cudnn_benchmark"] else 0.85
+        rate = GPU_RATE * prec * cl * jit * bench * (batch / 64) ** 0.1
+        launches = 0.0012 if k["jit"] == "compile" else 0.002
+        launches *= 0.15 if k["cuda_graphs"] else 1.0
+        adam = 0.012 if k["optimizer_impl"] == "foreach" else 0.002
+        return batch / (batch / rate + launches + adam)
+
+    def _one_time(self, k: dict[str, Any]) -> dict[str, float]:
+        costs = {"worker_spawn": 0.5 * k["num_data_workers"]}
+        if k["data_loader_config"] == "dali-lowmem":
+            costs["dali_build"] = 30.0
+        if k["jit"] == "compile":
+            costs["compile"] = 60.0
+        elif k["jit"] == "script":
+            costs["compile"] = 5.0
+        if k["cuda_graphs"]:
+            costs["graph_capture"] = 4.0
+        return costs
+
+
+def _batch(k: dict[str, Any]) -> int:
+    local = k.get("local_batch_size")
+    return int(local) if local else int(k["global_batch_size"])
+
+
+def _digest(text: str) -> int:
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
+
+
+def sim_stage_plans(machine: MachineInfo) -> list[StagePlan]:
+    """A tutorial-like ladder of stages for tests and demos (the real stages are plugins)."""
+    no_gpu = None if machine.cuda else "needs a CUDA GPU"
+    workers = [
+        Candidate(f"workers={w}", {"num_data_workers": w})
+        for w in (4, 8, 16, 32)
+        if w <= max(machine.cpus_usable, 4)
+    ]
+    loaders = [Candidate("loader=inmem", {"data_loader_config": "inmem"})]
+    if machine.cuda and machine.dali:
+        loaders.append(Candidate("loader=dali-lowmem", {"data_loader_config": "dali-lowmem"}))
+    optimizers = [Candidate("optimizer=fused", {"optimizer_impl": "fused"})]
+    if machine.cuda and machine.apex:
+        optimizers.append(Candidate("optimizer=apex", {"optimizer_impl": "apex"}))
+    return [
+        StagePlan("workers", workers),
+        StagePlan("loader", loaders),
+        StagePlan("tf32", [Candidate("tf32=off", {"tf32": False})], no_gpu),
+        StagePlan(
+            "amp",
+            [
+                Candidate("amp=fp16", {"amp_mode": "fp16"}),
+                Candidate("amp=bf16", {"amp_mode": "bf16"}),
+            ],
+        ),
+        StagePlan("optimizer", optimizers),
+        StagePlan(
+            "jit",
+            [
+                Candidate("jit=script", {"jit": "script"}),
+                Candidate("jit=compile", {"jit": "compile"}),
+            ],
+        ),
+        StagePlan("cuda_graphs", [Candidate("cuda_graphs=on", {"cuda_graphs": True})], no_gpu),
+        StagePlan("channels_last", [Candidate("channels_last=on", {"channels_last": True})]),
+        StagePlan(
+            "batch_size",
+            [
+                Candidate("batch=128", {"global_batch_size": 128}),
+                Candidate("batch=256", {"global_batch_size": 256}),
+            ],
+        ),
+    ]

@@ -1,0 +1,270 @@
+"""The stage API and the registry that finds stages through entry points.
+
+A stage proposes variants of one knob (or a few linked knobs) on top of the
+incumbent configuration. Stages are plain data plus one method
+(`candidates_for`), so the app can list and render them and the search can
+plan them without running anything. Built-in stages live in
+``tuneup_plugins.stages`` and register exactly as a third-party package would,
+under the entry-point group ``tuneup.stages``.
+
+The registry separates listing (names only, imports nothing), loading one by
+name (a clear UsageError) and scanning all (a broken plugin is a warning and
+is skipped).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import difflib
+import functools
+import importlib.metadata
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tuneup.errors import UsageError
+from tuneup.probe.types import Candidate, MachineInfo
+
+ENTRY_POINT_GROUP = "tuneup.stages"
+
+# What a stage may declare in `needs`, checked against MachineInfo.
+REQUIREMENTS = ("cuda", "apex", "multi_gpu", "dali")
+
+
+def requirement_missing(need: str, machine: MachineInfo) -> str | None:
+    """Why `machine` lacks `need`, as a short reason; None when it has it."""
+    if need == "cuda":
+        if machine.cuda:
+            return None
+        if machine.gpu_count > 0:
+            return "needs CUDA (GPUs visible, but this torch build has no CUDA)"
+        return "needs CUDA (no GPU visible)"
+    if need == "apex":
+        return None if machine.apex else "needs NVIDIA apex (not importable)"
+    if need == "dali":
+        return None if machine.dali else "needs NVIDIA DALI (not importable)"
+    if need == "multi_gpu":
+        ranks = max(machine.gpu_count, machine.world_size)
+        return None if ranks >= 2 else f"needs several GPUs ({machine.gpu_count} visible)"
+    raise ValueError(f"unknown requirement {need!r}: expected one of {', '.join(REQUIREMENTS)}")
+
+
+@functools.lru_cache(maxsize=1)
+def _defaults() -> dict[str, Any]:
+    from tuneup.config import TrainConfig
+
+    return TrainConfig().to_dict()
+
+
+def knob_defaults() -> dict[str, Any]:
+    """Every knob's default value (a fresh copy), for reading a partial incumbent."""
+    return copy.deepcopy(_defaults())
+
+
+def current(base: Mapping[str, Any], knob: str) -> Any:
+    """The incumbent's value of `knob`: its own, else the knob's default."""
+    if knob in base:
+        return base[knob]
+    return _defaults()[knob]
+
+
+def runs_on_cuda(machine: MachineInfo, base: Mapping[str, Any]) -> bool:
+    """Whether the incumbent will train on a GPU of this machine (device auto|cuda)."""
+    return machine.cuda and current(base, "device") != "cpu"
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """What a stage will do from one incumbent: the variants to probe, or why it is skipped.
+
+    `rejected` holds (label, reason) for candidates dropped because they would
+    not make a valid configuration on top of this incumbent.
+    """
+
+    stage: str
+    candidates: tuple[Candidate, ...] = ()
+    reason: str | None = None
+    rejected: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def skipped(self) -> bool:
+        return self.reason is not None
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A probe stage: plain data plus `candidates_for`.
+
+    Attributes:
+        name: the registry name (the entry point's name), used in presets and the journal.
+        title: a few words for the app's list.
+        description: one or two sentences saying what the stage finds out and why.
+        knobs: the TrainConfig knobs its candidates set.
+        needs: requirements from REQUIREMENTS; the stage is skipped when one is missing.
+        candidates: the declared variants; subclasses may derive them from the machine
+            and the incumbent instead.
+    """
+
+    name: str
+    title: str
+    description: str
+    knobs: tuple[str, ...]
+    needs: tuple[str, ...] = ()
+    candidates: tuple[Candidate, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        # A plugin author's mistake, caught when the plugin is imported.
+        unknown = [n for n in self.needs if n not in REQUIREMENTS]
+        if unknown:
+            raise ValueError(
+                f"stage {self.name!r}: unknown needs {unknown}; "
+                f"choose from {', '.join(REQUIREMENTS)}"
+            )
+        from tuneup.config import knob_names
+
+        names = set(knob_names())
+        bad = [k for k in self.knobs if k not in names]
+        if bad:
+            raise ValueError(f"stage {self.name!r}: {bad} are not TrainConfig knobs")
+        for cand in self.candidates:
+            stray = [k for k in cand.values if k not in self.knobs]
+            if stray:
+                raise ValueError(
+                    f"stage {self.name!r}: candidate {cand.label!r} sets {stray}, "
+                    f"which are not among its knobs {list(self.knobs)}"
+                )
+
+    def unavailable_reason(self, machine: MachineInfo) -> str | None:
+        """Why this machine cannot run the stage at all (the first missing need); None if it can."""
+        for need in self.needs:
+            reason = requirement_missing(need, machine)
+            if reason is not None:
+                return reason
+        return None
+
+    def incumbent_reason(self, machine: MachineInfo, base: Mapping[str, Any]) -> str | None:
+        """Why the incumbent `base` rules the stage out on this machine; None when it does not.
+
+        The default is None. Stages whose candidates depend on the incumbent override
+        it to say why `candidates_for` has nothing to offer (e.g. "the incumbent
+        trains on the CPU").
+        """
+        del machine, base
+        return None
+
+    def candidates_for(self, machine: MachineInfo, base: Mapping[str, Any]) -> list[Candidate]:
+        """The variants to try on top of `base` (the incumbent's knob values, maybe partial).
+
+        The default is the declared candidates, or none when `incumbent_reason`
+        gives a reason. Override to derive them from the machine or the incumbent;
+        return [] (never raise) when there is nothing to try.
+        """
+        if self.incumbent_reason(machine, base) is not None:
+            return []
+        return list(self.candidates)
+
+    def with_candidates(self, candidates: Iterable[Candidate]) -> Stage:
+        """A copy with other declared candidates (a preset's own values for this stage)."""
+        return dataclasses.replace(self, candidates=tuple(candidates))
+
+    def propose(self, machine: MachineInfo, base: Mapping[str, Any]) -> Proposal:
+        """Decide what to probe from `base`: skip with a reason, or the distinct valid variants.
+
+        Variants that change nothing are dropped (the incumbent is already measured);
+        variants that make an invalid configuration are dropped with the error.
+        """
+        reason = self.unavailable_reason(machine) or self.incumbent_reason(machine, base)
+        if reason is not None:
+            return Proposal(self.name, reason=reason)
+        from tuneup.config import build_config
+
+        kept: list[Candidate] = []
+        rejected: list[tuple[str, str]] = []
+        for cand in self.candidates_for(machine, base):
+            if all(current(base, k) == v for k, v in cand.values.items()):
+                continue
+            try:
+                build_config({**base, **cand.values}, source=f"stage {self.name}")
+            except UsageError as exc:
+                rejected.append((cand.label, str(exc)))
+                continue
+            kept.append(cand)
+        if not kept:
+            why = "every candidate matches the incumbent" if not rejected else "no valid candidate"
+            return Proposal(self.name, reason=why, rejected=tuple(rejected))
+        return Proposal(self.name, candidates=tuple(kept), rejected=tuple(rejected))
+
+
+# --- the registry ---------------------------------------------------------------------------
+
+
+def _entry_points() -> list[importlib.metadata.EntryPoint]:
+    # Looked up through the module at call time so tests can monkeypatch it.
+    return list(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
+
+
+def stage_names() -> list[str]:
+    """Names of the registered stages, sorted; reads entry-point metadata and imports nothing."""
+    return sorted({ep.name for ep in _entry_points()})
+
+
+def _load(ep: importlib.metadata.EntryPoint) -> Stage:
+    """Import one entry point and check it; every failure is a one-line UsageError."""
+    try:
+        obj = ep.load()
+    except Exception as exc:  # any error inside a third-party plugin
+        raise UsageError(
+            f"stage plugin '{ep.name}' ({ep.value}) failed to import: {type(exc).__name__}: {exc}"
+        ) from None
+    if not isinstance(obj, Stage):
+        raise UsageError(
+            f"stage plugin '{ep.name}' ({ep.value}) is a {type(obj).__name__}, not a "
+            "tuneup.probe.stages.Stage"
+        )
+    if obj.name != ep.name:
+        raise UsageError(
+            f"stage plugin '{ep.name}' ({ep.value}) calls itself '{obj.name}': "
+            "the entry point's name and the Stage's name must match"
+        )
+    return obj
+
+
+def load_stage(name: str) -> Stage:
+    """Load the stage registered as `name`.
+
+    Raises:
+        UsageError: no stage has that name (the known ones are listed), or its
+            plugin fails to import or is not a Stage.
+    """
+    for ep in _entry_points():
+        if ep.name == name:
+            return _load(ep)
+    known = stage_names()
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"did you mean '{close[0]}'? " if close else ""
+    listed = ", ".join(known) if known else "none (is tuneup installed?)"
+    raise UsageError(f"unknown stage '{name}': {hint}known stages are {listed}")
+
+
+def scan_stages() -> tuple[dict[str, Stage], list[str]]:
+    """Load every registered stage; broken plugins are reported and skipped.
+
+    Returns:
+        The stages by name, and one warning line per plugin that failed to
+        import, is not a Stage, or repeats a name already loaded. The caller
+        prints the warnings (on stderr) and keeps going.
+    """
+    stages: dict[str, Stage] = {}
+    warnings: list[str] = []
+    for ep in _entry_points():
+        if ep.name in stages:
+            warnings.append(
+                f"stage plugin '{ep.name}' ({ep.value}) repeats a name already loaded: skipped"
+            )
+            continue
+        try:
+            stages[ep.name] = _load(ep)
+        except UsageError as exc:
+            warnings.append(f"{exc}: skipped")
+    return dict(sorted(stages.items())), warnings

@@ -1,0 +1,197 @@
+"""`tuneup probe`: run a preset's ladder headless and recommend a configuration."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from tuneup.errors import ExitCode, UsageError
+
+TRAINERS = ("unet", "sim")
+
+
+def _default_out(preset: str) -> Path:
+    return Path("tuneup-results") / f"{preset}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def _base_values(preset: Any, trainer: str) -> dict[str, Any]:
+    """The preset's training knobs, pointed at its synthetic box when it has no data path."""
+    values = dict(preset.train)
+    synth = preset.synthetic_data
+    needs_files = values.get("data_loader_config", "lowmem") not in ("synthetic",)
+    if trainer == "unet" and synth and needs_files and not values.get("train_path"):
+        from tuneup.bundled import cache_dir, ensure_synthetic_data
+
+        train, val, made = ensure_synthetic_data(
+            synth["box"], synth["val_box"], synth.get("seed", 0), cache_dir()
+        )
+        if made:
+            print(
+                f"tuneup: made a synthetic {synth['box']}^3 box in {train.parent}", file=sys.stderr
+            )
+        values["train_path"], values["val_path"] = str(train), str(val)
+    return values
+
+
+def _pick_stages(preset_stages: tuple[str, ...], chosen: str | None) -> tuple[str, ...]:
+    if not chosen:
+        return preset_stages
+    from tuneup.probe.stages import stage_names
+
+    names = tuple(s.strip() for s in chosen.split(",") if s.strip())
+    known = set(stage_names())
+    for name in names:
+        if name not in known:
+            raise UsageError(
+                f"--stages: no stage named '{name}' (known: {', '.join(sorted(known))})"
+            )
+    return names
+
+
+def run_probe_command(
+    *,
+    preset_name: str | None,
+    stages: str | None,
+    trainer: str,
+    search: str,
+    seed: int,
+    out: Path | None,
+    resume: Path | None,
+    as_json: bool,
+) -> int:
+    from tuneup.probe.journal import ResultsDir
+    from tuneup.probe.machine import machine_info
+    from tuneup.probe.preset import default_preset_name, load_preset
+
+    machine = machine_info()
+    if resume is not None:
+        previous = ResultsDir(resume).session()
+        for flag, given in (("preset", preset_name), ("trainer", trainer)):
+            if given is not None and given != previous.get(flag):
+                raise UsageError(
+                    f"cannot resume {resume}: it was a {flag} '{previous.get(flag)}' session, "
+                    f"not '{given}' (drop --{flag}, or start a new session with --out)"
+                )
+        preset_name = preset_name or previous.get("preset")
+        if trainer is None:
+            trainer = previous.get("trainer", "unet")
+        stages = stages or ",".join(previous.get("stages", [])) or None
+        seed = previous.get("seed", seed) if seed is None else seed
+        search = previous.get("search", search) if search is None else search
+    trainer = trainer or "unet"
+    search = search or "staged"
+    seed = 0 if seed is None else seed
+    chosen_for_user = preset_name is None
+    if chosen_for_user:
+        preset_name = default_preset_name(machine.cuda)
+    preset = load_preset(preset_name)
+    names = _pick_stages(preset.stages, stages)
+    if chosen_for_user and not as_json:
+        gpu = "a CUDA GPU" if machine.cuda else "no CUDA GPU"
+        print(f"tuneup: no --preset given: using {preset_name} ({gpu} visible)", file=sys.stderr)
+    base = _base_values(preset, trainer)
+
+    from tuneup.probe.session import ProbeSession, SessionInterrupted, stage_plans
+
+    plans = stage_plans(names, machine, base)
+    results = ResultsDir(resume if resume is not None else (out or _default_out(preset.name)))
+    reporter = _reporter(as_json)
+    stop = {"requested": False}
+
+    if trainer == "sim":
+        from tuneup.probe.backends import sim_backend
+
+        backend: Any = sim_backend(seed)
+        interrupt = None
+    else:
+        from tuneup.probe.backends import WorkerBackend
+
+        backend = WorkerBackend(
+            results.path / "probes", preset.budget, seed, on_event=getattr(reporter, "event", None)
+        )
+        interrupt = backend.interrupt
+
+    session = ProbeSession(
+        preset=preset,
+        trainer=trainer,
+        backend=backend,
+        results=results,
+        machine=machine,
+        base_values=base,
+        plans=plans,
+        reporter=reporter,
+        search=search,
+        seed=seed,
+        stop_requested=lambda: stop["requested"],
+    )
+
+    def on_sigint(signum: int, frame: FrameType | None) -> None:
+        if stop["requested"]:
+            raise KeyboardInterrupt
+        stop["requested"] = True
+        print("\ntuneup: stopping the current probe (Ctrl-C again to abort)", file=sys.stderr)
+        if interrupt is not None:
+            interrupt()
+
+    previous_handler = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        session.start(resume=resume is not None)
+        outcome = session.run()
+    except SessionInterrupted:
+        print(
+            f"tuneup: interrupted; finished probes are in {results.path / 'journal.jsonl'}; "
+            f"continue with: tuneup probe --resume {results.path}",
+            file=sys.stderr,
+        )
+        return ExitCode.INTERRUPTED
+    finally:
+        signal.signal(signal.SIGINT, previous_handler)
+        close = getattr(reporter, "close", None)
+        if close is not None:
+            close()
+
+    summary = results.summary()
+    if as_json:
+        document = {
+            "results_dir": str(results.path),
+            "summary": summary,
+            "probes": [p.to_journal() for p in outcome.probes],
+        }
+        print(json.dumps(document, default=str))
+        return ExitCode.OK
+    _print_outcome(outcome, summary, results.path)
+    return ExitCode.OK
+
+
+def _reporter(as_json: bool) -> Any:
+    from tuneup.probe.report import PlainReporter, RichReporter
+    from tuneup.probe.session import SilentReporter
+
+    if as_json:
+        return SilentReporter()
+    if sys.stderr.isatty():
+        return RichReporter()
+    return PlainReporter()
+
+
+def _print_outcome(outcome: Any, summary: dict[str, Any], folder: Path) -> None:
+    from tuneup.probe.report import final_table
+    from tuneup.probe.verdicts import stage_summary
+
+    final_table(outcome.probes)
+    for line in stage_summary(outcome):
+        print(line)
+    verdict = summary.get("bottleneck", {})
+    for moment in ("before", "after"):
+        sentence = verdict.get(moment, {}).get("sentence") if isinstance(verdict, dict) else None
+        if sentence:
+            print(f"{moment}: {sentence}")
+    headline = summary.get("recommendation", {}).get("headline")
+    if headline:
+        print(headline)
+    print(f"results: {folder}  (export with: tuneup export {folder} --format yaml)")

@@ -1,0 +1,225 @@
+"""The probe worker: ``python -m tuneup.worker SPEC.json [--events-fd N]``.
+
+Runs one probe (:class:`~tuneup.probe.types.ProbeSpec`) in this process and
+streams its events as JSON lines (:mod:`tuneup.probe.events`): to stdout, or
+to the inherited file descriptor N. When events go to stdout, everything
+else written to stdout (the trainer's prints, C libraries, loader workers)
+is sent to stderr at the file-descriptor level, so the stream stays clean.
+
+The measurement itself is :func:`tuneup.probe.phases.run_probe`. Seeds: the
+spec's ``seed`` replaces the config's, so all probes of a session train the
+same weights on the same crops. Validation is skipped (the validation box is
+not even loaded): a probe measures training only.
+
+Exit status: 0 after ``result``; 2 when the spec file cannot be read (one
+line on stderr, no events); 3 after an ``error`` event; 130 on Ctrl-C.
+
+Test hook: when ``TUNEUP_WORKER_FAULT`` is ``oom``, ``hang``, ``kill`` or
+``crash``, the worker fakes that failure right after the ``start`` event
+(raises ``torch.OutOfMemoryError``, sleeps forever, sends itself SIGKILL,
+raises ``RuntimeError``), so the parent's handling can be tested without a
+GPU. It is for tests only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+from tuneup.errors import ExitCode, UsageError
+from tuneup.probe.events import EventWriter, classify_error, describe_error
+from tuneup.probe.types import ProbeSpec
+
+FAULT_ENV = "TUNEUP_WORKER_FAULT"
+FAULTS = ("oom", "hang", "kill", "crash")
+EXIT_PROBE_FAILED = 3
+
+
+def process_start_time() -> float:
+    """Wall-clock time this process was forked (Linux /proc, 10 ms ticks); else now.
+
+    Measured from the fork, so interpreter start-up and imports count as spawn cost.
+    """
+    try:
+        with open("/proc/self/stat", encoding="ascii") as stat:
+            fields = stat.read().rpartition(")")[2].split()
+        start_ticks = int(fields[19])  # field 22 of stat(5); fields[0] is field 3
+        ticks = os.sysconf("SC_CLK_TCK")
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - start_ticks / ticks
+        return time.time() - max(age, 0.0)
+    except (OSError, ValueError, IndexError, AttributeError):
+        return time.time()
+
+
+def load_spec(path: Path) -> ProbeSpec:
+    """Read and check a spec file; every problem is a UsageError naming the file."""
+    from tuneup.probe.phases import check_budget
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"cannot read probe spec {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise UsageError(f"probe spec {path} is not valid JSON: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("config"), dict):
+        raise UsageError(f"probe spec {path} must be a JSON object with a 'config' mapping")
+    try:
+        spec = ProbeSpec.from_dict(data)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"probe spec {path} has a bad field: {exc}") from None
+    check_budget(spec.budget, spec.phases)
+    return spec
+
+
+def open_events(events_fd: int | None) -> IO[str]:
+    """The event stream; without a descriptor, stdout's, with fd 1 pointed at stderr."""
+    if events_fd is not None:
+        os.set_inheritable(events_fd, False)
+        return os.fdopen(events_fd, "w", encoding="utf-8")
+    sys.stdout.flush()
+    events = os.dup(1)
+    os.dup2(2, 1)  # prints, C libraries and loader workers now write to stderr
+    return os.fdopen(events, "w", encoding="utf-8")
+
+
+def simulate_fault(name: str) -> None:
+    """The test hook (see the module docstring)."""
+    if name == "oom":
+        import torch
+
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+    if name == "hang":
+        while True:
+            time.sleep(3600)
+    if name == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if name == "crash":
+        raise RuntimeError(f"simulated crash ({FAULT_ENV}=crash)")
+    print(
+        f"tuneup worker: ignoring {FAULT_ENV}={name!r} (known: {', '.join(FAULTS)})",
+        file=sys.stderr,
+    )
+
+
+def _slowest_rank(device: Any) -> Callable[[float], float]:
+    """The largest of every rank's seconds: the slowest rank sets the job's pace."""
+    import torch
+    import torch.distributed as dist
+
+    def slowest(seconds: float) -> float:
+        value = torch.tensor([seconds], dtype=torch.float64, device=device)
+        dist.all_reduce(value, op=dist.ReduceOp.MAX)
+        return float(value.item())
+
+    return slowest
+
+
+def run(spec: ProbeSpec, events: EventWriter, started: float) -> None:
+    """Build the trainer and measure; raises whatever goes wrong (main classifies it)."""
+    import dataclasses
+
+    from tuneup.config import build_config
+
+    cfg = build_config({**spec.config, "seed": spec.seed}, source="the probe spec")
+    from tuneup.trainer.runtime import set_tf32_env
+
+    set_tf32_env(cfg.tf32)  # before torch can start CUDA
+    import torch
+
+    from tuneup import __version__
+    from tuneup.probe.phases import DeviceTimer, SetupWorkload, run_probe
+    from tuneup.trainer.build import build_training, preflight
+    from tuneup.trainer.distributed import destroy_process_group, dist_env_from
+
+    env = dist_env_from(os.environ)
+    events.enabled = env.is_main
+    if env.distributed:
+        events.context["rank"] = env.rank  # errors come from every rank
+    device = preflight(cfg, env)
+    name = torch.cuda.get_device_name(device.index) if device.type == "cuda" else "cpu"
+    events.emit(
+        "start",
+        tuneup=__version__,
+        torch=torch.__version__,
+        cuda=torch.version.cuda,
+        device=name,
+        device_type=device.type,
+        world_size=env.world_size,
+        pid=os.getpid(),
+        startup_s=time.time() - started,
+        config=cfg.to_dict(),
+        budget=spec.budget.to_dict(),
+        phases=list(spec.phases),
+        seed=spec.seed,
+    )
+    fault = os.environ.get(FAULT_ENV)
+    if fault:
+        simulate_fault(fault)
+    try:
+        setup = build_training(dataclasses.replace(cfg, Nsamples_val=0), env)
+        spawn_s = time.time() - started
+        timer = DeviceTimer(setup.device)
+        run_probe(
+            SetupWorkload(setup, timer),
+            spec.budget,
+            spec.phases,
+            samples_per_batch=setup.global_batch,
+            timer=timer,
+            emit=events.emit,
+            spawn_s=spawn_s,
+            slowest=_slowest_rank(setup.device) if env.distributed else (lambda s: s),
+        )
+    finally:
+        destroy_process_group()
+
+
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m tuneup.worker",
+        description="Run one probe and stream its events as JSON lines.",
+    )
+    parser.add_argument("spec", type=Path, help="probe spec (JSON of a ProbeSpec)")
+    parser.add_argument(
+        "--events-fd",
+        type=int,
+        default=None,
+        metavar="N",
+        help="write events to inherited file descriptor N instead of stdout",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    started = process_start_time()
+    args = _parse_args(argv)
+    try:
+        spec = load_spec(args.spec)
+        stream = open_events(args.events_fd)
+    except UsageError as exc:
+        print(f"tuneup worker: error: {exc}", file=sys.stderr)
+        return ExitCode.USAGE
+    except OSError as exc:
+        print(f"tuneup worker: error: events fd {args.events_fd}: {exc.strerror}", file=sys.stderr)
+        return ExitCode.USAGE
+    events = EventWriter(stream)
+    try:
+        run(spec, events, started)
+    except KeyboardInterrupt:
+        return ExitCode.INTERRUPTED
+    except Exception as exc:
+        events.error(classify_error(exc), describe_error(exc))
+        traceback.print_exc()  # stderr is the probe's diagnostic log
+        return EXIT_PROBE_FAILED
+    return ExitCode.OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())
