@@ -78,6 +78,9 @@ class FakeWorkload:
             self._step()
         return steps
 
+    def mem_peak_mb(self) -> float | None:
+        return 512.0
+
     def read_losses(self) -> list[float]:
         self.reads += 1
         values, self.kept = self.kept, []
@@ -218,7 +221,7 @@ def test_probe_emits_loss_warmup_trials_result_in_order() -> None:
     assert result["iqr_pct"] == pytest.approx(0.0)
     assert result["losses"] == pytest.approx([1.0, 1 / 2, 1 / 3, 1 / 4])
     assert result["loss_start"] == 1.0 and result["loss_end"] == pytest.approx(0.25)
-    assert result["scaler_overflows"] == 2
+    assert result["scaler_overflows"] == 2 and result["mem_peak_mb"] == 512.0
     assert events.of("result")[0]["full_sps"] == result["full_sps"]
 
 

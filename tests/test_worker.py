@@ -78,6 +78,7 @@ def test_worker_streams_a_full_probe_on_the_cpu(
     for key in ("io_sps", "synthetic_sps", "full_sps", "warmup_s"):
         assert result[key] > 0, key
     assert len(result["full_sps_trials"]) == 3 and result["iqr_pct"] >= 0
+    assert result["mem_peak_mb"] is None  # known on CUDA only
     # the real loop cannot beat its parts; the best SYNTHETIC trial allows for noise
     best_synthetic = max(result["synthetic_sps_trials"])
     assert result["full_sps"] <= min(result["io_sps"], best_synthetic) * 1.15
@@ -167,6 +168,7 @@ def test_worker_times_graph_capture_apart_on_cuda(
     events = parse_events(proc.stdout.splitlines())
     warmup = next(e for e in events if e["event"] == "warmup")
     assert warmup["one_time_s"]["graph_capture"] > 0
+    assert events[-1]["mem_peak_mb"] > 0
     assert events[0]["device_type"] == "cuda" and events[-1]["event"] == "result"
 
 

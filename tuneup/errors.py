@@ -11,6 +11,7 @@ class ExitCode(IntEnum):
     OK = 0
     INTERNAL = 1
     USAGE = 2
+    PROBE_FAILED = 3  # a probe worker reported an error event
     INTERRUPTED = 130
 
 

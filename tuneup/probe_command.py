@@ -71,13 +71,20 @@ def run_probe_command(
     machine = machine_info()
     if resume is not None:
         previous = ResultsDir(resume).session()
-        for flag, given in (("preset", preset_name), ("trainer", trainer)):
-            if given is not None and given != previous.get(flag):
+        same_preset = {previous.get("preset"), previous.get("preset_source")}
+        given_path = Path(preset_name).resolve() if preset_name else None
+        if given_path is not None and str(given_path) in same_preset:
+            same_preset.add(preset_name)
+        for flag, given, allowed in (
+            ("preset", preset_name, same_preset),
+            ("trainer", trainer, {previous.get("trainer")}),
+        ):
+            if given is not None and given not in allowed:
                 raise UsageError(
                     f"cannot resume {resume}: it was a {flag} '{previous.get(flag)}' session, "
                     f"not '{given}' (drop --{flag}, or start a new session with --out)"
                 )
-        preset_name = preset_name or previous.get("preset")
+        preset_name = preset_name or previous.get("preset_source") or previous.get("preset")
         if trainer is None:
             trainer = previous.get("trainer", "unet")
         stages = stages or ",".join(previous.get("stages", [])) or None

@@ -18,7 +18,8 @@ Test hook: when ``TUNEUP_WORKER_FAULT`` is ``oom``, ``hang``, ``kill`` or
 ``crash``, the worker fakes that failure right after the ``start`` event
 (raises ``torch.OutOfMemoryError``, sleeps forever, sends itself SIGKILL,
 raises ``RuntimeError``), so the parent's handling can be tested without a
-GPU. It is for tests only.
+GPU. ``NAME:knob=value`` limits the fault to probes whose config has that
+value, so one rung of a ladder fails and the rest run. It is for tests only.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from tuneup.probe.types import ProbeSpec
 
 FAULT_ENV = "TUNEUP_WORKER_FAULT"
 FAULTS = ("oom", "hang", "kill", "crash")
-EXIT_PROBE_FAILED = 3
+EXIT_PROBE_FAILED = ExitCode.PROBE_FAILED
 
 
 def process_start_time() -> float:
@@ -88,6 +89,20 @@ def open_events(events_fd: int | None) -> IO[str]:
     events = os.dup(1)
     os.dup2(2, 1)  # prints, C libraries and loader workers now write to stderr
     return os.fdopen(events, "w", encoding="utf-8")
+
+
+def fault_for(setting: str, config: dict[str, object]) -> str | None:
+    """Which fault the test hook asks of this probe.
+
+    `NAME` hits every probe; `NAME:knob=value` only probes whose config has that
+    value, so one rung of a ladder fails; several rules are joined with commas.
+    """
+    for rule in filter(None, (part.strip() for part in setting.split(","))):
+        name, _, condition = rule.partition(":")
+        knob, _, wanted = condition.partition("=")
+        if not condition or str(config.get(knob)) == wanted:
+            return name
+    return None
 
 
 def simulate_fault(name: str) -> None:
@@ -160,7 +175,7 @@ def run(spec: ProbeSpec, events: EventWriter, started: float) -> None:
         phases=list(spec.phases),
         seed=spec.seed,
     )
-    fault = os.environ.get(FAULT_ENV)
+    fault = fault_for(os.environ.get(FAULT_ENV, ""), cfg.to_dict())
     if fault:
         simulate_fault(fault)
     try:

@@ -92,6 +92,10 @@ class Workload(Protocol):
         """The kept losses as floats (one device sync), emptying the list."""
         ...
 
+    def mem_peak_mb(self) -> float | None:
+        """Peak device memory the framework allocated, in MiB; None where unknown."""
+        ...
+
 
 def _same(seconds: float) -> float:
     return seconds
@@ -371,6 +375,7 @@ def run_probe(
         "loss_end": losses[-1] if losses else None,
         "losses": losses,
         "scaler_overflows": workload.scaler_overflows,
+        "mem_peak_mb": workload.mem_peak_mb(),
         "warmup_s": warmup_s,
         "warmup_steps": tracker.steps,
         "steady_step_s": steady,
@@ -504,3 +509,11 @@ class SetupWorkload:
         values = torch.stack(self._pending).float().cpu().tolist()
         self._pending.clear()
         return values
+
+    def mem_peak_mb(self) -> float | None:
+        """The CUDA caching allocator's peak (tensors only: NVML's reading is larger)."""
+        import torch
+
+        if self.setup.device.type != "cuda":
+            return None
+        return torch.cuda.max_memory_allocated(self.setup.device) / 2**20

@@ -8,6 +8,7 @@ the wheel; a path to a YAML file works too.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,7 @@ class ProbePreset:
     stages: tuple[str, ...] = DEFAULT_STAGES
     budget: Budget = field(default_factory=Budget)
     hints: dict[str, Any] = field(default_factory=dict)
+    source: str = ""  # the bundled name, or the file's absolute path: what --resume reloads
 
 
 def load_preset(name_or_path: str) -> ProbePreset:
@@ -52,14 +54,15 @@ def load_preset(name_or_path: str) -> ProbePreset:
         if not path.is_file():
             raise UsageError(f"preset file not found: {path}")
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        source = str(path)
+        source = str(path.resolve())
     else:
         if name_or_path not in bundled_preset_names():
             known = ", ".join(bundled_preset_names())
             raise UsageError(f"no preset named '{name_or_path}': known presets are {known}")
         data = read_bundled_preset(name_or_path)
         source = f"preset {name_or_path}"
-    return parse_preset(data, source)
+    preset = parse_preset(data, source)
+    return dataclasses.replace(preset, source=source if path.suffix else name_or_path)
 
 
 def parse_preset(data: Any, source: str) -> ProbePreset:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from tuneup.errors import UsageError
+from tuneup.probe.events import parse_event
 from tuneup.probe.types import ProbeResult, ProbeSpec, Status
 
 EventHandler = Callable[[dict[str, Any]], None]
@@ -271,20 +272,6 @@ class ProbeRunner:
                     self.on_event(event)
                 except Exception as exc:  # handed to run(), which re-raises it in its own thread
                     self._callback_error = exc
-
-
-def parse_event(line: str) -> dict[str, Any] | None:
-    """The event on one stdout line, or None for anything else (library chatter, garbage)."""
-    text = line.strip()
-    if not text.startswith("{"):
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    if isinstance(value, dict) and isinstance(value.get("event"), str):
-        return value
-    return None
 
 
 def classify(

@@ -99,6 +99,7 @@ class ProbeSession:
     def session_info(self) -> dict[str, Any]:
         return {
             "preset": self.preset.name,
+            "preset_source": self.preset.source or self.preset.name,
             "trainer": self.trainer,
             "search": self.search,
             "seed": self.seed,
