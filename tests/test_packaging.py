@@ -52,6 +52,9 @@ def test_wheel_carries_plugins_presets_and_every_package(wheel: Path) -> None:
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "tuneup = tuneup.cli:main" in text
+    assert "[tuneup.stages]" in text, "built-in stages must register through entry points"
+    for stage in ("workers", "tf32", "amp", "optimizer", "jit", "cuda_graphs", "channels_last"):
+        assert f"{stage} = tuneup_plugins.stages:" in text
 
 
 def test_installed_wheel_finds_its_presets_outside_the_checkout(

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tuneup.errors import UsageError
+from tuneup.probe.stats import iqr_pct, median, quantile  # noqa: F401  (re-exported)
 from tuneup.probe.types import PHASES, Budget
 
 if TYPE_CHECKING:
@@ -124,29 +125,6 @@ def check_budget(budget: Budget, phases: Iterable[str]) -> None:
         raise UsageError(
             f"budget warmup_tolerance must be 0 or more, got {budget.warmup_tolerance}"
         )
-
-
-def quantile(values: list[float], q: float) -> float:
-    """The q-quantile with linear interpolation between order statistics (numpy's default)."""
-    if not values:
-        raise ValueError("quantile of no values")
-    ordered = sorted(values)
-    pos = q * (len(ordered) - 1)
-    low = math.floor(pos)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
-
-
-def median(values: list[float]) -> float:
-    return quantile(values, 0.5)
-
-
-def iqr_pct(values: list[float]) -> float:
-    """Interquartile range as a percentage of the median: the trials' spread."""
-    mid = median(values)
-    if mid == 0:
-        return 0.0
-    return (quantile(values, 0.75) - quantile(values, 0.25)) / mid * 100.0
 
 
 def within(a: float, b: float, tolerance: float) -> bool:
