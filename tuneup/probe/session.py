@@ -91,6 +91,9 @@ class ProbeSession:
     search: str = "staged"
     seed: int = 0
     confirm_pairs: int = 3
+    # Two baseline probes: their pooled trials carry the probe-to-probe noise
+    # (a new process, new allocations), not only the trial-to-trial noise.
+    baseline_repeats: int = 2
     stop_requested: Callable[[], bool] = lambda: False
     _journaled: dict[str, list[ProbeResult]] = field(default_factory=dict)
     _served: Counter = field(default_factory=Counter)
@@ -127,7 +130,11 @@ class ProbeSession:
                 self._journaled.setdefault(_key(result.stage, result.config), []).append(result)
         else:
             self.results.create(self.session_info())
-        total = sum(len(p.candidates) for p in self.plans) + 1 + 2 * self.confirm_pairs
+        total = (
+            sum(len(p.candidates) for p in self.plans)
+            + self.baseline_repeats
+            + 2 * self.confirm_pairs
+        )
         self.reporter.session_start(self.session_info(), total)
 
     def measure(self, stage: str, candidate: Candidate, values: dict[str, Any]) -> ProbeResult:
@@ -176,7 +183,11 @@ class ProbeSession:
             outcome = grid_search(self.base_values, self.plans, self.measure)
         else:
             outcome = staged_search(
-                self.base_values, self.plans, self.measure, confirm_pairs=self.confirm_pairs
+                self.base_values,
+                self.plans,
+                self.measure,
+                confirm_pairs=self.confirm_pairs,
+                baseline_repeats=self.baseline_repeats,
             )
         from tuneup.probe.verdicts import summary_dict
 
