@@ -171,3 +171,27 @@ def test_journal_turns_nan_into_null_and_reads_it_back(tmp_path: Path) -> None:
     assert "NaN," not in text and "NaN]" not in text
     (back,) = results.results()
     assert back.status is Status.DIVERGED and back.losses == [1.0, None] and back.loss_end is None
+
+
+def test_grid_search_measures_the_cross_product_and_agrees(sim_session, tmp_path: Path) -> None:
+    _, staged = sim_session
+    done = tuneup(
+        "probe",
+        "--trainer",
+        "sim",
+        "--seed",
+        "3",
+        "--search",
+        "grid",
+        "--out",
+        str(tmp_path / "grid"),
+        "--json",
+    )
+    assert done.returncode == 0, done.stderr
+    grid = json.loads(done.stdout)
+    grid_probes = [p for p in grid["probes"] if p["status"] != "skipped"]
+    staged_probes = [p for p in staged["probes"] if p["status"] != "skipped"]
+    assert len(grid_probes) > 2 * len(staged_probes)
+    assert grid["summary"]["search"] == "grid"
+    best = max(p["full_sps"] for p in grid_probes if p["status"] == "ok")
+    assert grid["summary"]["recommendation"]["full_sps"] == pytest.approx(best)
