@@ -1,0 +1,1 @@
+"""Live GPU monitoring: backends (NVML, replay, none), the sampler, and the monitor screen."""

@@ -1,0 +1,102 @@
+"""What a GPU reading is, and the interface every backend implements.
+
+A reading a GPU does not support is None, never an exception. Pure data:
+every value round-trips through JSON (the `--record` trace format is one
+`GpuSample.to_dict()` list per line).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    """A compute process on a GPU and the device memory it holds."""
+
+    pid: int
+    name: str | None = None
+    used_memory_mb: float | None = None
+
+
+@dataclass(frozen=True)
+class GpuDevice:
+    """What does not change while a GPU is watched."""
+
+    index: int
+    name: str | None = None
+    uuid: str | None = None
+    bus_id: str | None = None
+    memory_total_mb: float | None = None
+    power_limit_w: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class GpuSample:
+    """One reading of one GPU at `time` (seconds since the epoch)."""
+
+    index: int
+    time: float
+    util_gpu_pct: float | None = None
+    util_mem_pct: float | None = None
+    memory_used_mb: float | None = None
+    memory_total_mb: float | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    energy_mj: float | None = None  # total-energy counter (millijoules) where the GPU has one
+    temperature_c: float | None = None
+    sm_clock_mhz: float | None = None
+    mem_clock_mhz: float | None = None
+    throttle_reasons: tuple[str, ...] | None = None  # e.g. ("power_cap", "hw_thermal")
+    pcie_rx_kbs: float | None = None
+    pcie_tx_kbs: float | None = None
+    sm_active_pct: float | None = None  # GPM (Hopper and later)
+    tensor_active_pct: float | None = None  # GPM
+    processes: tuple[GpuProcess, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["throttle_reasons"] = (
+            list(self.throttle_reasons) if self.throttle_reasons is not None else None
+        )
+        data["processes"] = [dataclasses.asdict(p) for p in self.processes]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GpuSample:
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        if values.get("throttle_reasons") is not None:
+            values["throttle_reasons"] = tuple(values["throttle_reasons"])
+        values["processes"] = tuple(GpuProcess(**p) for p in values.get("processes") or ())
+        return cls(**values)
+
+
+# Throttle reasons that mean the GPU was slowed; "idle" and "applications_clocks"
+# are ordinary states and do not count as throttling.
+NOT_THROTTLING = frozenset({"idle", "applications_clocks_setting", "none"})
+
+
+class GpuBackend(Protocol):
+    """A source of GPU readings: NVML, a replayed trace, or none."""
+
+    name: str
+
+    def available(self) -> tuple[bool, str]:
+        """(True, "") when GPUs can be read, else (False, why), e.g. "NVML: driver not loaded"."""
+        ...
+
+    def devices(self) -> list[GpuDevice]:
+        """The GPUs this backend watches (empty when none are visible)."""
+        ...
+
+    def sample(self) -> list[GpuSample]:
+        """One reading per watched GPU, now; never raises for a GPU that went away."""
+        ...
+
+    def close(self) -> None: ...
