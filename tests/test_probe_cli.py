@@ -195,3 +195,31 @@ def test_grid_search_measures_the_cross_product_and_agrees(sim_session, tmp_path
     assert grid["summary"]["search"] == "grid"
     best = max(p["full_sps"] for p in grid_probes if p["status"] == "ok")
     assert grid["summary"]["recommendation"]["full_sps"] == pytest.approx(best)
+
+
+def test_a_stage_re_proposes_on_what_earlier_stages_adopted() -> None:
+    """CUDA graphs after fp16 won must try graphs with bf16, not a config that cannot run."""
+    from tuneup.probe.search import staged_search
+    from tuneup.probe.session import stage_plans
+    from tuneup.probe.types import Candidate, MachineInfo
+
+    machine = MachineInfo(cuda=True, gpu_count=1, cpus_usable=16)
+    plans = stage_plans(("amp", "cuda_graphs"), machine, {"device": "cuda"})
+    seen: list[dict] = []
+
+    def measure(stage: str, candidate: Candidate, values: dict) -> ProbeResult:
+        seen.append(dict(values))
+        fast = 2.0 if values.get("amp_mode") == "fp16" else 1.0
+        return ProbeResult(
+            stage,
+            candidate.values,
+            values,
+            Status.OK,
+            full_sps=100 * fast,
+            full_sps_trials=[100 * fast] * 5,
+            losses=[1.0, 0.5],
+        )
+
+    staged_search({"device": "cuda"}, plans, measure, confirm_pairs=0)
+    graphs = [v for v in seen if v.get("cuda_graphs")]
+    assert graphs and all(v["amp_mode"] == "bf16" for v in graphs)

@@ -54,7 +54,57 @@ def build_parser() -> argparse.ArgumentParser:
     _add_train(commands)
     _add_data(commands)
     _add_export(commands)
+    _add_monitor(commands)
     return parser
+
+
+def _add_monitor(commands: argparse._SubParsersAction) -> None:
+    monitor = commands.add_parser(
+        "monitor",
+        help="watch the GPUs live: utilization, memory, power, clocks, throttling, processes",
+        description="A full-screen live GPU monitor (NVML). In a SLURM job it watches the "
+        "job's GPUs. --once prints one table; --json prints one JSON object per interval.",
+    )
+    monitor.add_argument(
+        "--interval",
+        type=float,
+        default=0.5,
+        metavar="S",
+        help="seconds between samples (0.1 or more; default 0.5)",
+    )
+    monitor.add_argument("--once", action="store_true", help="print one table and exit")
+    monitor.add_argument(
+        "--json", action="store_true", help="print one JSON object per interval (with --once: one)"
+    )
+    monitor.add_argument(
+        "--record",
+        type=Path,
+        metavar="FILE",
+        help="also write the samples to FILE (JSON lines) for --replay",
+    )
+    monitor.add_argument("--replay", type=Path, metavar="FILE", help="show a recorded trace")
+    monitor.add_argument(
+        "--attach",
+        type=Path,
+        metavar="FILE",
+        help="also chart samples/s and loss from `tuneup train --metrics FILE`",
+    )
+    monitor.set_defaults(handler=_run_monitor)
+
+
+def _run_monitor(args: argparse.Namespace) -> int:
+    from tuneup.monitor_command import run_monitor_command
+
+    if args.interval < 0.1:
+        raise UsageError(f"--interval {args.interval}: the shortest interval is 0.1 s")
+    return run_monitor_command(
+        interval=args.interval,
+        once=args.once,
+        as_json=args.json,
+        record=args.record,
+        replay=args.replay,
+        attach=args.attach,
+    )
 
 
 def _add_probe(commands: argparse._SubParsersAction) -> None:

@@ -46,6 +46,9 @@ class StagePlan:
     name: str
     candidates: list[Candidate]
     skip_reason: str | None = None
+    # Re-propose on the incumbent when the stage's turn comes (a stage's candidates
+    # may depend on what earlier stages adopted, e.g. CUDA graphs after fp16 won).
+    refresh: Callable[[dict[str, Any]], StagePlan] | None = None
 
 
 @dataclass
@@ -155,6 +158,8 @@ def staged_search(
     values, incumbent, path = dict(base_values), _Pool.of(baseline, baseline_repeats), []
     decisions: list[StageDecision] = []
     for plan in stages:
+        if plan.refresh is not None:
+            plan = plan.refresh(values)
         if plan.skip_reason is not None:
             runner.skip(plan, values)
             decisions.append(StageDecision(plan.name, None, None, f"skipped: {plan.skip_reason}"))

@@ -60,20 +60,23 @@ def _key(stage: str, values: dict[str, Any]) -> str:
 def stage_plans(
     names: tuple[str, ...], machine: MachineInfo, base: dict[str, Any]
 ) -> list[StagePlan]:
-    """The preset's ladder as search plans; an unavailable stage carries its reason."""
+    """The preset's ladder as search plans; an unavailable stage carries its reason.
+
+    Each plan re-proposes on the incumbent when its turn comes, so a stage sees
+    what earlier stages adopted.
+    """
     from tuneup.probe.stages import load_stage
 
-    plans = []
-    for name in names:
-        proposal = load_stage(name).propose(machine, base)
-        plans.append(
-            StagePlan(
-                name=proposal.stage,
-                candidates=list(proposal.candidates),
-                skip_reason=proposal.reason,
-            )
+    def plan_for(stage: Any, values: dict[str, Any]) -> StagePlan:
+        proposal = stage.propose(machine, values)
+        return StagePlan(
+            name=proposal.stage,
+            candidates=list(proposal.candidates),
+            skip_reason=proposal.reason,
+            refresh=lambda incumbent: plan_for(stage, incumbent),
         )
-    return plans
+
+    return [plan_for(load_stage(name), base) for name in names]
 
 
 @dataclass
