@@ -110,16 +110,28 @@ def run_probe_command(
     reporter = _reporter(as_json)
     stop = {"requested": False}
 
+    gpu_backend = None
+    sampler = None
     if trainer == "sim":
         from tuneup.probe.backends import sim_backend
 
         backend: Any = sim_backend(seed)
         interrupt = None
     else:
+        from tuneup.monitor.backends import choose_backend
+        from tuneup.monitor.slurm import visible_gpu_indices
         from tuneup.probe.backends import WorkerBackend
+        from tuneup.probe.session import gpu_sampler
 
+        if machine.cuda:  # telemetry only where NVML can see GPUs
+            gpu_backend = choose_backend(visible=visible_gpu_indices())
+            sampler = gpu_sampler(trainer, gpu_backend)
         backend = WorkerBackend(
-            results.path / "probes", preset.budget, seed, on_event=getattr(reporter, "event", None)
+            results.path / "probes",
+            preset.budget,
+            seed,
+            on_event=getattr(reporter, "event", None),
+            sampler=sampler,
         )
         interrupt = backend.interrupt
 
@@ -135,6 +147,7 @@ def run_probe_command(
         search=search,
         seed=seed,
         stop_requested=lambda: stop["requested"],
+        sampler=sampler,
     )
 
     def on_sigint(signum: int, frame: FrameType | None) -> None:
@@ -158,6 +171,10 @@ def run_probe_command(
         return ExitCode.INTERRUPTED
     finally:
         signal.signal(signal.SIGINT, previous_handler)
+        if sampler is not None:
+            sampler.stop()
+        if gpu_backend is not None:
+            gpu_backend.close()
         close = getattr(reporter, "close", None)
         if close is not None:
             close()

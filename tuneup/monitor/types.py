@@ -52,7 +52,7 @@ class GpuSample:
     temperature_c: float | None = None
     sm_clock_mhz: float | None = None
     mem_clock_mhz: float | None = None
-    throttle_reasons: tuple[str, ...] | None = None  # e.g. ("power_cap", "hw_thermal")
+    throttle_reasons: tuple[str, ...] | None = None  # e.g. ("sw_power_cap", "hw_thermal")
     pcie_rx_kbs: float | None = None
     pcie_tx_kbs: float | None = None
     sm_active_pct: float | None = None  # GPM (Hopper and later)
@@ -77,8 +77,9 @@ class GpuSample:
         return cls(**values)
 
 
-# Throttle reasons that mean the GPU was slowed; "idle" and "applications_clocks"
-# are ordinary states and do not count as throttling.
+# Reasons that do not count as throttling: an idle GPU, and clocks held at the
+# application setting (the normal state); every other reason, power cap included,
+# marks the window throttled, as the monitor issue asks.
 NOT_THROTTLING = frozenset({"idle", "applications_clocks_setting", "none"})
 
 

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuneup.probe.types import Budget, Candidate, ProbeResult, ProbeSpec
+
+if TYPE_CHECKING:
+    from tuneup.monitor.sampler import Sampler
+    from tuneup.probe.telemetry import ProbeTelemetry
 
 Backend = Callable[[str, Candidate, dict[str, Any]], ProbeResult]
 
@@ -37,7 +41,11 @@ def probe_config(values: dict[str, Any], budget: Budget) -> dict[str, Any]:
 
 
 class WorkerBackend:
-    """Each probe is `python -m tuneup.worker SPEC.json` in its own process group."""
+    """Each probe is `python -m tuneup.worker SPEC.json` in its own process group.
+
+    With a running `sampler`, each ok probe's GPU fields come from its FULL
+    phase's telemetry window (tuneup.probe.telemetry).
+    """
 
     def __init__(
         self,
@@ -45,20 +53,44 @@ class WorkerBackend:
         budget: Budget,
         seed: int,
         on_event: Callable[[dict[str, Any]], None] | None = None,
+        sampler: Sampler | None = None,
     ) -> None:
         from tuneup.probe.runner import LocalLauncher, ProbeRunner
 
         self.budget = budget
         self.seed = seed
+        self.telemetry: ProbeTelemetry | None = None
+        if sampler is not None:
+            from tuneup.probe.telemetry import ProbeTelemetry
+
+            self.telemetry = ProbeTelemetry(sampler)
+            on_event = _both(self.telemetry.on_event, on_event)
         self.runner = ProbeRunner(LocalLauncher(), workdir, on_event=on_event)
 
     def __call__(self, stage: str, candidate: Candidate, values: dict[str, Any]) -> ProbeResult:
         spec = ProbeSpec(
             config=probe_config(values, self.budget), budget=self.budget, seed=self.seed
         )
+        if self.telemetry is not None:
+            self.telemetry.reset()
         result = self.runner.run(stage, dict(candidate.values), spec)
+        if self.telemetry is not None:
+            self.telemetry.apply(result)
         result.config = values  # journal the knobs as searched, not the probe's overrides
         return result
 
     def interrupt(self) -> None:
         self.runner.interrupt()
+
+
+def _both(
+    first: Callable[[dict[str, Any]], None], then: Callable[[dict[str, Any]], None] | None
+) -> Callable[[dict[str, Any]], None]:
+    if then is None:
+        return first
+
+    def forward(event: dict[str, Any]) -> None:
+        first(event)
+        then(event)
+
+    return forward

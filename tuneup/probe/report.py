@@ -24,6 +24,8 @@ def result_line(result: ProbeResult, baseline_sps: float | None, reused: bool = 
     else:
         change = ""
     status = result.status.value if result.ok else f"{result.status.value}: {result.reason}"
+    if result.ok and result.throttled:
+        status += " (throttled: noisy)"
     again = " [from journal]" if reused else ""
     return (
         f"{result.stage:<13} {label:<32} FULL {_sps(result.full_sps):>10} samples/s"
@@ -132,6 +134,8 @@ def final_table(probes: list[ProbeResult], stream: IO[str] | None = None) -> Non
             f"{100 * (p.full_sps / baseline - 1):+.1f}%" if p.ok and p.full_sps and baseline else ""
         )
         status = p.status.value if p.status is Status.OK else f"{p.status.value}: {p.reason}"
+        if p.ok and p.throttled:
+            status += " (throttled: noisy)"
         table.add_row(
             p.stage,
             variant,

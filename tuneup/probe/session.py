@@ -13,7 +13,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tuneup import __version__
 from tuneup.errors import UsageError
@@ -22,6 +22,10 @@ from tuneup.probe.journal import ResultsDir
 from tuneup.probe.preset import ProbePreset
 from tuneup.probe.search import BATCH_KNOBS, SearchOutcome, StagePlan, grid_search, staged_search
 from tuneup.probe.types import Candidate, MachineInfo, ProbeResult, Status
+
+if TYPE_CHECKING:
+    from tuneup.monitor.sampler import Sampler
+    from tuneup.monitor.types import GpuBackend
 
 Backend = Callable[[str, Candidate, dict[str, Any]], ProbeResult]
 
@@ -79,6 +83,24 @@ def stage_plans(
     return [plan_for(load_stage(name), base) for name in names]
 
 
+def gpu_sampler(
+    trainer: str, gpu_backend: GpuBackend | None, interval_s: float = 0.5
+) -> Sampler | None:
+    """A sampler for the session's probes: only the U-Net trainer on a machine with GPUs has one.
+
+    Pass it to both the WorkerBackend (which joins it to each probe) and the
+    ProbeSession (which starts it with the session and stops it at the end).
+    """
+    if trainer != "unet" or gpu_backend is None:
+        return None
+    ok, _why = gpu_backend.available()
+    if not ok or not gpu_backend.devices():
+        return None
+    from tuneup.monitor.sampler import Sampler
+
+    return Sampler(gpu_backend, interval_s=interval_s)
+
+
 @dataclass
 class ProbeSession:
     """Runs one ladder; construct it with its backend, results folder and reporter."""
@@ -98,6 +120,7 @@ class ProbeSession:
     # (a new process, new allocations), not only the trial-to-trial noise.
     baseline_repeats: int = 2
     stop_requested: Callable[[], bool] = lambda: False
+    sampler: Sampler | None = None  # started by start(), stopped when run() ends
     _journaled: dict[str, list[ProbeResult]] = field(default_factory=dict)
     _served: Counter = field(default_factory=Counter)
     _baseline_losses: list[float] | None = None
@@ -139,6 +162,8 @@ class ProbeSession:
             + 2 * self.confirm_pairs
         )
         self.reporter.session_start(self.session_info(), total)
+        if self.sampler is not None:
+            self.sampler.start()
 
     def measure(self, stage: str, candidate: Candidate, values: dict[str, Any]) -> ProbeResult:
         """The search's measure: reuse a journaled probe, or run, guard and journal one."""
@@ -182,16 +207,20 @@ class ProbeSession:
             self._baseline_losses = list(result.losses)
 
     def run(self) -> SearchOutcome:
-        if self.search == "grid":
-            outcome = grid_search(self.base_values, self.plans, self.measure)
-        else:
-            outcome = staged_search(
-                self.base_values,
-                self.plans,
-                self.measure,
-                confirm_pairs=self.confirm_pairs,
-                baseline_repeats=self.baseline_repeats,
-            )
+        try:
+            if self.search == "grid":
+                outcome = grid_search(self.base_values, self.plans, self.measure)
+            else:
+                outcome = staged_search(
+                    self.base_values,
+                    self.plans,
+                    self.measure,
+                    confirm_pairs=self.confirm_pairs,
+                    baseline_repeats=self.baseline_repeats,
+                )
+        finally:
+            if self.sampler is not None:
+                self.sampler.stop()
         from tuneup.probe.verdicts import summary_dict
 
         summary = summary_dict(outcome)

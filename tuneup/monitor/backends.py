@@ -1,0 +1,59 @@
+"""Pick the GPU backend: a replayed trace, NVML, or "none" with the reason."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from tuneup.monitor.nvml import NvmlBackend
+from tuneup.monitor.replay import ReplayBackend
+from tuneup.monitor.types import GpuBackend, GpuDevice, GpuSample
+
+
+class NoneBackend:
+    """No GPU to read: zero devices and a reason to show, never an error."""
+
+    name = "none"
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def available(self) -> tuple[bool, str]:
+        return (False, self.reason)
+
+    def devices(self) -> list[GpuDevice]:
+        return []
+
+    def sample(self) -> list[GpuSample]:
+        return []
+
+    def close(self) -> None:
+        pass
+
+
+def choose_backend(
+    replay: Path | None = None,
+    visible: Sequence[int] | None = None,
+    *,
+    nvml_module: Any = None,
+    clock: Callable[[], float] = time.time,
+) -> GpuBackend:
+    """The backend for this run: the `replay` trace when given, else NVML when it
+    sees a GPU, else a NoneBackend saying why.
+
+    Args:
+        replay: a trace recorded with `--record` (malformed: UsageError).
+        visible: NVML indices to watch; None watches every GPU.
+        nvml_module: a pynvml stand-in for tests.
+        clock: the NVML samples' clock.
+    """
+    if replay is not None:
+        return ReplayBackend(replay)
+    nvml = NvmlBackend(nvml_module, visible, clock=clock)
+    ok, reason = nvml.available()
+    if ok:
+        return nvml
+    nvml.close()
+    return NoneBackend(f"no NVIDIA GPU visible ({reason})")
