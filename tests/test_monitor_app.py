@@ -50,11 +50,11 @@ def header_line(app: MonitorApp) -> str:
     return str(app.query_one(MonitorHeader).render())
 
 
-def drawn_up_to_date(app: MonitorApp) -> bool:
-    """Every panel shows the newest round the app has received."""
-    panels = app.panels()
-    return bool(panels) and all(
-        p.latest is not None and p.latest.time == app.history.now for p in panels
+def shows(app: MonitorApp, last_round: list[GpuSample]) -> bool:
+    """Every GPU's panel is drawn up to `last_round`, the script's last."""
+    latest = {p.device.index: p.latest for p in app.panels()}
+    return all(
+        (shown := latest.get(s.index)) is not None and shown.time == s.time for s in last_round
     )
 
 
@@ -66,8 +66,7 @@ def test_a_panel_per_gpu_shows_its_newest_readings() -> None:
     async def scenario() -> None:
         app = make_app(backend, job_id="4242", visible_gpus=[0, 1])
         async with app.run_test(size=SIZE) as pilot:
-            await until(lambda: backend.exhausted and len(app.panels()) == 2, pilot)
-            await until(lambda: drawn_up_to_date(app), pilot)
+            await until(lambda: shows(app, rounds[-1]), pilot)
             panels = sorted(app.panels(), key=lambda p: p.device.index)
             assert [p.border_title for p in panels] == [
                 "GPU 0 · NVIDIA H200",
@@ -98,7 +97,7 @@ def test_pause_stops_updates_and_resumes() -> None:
             await until(lambda: backend.calls >= 3, pilot)
             await pilot.press("space")
             assert "PAUSED" in header_line(app)
-            await pilot.pause(0.3)  # a round already under way may still land
+            await until(lambda: not app.feed.running, pilot)  # type: ignore[attr-defined]
             frozen = backend.calls
             await pilot.pause(0.5)  # five intervals
             assert backend.calls == frozen
@@ -211,12 +210,13 @@ def test_history_keeps_the_window_by_the_readings_clock() -> None:
     reason="needs pytest-textual-snapshot (the test extra)",
 )
 def test_screenshot_of_two_busy_gpus(snap_compare: Callable[..., bool]) -> None:
-    backend = busy_backend(gpus=2, rounds=12)
+    devices = h200s(2)
+    rounds = busy_rounds(devices, 12)
+    backend = ScriptedBackend(devices, rounds)
 
     async def settle(pilot: object) -> None:
         app = pilot.app  # type: ignore[attr-defined]
-        await until(lambda: backend.exhausted and len(app.panels()) == 2, pilot)
-        await until(lambda: drawn_up_to_date(app), pilot)
+        await until(lambda: shows(app, rounds[-1]), pilot)
         await pilot.pause(0.3)  # type: ignore[attr-defined]
 
     app = make_app(backend, job_id="4242", visible_gpus=[0, 1])

@@ -86,3 +86,30 @@ def test_summary_of_a_search_that_kept_the_baseline():
 def _values_of(label):
     plans = sim_stage_plans(GPU)
     return next(c.values for p in plans for c in p.candidates if c.label == label)
+
+
+def test_throttled_probes_are_flagged_as_noisy() -> None:
+    from tuneup.probe.search import StagePlan, staged_search
+    from tuneup.probe.types import Candidate, ProbeResult, Status
+    from tuneup.probe.verdicts import stage_summary, summary_dict
+
+    def measure(stage: str, candidate: Candidate, values: dict) -> ProbeResult:
+        hot = values.get("amp_mode") == "bf16"
+        return ProbeResult(
+            stage,
+            candidate.values,
+            values,
+            Status.OK,
+            full_sps=100.0,
+            full_sps_trials=[100.0] * 5,
+            losses=[1.0, 0.5],
+            throttled=hot,
+        )
+
+    plans = [StagePlan("amp", [Candidate("bf16", {"amp_mode": "bf16"})])]
+    outcome = staged_search({"amp_mode": "none"}, plans, measure, confirm_pairs=0)
+    (line,) = stage_summary(outcome)
+    assert "throttled" in line and "noisy" in line
+    assert summary_dict(outcome)["throttled_probes"] == [
+        {"stage": "amp", "variant": {"amp_mode": "bf16"}}
+    ]

@@ -68,9 +68,9 @@ def _add_monitor(commands: argparse._SubParsersAction) -> None:
     monitor.add_argument(
         "--interval",
         type=float,
-        default=0.5,
+        default=None,
         metavar="S",
-        help="seconds between samples (0.1 or more; default 0.5)",
+        help="seconds between samples (0.1 or more; default 0.5, or a replay's own pace)",
     )
     monitor.add_argument("--once", action="store_true", help="print one table and exit")
     monitor.add_argument(
@@ -95,7 +95,7 @@ def _add_monitor(commands: argparse._SubParsersAction) -> None:
 def _run_monitor(args: argparse.Namespace) -> int:
     from tuneup.monitor_command import run_monitor_command
 
-    if args.interval < 0.1:
+    if args.interval is not None and args.interval < 0.1:
         raise UsageError(f"--interval {args.interval}: the shortest interval is 0.1 s")
     return run_monitor_command(
         interval=args.interval,

@@ -12,7 +12,7 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -20,7 +20,7 @@ from tuneup.errors import ExitCode, UsageError
 from tuneup.monitor.types import GpuBackend
 
 MIN_INTERVAL_S = 0.1
-DEFAULT_INTERVAL_S = 1.0
+DEFAULT_INTERVAL_S = 0.5
 SAMPLER_ROUNDS = 64
 
 
@@ -114,7 +114,7 @@ def run_monitor_command(
     """Run `tuneup monitor`; returns the exit status.
 
     Args:
-        interval: seconds between readings (None: 1 s, or a replayed trace's own pace).
+        interval: seconds between readings (None: 0.5 s, or a replayed trace's own pace).
         once: print one reading and exit.
         as_json: print JSON lines instead of a table or the full screen.
         record: also write every reading to this trace file.
@@ -128,6 +128,7 @@ def run_monitor_command(
 
     env = os.environ if environ is None else environ
     job = read_job(env)
+    job_id = job.job_id if job is not None else None
     visible = visible_gpu_indices(env)
     if backend is None:
         from tuneup.monitor.backends import choose_backend
@@ -145,9 +146,9 @@ def run_monitor_command(
     try:
         if once or as_json:
             return _headless(
-                backend, interval, once, as_json, source, job, job_gpus, tail, out, sleep
+                backend, interval, once, as_json, source, job_id, job_gpus, tail, out, sleep
             )
-        return _full_screen(backend, interval, source, job, job_gpus, tail, attach)
+        return _full_screen(backend, interval, source, job_id, job_gpus, tail, attach)
     finally:
         backend.close()
 
@@ -158,8 +159,8 @@ def _headless(
     once: bool,
     as_json: bool,
     source: str,
-    job: Any,
-    job_gpus: list[int] | tuple[int, ...] | None,
+    job_id: str | None,
+    job_gpus: Sequence[int] | None,
     tail: TrainMetricsTail | None,
     out: TextIO | None,
     sleep: Callable[[float], None],
@@ -182,7 +183,7 @@ def _headless(
 
     # A pipe or a file gets the table's natural width, not 80 wrapped columns.
     width = None if stream.isatty() else 200
-    title = f"{source} · {job_text(job.job_id if job else None, job_gpus)}"
+    title = f"{source} · {job_text(job_id, job_gpus)}"
     print_once(backend, title=title, console=Console(file=stream, width=width))
     return ExitCode.OK
 
@@ -191,8 +192,8 @@ def _full_screen(
     backend: GpuBackend,
     interval: float,
     source: str,
-    job: Any,
-    job_gpus: list[int] | tuple[int, ...] | None,
+    job_id: str | None,
+    job_gpus: Sequence[int] | None,
     tail: TrainMetricsTail | None,
     attach: Path | None,
 ) -> int:
@@ -204,7 +205,7 @@ def _full_screen(
         # between two polls (a few seconds' worth at the shortest interval).
         Sampler(backend, interval_s=interval, capacity=SAMPLER_ROUNDS),
         source=source,
-        job_id=job.job_id if job is not None else None,
+        job_id=job_id,
         visible_gpus=job_gpus,
         train_feed=tail,
         train_source=attach.name if attach is not None else None,

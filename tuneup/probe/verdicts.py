@@ -51,8 +51,16 @@ def stage_summary(outcome: SearchOutcome) -> list[str]:
         line = f"{decision.stage}: {decision.reason}"
         if decision.failed:
             line += f"; did not run ok: {', '.join(decision.failed)}"
+        throttled = _throttled(outcome, decision.stage)
+        if throttled:
+            line += f"; {throttled} probe(s) ran with the GPU throttled: timings noisy"
         lines.append(line)
     return lines
+
+
+def _throttled(outcome: SearchOutcome, stage: str) -> int:
+    """Probes of a stage whose FULL window saw a throttle reason (the sampler's join)."""
+    return sum(1 for p in outcome.probes if p.stage == stage and p.ok and p.throttled)
 
 
 def speedup(outcome: SearchOutcome) -> dict[str, Any]:
@@ -128,6 +136,9 @@ def summary_dict(outcome: SearchOutcome) -> dict[str, Any]:
             for d in outcome.stage_decisions
         ],
         "probes": statuses,
+        "throttled_probes": [
+            {"stage": p.stage, "variant": p.variant} for p in outcome.probes if p.ok and p.throttled
+        ],
     }
 
 

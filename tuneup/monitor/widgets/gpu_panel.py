@@ -43,7 +43,7 @@ def time_series(
     window_s: float,
     y_lim: tuple[float, float] | None,
 ) -> Series:
-    """One reading over the window, x in seconds before `now`; unreported readings are gaps."""
+    """One reading over the window, x in seconds before `now`; unreported readings are left out."""
     points = [
         (s.time - now, v)
         for s in history
