@@ -9,6 +9,7 @@ as it arrives and reuses journaled results when a session is resumed.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -32,6 +33,52 @@ Backend = Callable[[str, Candidate, dict[str, Any]], ProbeResult]
 
 class SessionInterrupted(Exception):
     """The user stopped the session; everything finished so far is journaled."""
+
+
+class SessionControl:
+    """What a front end may ask of a running session, from any thread.
+
+    `pause()` holds the ladder before its next probe (the running one finishes),
+    `skip_stage()` drops the rest of the current stage, `stop()` ends the session
+    after the running probe is interrupted (the caller also interrupts the
+    backend); finished probes stay journaled and `--resume` continues.
+    """
+
+    def __init__(self) -> None:
+        self._running = threading.Event()
+        self._running.set()
+        self._stop = threading.Event()
+        self._skip_stage: str | None = None
+        self.current_stage: str | None = None
+
+    @property
+    def paused(self) -> bool:
+        return not self._running.is_set()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
+
+    def pause(self) -> None:
+        self._running.clear()
+
+    def resume(self) -> None:
+        self._running.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._running.set()  # wake a paused ladder so it can end
+
+    def skip_stage(self) -> None:
+        self._skip_stage = self.current_stage
+
+    def wait_if_paused(self) -> None:
+        while not self._running.wait(timeout=0.1):
+            if self._stop.is_set():
+                return
+
+    def skipping(self, stage: str) -> bool:
+        return stage == self._skip_stage and stage not in ("baseline", "confirm")
 
 
 class Reporter(Protocol):
@@ -120,6 +167,7 @@ class ProbeSession:
     # (a new process, new allocations), not only the trial-to-trial noise.
     baseline_repeats: int = 2
     stop_requested: Callable[[], bool] = lambda: False
+    control: SessionControl = field(default_factory=SessionControl)
     sampler: Sampler | None = None  # started by start(), stopped when run() ends
     _journaled: dict[str, list[ProbeResult]] = field(default_factory=dict)
     _served: Counter = field(default_factory=Counter)
@@ -176,11 +224,19 @@ class ProbeSession:
             self._remember_baseline(stage, result)
             self.reporter.probe_done(result, reused=True)
             return result
-        if self.stop_requested():
+        self.control.wait_if_paused()
+        if self.stop_requested() or self.control.stopped:
             raise SessionInterrupted
+        self.control.current_stage = stage
+        if self.control.skipping(stage):
+            result = ProbeResult(
+                stage, dict(candidate.values), values, Status.SKIPPED, "skipped by the user"
+            )
+            self.reporter.probe_done(result, reused=False)
+            return result
         self.reporter.probe_start(stage, candidate.label)
         result = self.backend(stage, candidate, values)
-        if self.stop_requested():
+        if self.stop_requested() or self.control.stopped:
             raise SessionInterrupted  # the probe was cut short: not journaled
         self._guard(stage, result, values)
         self._remember_baseline(stage, result)
