@@ -50,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
+    _add_tui(commands)
     _add_probe(commands)
     _add_train(commands)
     _add_data(commands)
@@ -104,6 +105,48 @@ def _run_monitor(args: argparse.Namespace) -> int:
         record=args.record,
         replay=args.replay,
         attach=args.attach,
+    )
+
+
+def _add_tui(commands: argparse._SubParsersAction) -> None:
+    tui = commands.add_parser(
+        "tui",
+        help="the interactive app: pick a preset, watch the ladder live, export (same as `tuneup`)",
+        description="The Textual app: set up a ladder, watch it run with live GPU charts, "
+        "review the recommendation and export it. Drives the same engine as `tuneup probe`.",
+    )
+    tui.add_argument("--preset", metavar="P", help="preset to start with")
+    tui.add_argument(
+        "--trainer",
+        choices=("unet", "sim"),
+        default="unet",
+        help="sim runs the whole app on the synthetic response surface (a demo)",
+    )
+    tui.add_argument(
+        "--results",
+        type=Path,
+        metavar="DIR",
+        help="review a finished session, or resume an interrupted one (key r)",
+    )
+    tui.add_argument(
+        "--replay",
+        type=Path,
+        metavar="FILE",
+        help="a recorded GPU trace for the monitor charts (demo mode)",
+    )
+    tui.add_argument("--out", type=Path, metavar="DIR", help="where new sessions are written")
+    tui.set_defaults(handler=_run_tui)
+
+
+def _run_tui(args: argparse.Namespace) -> int:
+    from tuneup.tui_command import run_tui_command
+
+    return run_tui_command(
+        preset_name=args.preset,
+        trainer=args.trainer,
+        results=args.results,
+        replay=args.replay,
+        out=args.out,
     )
 
 
@@ -302,8 +345,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser = build_parser()
         args = parser.parse_args(argv)
         if args.command is None:
-            parser.print_help()
-            return ExitCode.OK
+            if not (sys.stdin.isatty() and sys.stdout.isatty()):
+                parser.print_help()  # not a terminal: there is no app to show
+                return ExitCode.OK
+            args = parser.parse_args(["tui"])
         return int(args.handler(args))
     except UsageError as exc:
         if debug:

@@ -1,0 +1,237 @@
+"""The app driven by the Pilot: SETUP, the estimate and its trim offer, Start, review, monitor."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.widgets import Button, SelectionList, Static
+
+from tuneup.monitor.slurm import JobInfo
+from tuneup.probe.estimate import StepModel
+from tuneup.probe.types import MachineInfo
+from tuneup.testing.scripted_backend import busy_backend
+from tuneup.tui.app import TuneupApp
+from tuneup.tui.screens.setup import SetupScreen
+
+SIZE = (120, 40)
+NOW = 1_700_000_000.0
+CPU = MachineInfo(cuda=False, gpu_count=0, cpus_usable=4)
+JOB = JobInfo(job_id="4242", nodes=("nid001",), gpus=(0,), end_time=NOW + 2 * 3600)
+MODEL = StepModel(startup_s=10.0, step_s=0.2)
+
+
+def run(test: Callable[[], Awaitable[None]]) -> None:
+    asyncio.run(test())
+
+
+async def until(condition: Callable[[], bool], pilot: Any, timeout: float = 10.0) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not condition():
+        if loop.time() > end:
+            raise AssertionError("the app did not get there in time")
+        await pilot.pause(0.05)
+
+
+def make_app(tmp_path: Path, **kwargs: Any) -> TuneupApp:
+    values: dict[str, Any] = {
+        "trainer": "sim",
+        "preset_name": "cpu-smoke",
+        "job": JOB,
+        "clock": lambda: NOW,
+        "step_model": MODEL,
+        "out": tmp_path / "session",
+    }
+    values.update(kwargs)
+    return TuneupApp(CPU, **values)
+
+
+def text(app: TuneupApp, selector: str) -> str:
+    return str(app.screen.query_one(selector, Static).render())
+
+
+def test_setup_shows_the_machine_and_why_a_stage_cannot_run(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        app = make_app(tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(lambda: isinstance(app.screen, SetupScreen), pilot)
+            machine = text(app, "#machine")
+            assert "none visible" in machine and "CPU cores usable: 4" in machine
+            assert "4242" in machine and "2 h 00 min" in machine
+            stages = app.screen.query_one("#stages", SelectionList)
+            prompts = {
+                str(stages.get_option_at_index(i).value): stages.get_option_at_index(i)
+                for i in range(stages.option_count)
+            }
+            graphs = prompts["cuda_graphs"]
+            assert graphs.disabled and "needs CUDA" in str(graphs.prompt)
+            assert not prompts["workers"].disabled
+
+    run(scenario)
+
+
+def test_unchecking_a_stage_shortens_the_estimate(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        app = make_app(tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(lambda: isinstance(app.screen, SetupScreen), pilot)
+            screen = app.screen
+            assert isinstance(screen, SetupScreen)
+            before, shown_before = screen.estimate_s(), text(app, "#estimate")
+            screen.query_one("#stages", SelectionList).deselect("workers")
+            await pilot.pause()
+            assert screen.estimate_s() < before
+            assert text(app, "#estimate") != shown_before
+
+    run(scenario)
+
+
+def test_trim_is_offered_when_the_budget_is_too_small_and_makes_it_fit(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        app = make_app(tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(lambda: isinstance(app.screen, SetupScreen), pilot)
+            screen = app.screen
+            assert isinstance(screen, SetupScreen)
+            trim = screen.query_one("#trim", Button)
+            assert not trim.has_class("offered")
+            # A budget a little under the full ladder: some stages must go.
+            screen.query_one("#time-budget").value = f"{(screen.estimate_s() - 60) / 60:.2f}"
+            await pilot.pause()
+            assert trim.has_class("offered")
+            assert "over the" in text(app, "#estimate")
+            checked = len(screen.chosen())
+            await pilot.click("#trim")
+            await pilot.pause()
+            assert len(screen.chosen()) < checked
+            assert not trim.has_class("offered")
+            assert "fits" in text(app, "#estimate")
+
+    run(scenario)
+
+
+def test_start_runs_the_sim_ladder_on_the_tune_screen(tmp_path: Path) -> None:
+    from tuneup.tui.screens.tune import TuneScreen
+
+    async def scenario() -> None:
+        app = make_app(tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(lambda: isinstance(app.screen, SetupScreen), pilot)
+            await pilot.click("#start")
+            # The sim ladder is quick: TUNE may already have pushed RESULTS on top.
+            await until(lambda: any(isinstance(s, TuneScreen) for s in app.screen_stack), pilot)
+            await until(lambda: app.driver.finished.is_set(), pilot, timeout=20)
+
+    run(scenario)
+    assert (tmp_path / "session" / "summary.json").is_file()
+    assert (tmp_path / "session" / "journal.jsonl").read_text().count("\n") >= 2
+
+
+def test_a_bad_data_file_is_named_before_anything_starts(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        app = make_app(tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(lambda: isinstance(app.screen, SetupScreen), pilot)
+            app.screen.query_one("#data").value = str(tmp_path / "missing.h5")
+            await pilot.click("#start")
+            await pilot.pause()
+            assert "not found" in text(app, "#data-error")
+            assert isinstance(app.screen, SetupScreen)
+
+    run(scenario)
+    assert not (tmp_path / "session").exists()
+
+
+def _finished_session(tmp_path: Path) -> Path:
+    from tuneup.probe_command import run_probe_command
+
+    folder = tmp_path / "done"
+    code = run_probe_command(
+        preset_name="cpu-smoke",
+        stages="workers,amp",
+        trainer="sim",
+        search="staged",
+        seed=0,
+        out=folder,
+        resume=None,
+        as_json=True,
+    )
+    assert code == 0
+    return folder
+
+
+def test_review_of_a_finished_session_opens_the_results(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tuneup.tui.screens.results import ResultsScreen
+
+    folder = _finished_session(tmp_path)
+    capsys.readouterr()
+
+    async def scenario() -> None:
+        app = make_app(tmp_path, review=folder)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(lambda: isinstance(app.screen, ResultsScreen), pilot)
+
+    run(scenario)
+
+
+def test_review_of_an_interrupted_session_resumes_with_r(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tuneup.tui.screens.tune import TuneScreen
+
+    folder = _finished_session(tmp_path)
+    capsys.readouterr()
+    (folder / "summary.json").unlink()  # as if stopped before the end
+    lines = (folder / "journal.jsonl").read_text().splitlines(keepends=True)
+    (folder / "journal.jsonl").write_text("".join(lines[:3]))
+
+    async def scenario() -> None:
+        app = make_app(tmp_path, review=folder)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(lambda: isinstance(app.screen, TuneScreen), pilot)
+            await pilot.pause(0.2)
+            assert isinstance(app.screen, TuneScreen)
+            assert not app.driver.started.is_set()  # nothing runs until asked
+            await pilot.press("r")
+            await until(lambda: app.driver.finished.is_set(), pilot, timeout=20)
+
+    run(scenario)
+    assert (folder / "summary.json").is_file()
+
+
+def test_m_opens_the_monitor_on_the_given_gpus_and_escape_returns(tmp_path: Path) -> None:
+    from tuneup.tui.screens.monitor import MonitorScreen
+
+    async def scenario() -> None:
+        app = make_app(tmp_path, monitor_backend=lambda: (busy_backend(gpus=2), "scripted"))
+        async with app.run_test(size=SIZE) as pilot:
+            await until(lambda: isinstance(app.screen, SetupScreen), pilot)
+            await pilot.press("m")
+            await until(lambda: isinstance(app.screen, MonitorScreen), pilot)
+            screen = app.screen
+            assert isinstance(screen, MonitorScreen)
+            await until(lambda: len(screen.panels()) == 2, pilot)
+            await pilot.press("escape")
+            await until(lambda: isinstance(app.screen, SetupScreen), pilot)
+
+    run(scenario)
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("pytest_textual_snapshot") is None,
+    reason="needs pytest-textual-snapshot (the test extra)",
+)
+def test_screenshot_of_setup(snap_compare: Callable[..., bool], tmp_path: Path) -> None:
+    async def settle(pilot: Any) -> None:
+        await until(lambda: isinstance(pilot.app.screen, SetupScreen), pilot)
+        await pilot.pause(0.2)
+
+    app = make_app(tmp_path)
+    assert snap_compare(app, terminal_size=SIZE, run_before=settle)

@@ -1,0 +1,112 @@
+"""The RESULTS screen of a results folder (review mode), through the Pilot."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.app import App
+from textual.widgets import Static
+
+from tuneup.config import load_config
+from tuneup.errors import UsageError
+from tuneup.probe.backends import sim_backend
+from tuneup.probe.journal import ResultsDir
+from tuneup.probe.preset import load_preset
+from tuneup.probe.session import ProbeSession
+from tuneup.probe.sim import sim_stage_plans
+from tuneup.probe.types import MachineInfo
+from tuneup.tui.screens.results import ResultsScreen, load_results
+from tuneup.tui.widgets.gain_bars import GainBars
+
+SIZE = (120, 40)
+MACHINE = MachineInfo(cuda=True, gpu_count=1, cpus_usable=32)
+
+
+def finished_session(folder: Path, seed: int = 3) -> dict[str, Any]:
+    """Run the sim ladder headless into `folder`, as `tuneup probe --trainer sim` does."""
+    preset = load_preset("cpu-smoke")
+    session = ProbeSession(
+        preset=preset,
+        trainer="sim",
+        backend=sim_backend(seed),
+        results=ResultsDir(folder),
+        machine=MACHINE,
+        base_values={**preset.train, "device": "cuda"},
+        plans=sim_stage_plans(MACHINE),
+    )
+    session.start(resume=False)
+    session.run()
+    return ResultsDir(folder).summary()
+
+
+class Review(App[None]):
+    def __init__(self, folder: Path) -> None:
+        super().__init__()
+        self.folder = folder
+
+    def on_mount(self) -> None:
+        self.push_screen(ResultsScreen.from_folder(self.folder))
+
+
+def test_a_results_folder_shows_headline_gains_and_verdict_and_exports(tmp_path: Path) -> None:
+    folder = tmp_path / "run"
+    summary = finished_session(folder)
+    app = Review(folder)
+
+    async def go() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause(0.1)
+            screen = app.screen
+            assert isinstance(screen, ResultsScreen)
+            headline = str(screen.query_one("#results-headline", Static).content)
+            assert headline == summary["recommendation"]["headline"]
+            bars = screen.query_one(GainBars).render().plain
+            for entry in summary["stages"]:
+                assert entry["stage"] in bars
+            adopted = [e for e in summary["stages"] if e["winner"]]
+            assert adopted and all(f"adopted {e['winner']}" in bars for e in adopted)
+            verdict = str(screen.query_one("#results-verdict", Static).content)
+            assert verdict.startswith("before: ") and "\nafter: " in verdict
+            await pilot.click("#export")
+            await pilot.pause(0.1)
+            assert len(screen.exported) == 5
+
+    asyncio.run(go())
+    values = summary["recommendation"]["values"]
+    cfg = load_config(folder / "tuned.yaml", "tuned")
+    assert cfg.global_batch_size == values["global_batch_size"]
+    assert cfg.amp_mode == values["amp_mode"]
+
+
+def test_an_unfinished_folder_is_refused_with_how_to_resume(tmp_path: Path) -> None:
+    ResultsDir(tmp_path).create({"preset": "cpu-smoke", "trainer": "sim"})
+    with pytest.raises(UsageError, match="--resume"):
+        load_results(tmp_path)
+    _summary, probes = load_results(_finished(tmp_path / "done"))
+    assert probes and probes[0].stage == "baseline"
+
+
+def _finished(folder: Path) -> Path:
+    finished_session(folder)
+    return folder
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("pytest_textual_snapshot") is None,
+    reason="needs pytest-textual-snapshot (the test extra)",
+)
+def test_screenshot_of_the_results_screen(
+    snap_compare: Callable[..., bool], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    finished_session(Path("run"), seed=7)
+
+    async def settle(pilot: Any) -> None:
+        await pilot.pause(0.2)
+
+    assert snap_compare(Review(Path("run")), terminal_size=SIZE, run_before=settle)

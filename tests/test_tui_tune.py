@@ -1,0 +1,236 @@
+"""The TUNE screen driving a real ProbeSession over the `sim` trainer, through the Pilot."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import threading
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.app import App
+from textual.screen import Screen
+from textual.widgets import Static
+
+from tuneup.config import load_config
+from tuneup.probe.backends import sim_backend
+from tuneup.probe.journal import ResultsDir
+from tuneup.probe.preset import load_preset
+from tuneup.probe.session import ProbeSession
+from tuneup.probe.sim import sim_stage_plans
+from tuneup.probe.types import Candidate, MachineInfo, ProbeResult, Status
+from tuneup.tui.driver import SessionDriver
+from tuneup.tui.screens.results import ResultsScreen
+from tuneup.tui.screens.tune import TuneScreen
+from tuneup.tui.widgets.confirm import Confirm
+from tuneup.tui.widgets.ladder import LadderTable
+
+SIZE = (120, 40)
+MACHINE = MachineInfo(cuda=True, gpu_count=1, cpus_usable=32)
+
+
+class GatedSim:
+    """The sim trainer, holding the probes of `hold` until the gate opens (or interrupt())."""
+
+    def __init__(self, hold: str | None = None, seed: int = 1) -> None:
+        self.sim = sim_backend(seed)
+        self.hold = hold
+        self.held = threading.Event()
+        self.gate = threading.Event()
+        self.interrupted = False
+
+    def __call__(self, stage: str, candidate: Candidate, values: dict[str, Any]) -> ProbeResult:
+        if stage == self.hold and not self.gate.is_set():
+            self.held.set()
+            self.gate.wait(10)
+        return self.sim(stage, candidate, values)
+
+    def interrupt(self) -> None:
+        self.interrupted = True
+        self.gate.set()
+
+
+def make_driver(folder: Path, backend: Any) -> SessionDriver:
+    preset = load_preset("cpu-smoke")
+    session = ProbeSession(
+        preset=preset,
+        trainer="sim",
+        backend=backend,
+        results=ResultsDir(folder),
+        machine=MACHINE,
+        base_values={**preset.train, "device": "cuda"},
+        plans=sim_stage_plans(MACHINE),
+    )
+    return SessionDriver(session)
+
+
+class Host(App[None]):
+    """A bare app that shows one screen, as the real app shell will."""
+
+    def __init__(self, make: Callable[[], Screen[Any]]) -> None:
+        super().__init__()
+        self.make = make
+
+    def on_mount(self) -> None:
+        self.push_screen(self.make())
+
+
+def run(test: Callable[[], Awaitable[None]]) -> None:
+    asyncio.run(test())
+
+
+async def until(condition: Callable[[], bool], pilot: Any, timeout: float = 15.0) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not condition():
+        if loop.time() > end:
+            raise AssertionError("the screen did not get there in time")
+        await pilot.pause(0.05)
+
+
+def ladder(app: App[Any]) -> LadderTable:
+    return next(s for s in app.screen_stack if isinstance(s, TuneScreen)).query_one(LadderTable)
+
+
+def test_the_ladder_fills_in_and_the_results_screen_shows_the_headline(tmp_path: Path) -> None:
+    driver = make_driver(tmp_path / "run", GatedSim())
+    app = Host(lambda: TuneScreen(driver))
+
+    async def go() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await until(lambda: isinstance(app.screen, ResultsScreen), pilot)
+            journal = ResultsDir(tmp_path / "run").results()
+            assert ladder(app).row_count == len(journal) == len(driver.outcome.probes)  # type: ignore[union-attr]
+            stages = {ladder(app).get_row_at(i)[0] for i in range(ladder(app).row_count)}
+            assert {"baseline", "workers", "amp", "confirm"} <= stages
+            headline = str(app.screen.query_one("#results-headline", Static).content)
+            assert headline.startswith("recommendation:") and "x faster" in headline
+            assert headline == driver.summary["recommendation"]["headline"]  # type: ignore[index]
+
+    run(go)
+
+
+def test_pause_holds_the_ladder_until_p_again(tmp_path: Path) -> None:
+    backend = GatedSim(hold="workers")
+    driver = make_driver(tmp_path / "run", backend)
+    app = Host(lambda: TuneScreen(driver))
+
+    async def go() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await until(backend.held.is_set, pilot)
+            await pilot.press("p")
+            assert driver.paused
+            before = ladder(app).row_count
+            backend.gate.set()  # the running probe finishes; the next one must wait
+            await until(lambda: ladder(app).row_count == before + 1, pilot)
+            await pilot.pause(0.4)
+            assert ladder(app).row_count == before + 1 and not driver.finished.is_set()
+            status = str(app.screen.query_one("#tune-status", Static).content)
+            assert "PAUSED" in status
+            await pilot.press("p")
+            await until(lambda: isinstance(app.screen, ResultsScreen), pilot)
+            assert ladder(app).row_count > before + 1
+
+    run(go)
+
+
+def test_skip_marks_the_rest_of_the_stage_skipped(tmp_path: Path) -> None:
+    backend = GatedSim(hold="workers")
+    driver = make_driver(tmp_path / "run", backend)
+    app = Host(lambda: TuneScreen(driver))
+
+    async def go() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await until(backend.held.is_set, pilot)
+            await pilot.press("s")
+            assert driver.session.control.skipping("workers")
+            backend.gate.set()
+            await until(lambda: isinstance(app.screen, ResultsScreen), pilot)
+            table = ladder(app)
+            rows = [table.get_row_at(i) for i in range(table.row_count)]
+            workers = [r for r in rows if r[0] == "workers"]
+            assert len(workers) > 1
+            assert workers[0][-1] == "ok" and workers[0][1] == "num_data_workers=4"
+            assert all(r[-1].startswith("skipped: skipped by the user") for r in workers[1:])
+            assert any(r[0] == "amp" and r[-1] == "ok" for r in rows), "later stages still run"
+
+    run(go)
+
+
+def test_quit_while_running_asks_then_stops_with_the_journal_intact(tmp_path: Path) -> None:
+    backend = GatedSim(hold="workers")
+    driver = make_driver(tmp_path / "run", backend)
+    app = Host(lambda: TuneScreen(driver))
+
+    async def go() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await until(backend.held.is_set, pilot)
+            await pilot.press("q")
+            await until(lambda: isinstance(app.screen, Confirm), pilot)
+            assert not driver.finished.is_set(), "nothing stops before the answer"
+            await pilot.press("y")
+            await until(driver.finished.is_set, pilot)
+            await pilot.pause(0.2)
+
+    run(go)
+    assert backend.interrupted and driver.interrupted and not app.is_running
+    lines = (tmp_path / "run" / "journal.jsonl").read_text().splitlines()
+    stages = [json.loads(line)["stage"] for line in lines]
+    assert stages and stages[0] == "baseline" and "confirm" not in stages
+    assert not (tmp_path / "run" / "summary.json").exists()
+
+
+def test_e_on_the_results_screen_writes_exports_that_load_back(tmp_path: Path) -> None:
+    folder = tmp_path / "run"
+    driver = make_driver(folder, GatedSim())
+    app = Host(lambda: TuneScreen(driver))
+
+    async def go() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await until(lambda: isinstance(app.screen, ResultsScreen), pilot)
+            await pilot.press("e")
+            await until(lambda: bool(app.screen.exported), pilot)  # type: ignore[attr-defined]
+            listed = str(app.screen.query_one("#results-exported", Static).content)
+            assert all(str(p) in listed for p in app.screen.exported)  # type: ignore[attr-defined]
+
+    run(go)
+    changes = driver.summary["recommendation"]["changes"]  # type: ignore[index]
+    assert changes, "the sim ladder recommends something"
+    for cfg in (load_config(folder / "tuned.yaml", "tuned"), load_config(folder / "tuneup.yaml")):
+        for knob, value in changes.items():
+            assert getattr(cfg, knob) == value
+    for name in ("flags.txt", "env.sh", "job.sbatch"):
+        assert (folder / name).read_text().strip()
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("pytest_textual_snapshot") is None,
+    reason="needs pytest-textual-snapshot (the test extra)",
+)
+def test_screenshot_of_the_finished_ladder(
+    snap_compare: Callable[..., bool], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    driver = make_driver(Path("run"), GatedSim(seed=7))
+    app = Host(lambda: TuneScreen(driver, results_on_finish=False))
+
+    async def settle(pilot: Any) -> None:
+        await until(lambda: driver.finished.is_set(), pilot)
+        await until(lambda: app.screen.finished, pilot)  # type: ignore[attr-defined]
+        await pilot.pause(0.3)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=settle)
+
+
+def test_failed_probes_show_their_reason(tmp_path: Path) -> None:
+    results = [
+        ProbeResult("baseline", {}, {}, Status.OK, io_sps=90, synthetic_sps=380, full_sps=88),
+        ProbeResult("batch_size", {"global_batch_size": 256}, {}, Status.OOM, "needs 60 GB"),
+    ]
+    from tuneup.tui.widgets.ladder import ladder_row
+
+    assert ladder_row(results[1], 88.0)[-1] == "oom: needs 60 GB"
+    assert ladder_row(results[0], 88.0)[5] == "+0.0%"

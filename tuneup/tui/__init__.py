@@ -1,0 +1,1 @@
+"""The interactive app: set up, tune live and review results (Textual is imported only here)."""

@@ -1,0 +1,177 @@
+"""One probe session run on a thread, heard through Textual messages.
+
+The driver is the session's Reporter: everything the engine reports (and the
+worker's event stream, through an `EventRelay`) is forwarded to `post`, which
+a screen points at its thread-safe `post_message`. Widgets never see the
+thread; pause, skip and stop go to the engine's SessionControl.
+"""
+
+from __future__ import annotations
+
+import threading
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from textual.message import Message
+
+from tuneup.errors import UsageError
+from tuneup.probe.search import SearchOutcome
+from tuneup.probe.session import ProbeSession, SessionInterrupted
+from tuneup.probe.types import ProbeResult
+
+Post = Callable[[Message], Any]
+
+
+class EventRelay:
+    """A worker `on_event` callback built before the driver exists (the backend comes first).
+
+    Pass it as `WorkerBackend(on_event=relay)` and then to `SessionDriver(relay=relay)`.
+    """
+
+    def __init__(self) -> None:
+        self.target: Callable[[dict[str, Any]], None] | None = None
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        if self.target is not None:
+            self.target(event)
+
+
+class SessionDriver:
+    """Runs one ProbeSession (built by the caller) and forwards what it hears to `post`.
+
+    Args:
+        session: the session; its reporter is replaced by this driver.
+        resume: continue the journal in the session's results folder.
+        relay: the EventRelay given to the backend as `on_event`, if any.
+    """
+
+    class Started(Message):
+        """The session began: its info (session.json content) and ~how many probes."""
+
+        def __init__(self, info: dict[str, Any], total: int) -> None:
+            super().__init__()
+            self.info = info
+            self.total = total
+
+    class ProbeStarted(Message):
+        """A probe is about to run."""
+
+        def __init__(self, stage: str, label: str) -> None:
+            super().__init__()
+            self.stage = stage
+            self.label = label
+
+    class ProbeDone(Message):
+        """A probe finished (or was taken from the journal: `reused`)."""
+
+        def __init__(self, result: ProbeResult, reused: bool) -> None:
+            super().__init__()
+            self.result = result
+            self.reused = reused
+
+    class WorkerEvent(Message):
+        """One event of the running probe's worker (start, warmup, trial, loss, ...)."""
+
+        def __init__(self, event: dict[str, Any]) -> None:
+            super().__init__()
+            self.event = event
+
+    class Finished(Message):
+        """The session ended: with an outcome, interrupted, or failed (`error`)."""
+
+        def __init__(
+            self,
+            outcome: SearchOutcome | None,
+            summary: dict[str, Any] | None,
+            interrupted: bool,
+            error: str | None,
+        ) -> None:
+            super().__init__()
+            self.outcome = outcome
+            self.summary = summary
+            self.interrupted = interrupted
+            self.error = error
+
+    def __init__(
+        self, session: ProbeSession, *, resume: bool = False, relay: EventRelay | None = None
+    ) -> None:
+        self.session = session
+        self.resuming = resume
+        session.reporter = self
+        if relay is not None:
+            relay.target = self.event
+        self.post: Post = lambda message: None
+        self.outcome: SearchOutcome | None = None
+        self.summary: dict[str, Any] | None = None
+        self.error: str | None = None
+        self.interrupted = False
+        self.started = threading.Event()
+        self.finished = threading.Event()
+
+    # What a front end asks, from any thread.
+
+    @property
+    def running(self) -> bool:
+        return self.started.is_set() and not self.finished.is_set()
+
+    @property
+    def paused(self) -> bool:
+        return self.session.control.paused
+
+    def pause(self) -> None:
+        self.session.control.pause()
+
+    def resume(self) -> None:
+        self.session.control.resume()
+
+    def skip_stage(self) -> None:
+        self.session.control.skip_stage()
+
+    def stop(self) -> None:
+        """End after the running probe, which is interrupted when the backend can be."""
+        self.session.control.stop()
+        interrupt = getattr(self.session.backend, "interrupt", None)
+        if callable(interrupt):
+            interrupt()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until run() has returned; False on timeout."""
+        return self.finished.wait(timeout)
+
+    def run(self) -> SearchOutcome | None:
+        """Run the session to its end (blocking: call it from a thread worker).
+
+        Returns:
+            The outcome, or None when the session was stopped or failed (see `error`).
+        """
+        self.started.set()
+        try:
+            self.session.start(resume=self.resuming)
+            self.outcome = self.session.run()
+            self.summary = self.session.results.summary()
+        except SessionInterrupted:
+            self.interrupted = True
+        except UsageError as exc:
+            self.error = str(exc)
+        except Exception as exc:  # the screen shows it; the thread must not die silently
+            self.error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
+        finally:
+            self.finished.set()
+            self.post(self.Finished(self.outcome, self.summary, self.interrupted, self.error))
+        return self.outcome
+
+    # The Reporter protocol, called on the session's thread.
+
+    def session_start(self, info: dict[str, Any], total: int) -> None:
+        self.post(self.Started(info, total))
+
+    def probe_start(self, stage: str, label: str) -> None:
+        self.post(self.ProbeStarted(stage, label))
+
+    def probe_done(self, result: ProbeResult, reused: bool) -> None:
+        self.post(self.ProbeDone(result, reused))
+
+    def event(self, event: dict[str, Any]) -> None:
+        """The worker's events (called from the runner's reader thread)."""
+        self.post(self.WorkerEvent(event))

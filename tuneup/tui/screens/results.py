@@ -1,0 +1,224 @@
+"""The RESULTS screen: baseline against recommendation, what each stage gave, and export.
+
+It needs only summary.json's content and the probes, so a finished live
+session and a results folder opened for review (`load_results`) look the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from rich.table import Table
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Button, Footer, Static
+
+from tuneup.errors import UsageError
+from tuneup.probe.journal import ResultsDir
+from tuneup.probe.types import ProbeResult
+from tuneup.tui.widgets.gain_bars import GainBars, stage_gains
+
+# Export format -> file name in the results folder.
+EXPORT_FILES = {
+    "yaml": "tuned.yaml",
+    "flags": "flags.txt",
+    "env": "env.sh",
+    "sbatch": "job.sbatch",
+    "tuneup": "tuneup.yaml",
+}
+
+
+def load_results(folder: Path) -> tuple[dict[str, Any], list[ProbeResult]]:
+    """A finished session's summary and journaled probes, for review.
+
+    Raises:
+        UsageError: not a results folder, or the session never finished.
+    """
+    results = ResultsDir(Path(folder))
+    results.session()  # a clear error when this is not a results folder at all
+    return results.summary(), results.results()
+
+
+def session_hints(folder: Path) -> dict[str, Any]:
+    """The preset's machine hints recorded in session.json (empty when unreadable)."""
+    try:
+        hints = ResultsDir(Path(folder)).session().get("hints") or {}
+    except UsageError:
+        return {}
+    return dict(hints) if isinstance(hints, Mapping) else {}
+
+
+def export_all(
+    values: Mapping[str, Any], folder: Path, hints: Mapping[str, Any] | None = None
+) -> list[Path]:
+    """Write every export format of `values` into `folder`; returns the files written."""
+    from tuneup.export import FORMATS, render
+
+    written = []
+    for fmt in FORMATS:
+        target = Path(folder) / EXPORT_FILES.get(fmt, f"export.{fmt}")
+        target.write_text(render(fmt, values, hints=hints), encoding="utf-8")
+        written.append(target)
+    return written
+
+
+def _sps(value: Any) -> str:
+    return "-" if value is None else f"{value:,.1f}"
+
+
+def comparison_table(summary: Mapping[str, Any]) -> Table:
+    """Baseline and recommendation side by side: IO, SYNTHETIC, FULL and the FULL spread."""
+    table = Table(expand=True, box=None, header_style="bold")
+    for column in ("", "IO", "SYNTHETIC", "FULL", "IQR"):
+        table.add_column(column, justify="left" if not column else "right")
+    for name, key in (("baseline", "baseline"), ("recommendation", "recommendation")):
+        rates = summary.get(key, {})
+        iqr = rates.get("iqr_pct")
+        table.add_row(
+            name,
+            _sps(rates.get("io_sps")),
+            _sps(rates.get("synthetic_sps")),
+            _sps(rates.get("full_sps")),
+            "-" if iqr is None else f"{iqr:.1f}%",
+        )
+    return table
+
+
+def speedup_text(summary: Mapping[str, Any]) -> str:
+    """The confirmed speedup with its spread, and how it was measured."""
+    gain = summary.get("speedup") or {}
+    value = gain.get("value")
+    if value is None:
+        return "speedup: unknown"
+    text = f"speedup: {value:.2f}x"
+    if gain.get("low") is not None and gain.get("high") is not None:
+        text += f" ({gain['low']:.2f}-{gain['high']:.2f} over {gain.get('pairs', 0)} pairs)"
+    return text + f" [{gain.get('method', '')}]"
+
+
+def changes_text(summary: Mapping[str, Any]) -> str:
+    base = summary.get("baseline", {}).get("values", {})
+    changes = summary.get("recommendation", {}).get("changes", {})
+    if not changes:
+        return "changes: none (keep the baseline)"
+    parts = [f"{k}: {base.get(k, 'default')} -> {v}" for k, v in changes.items()]
+    return "changes: " + ", ".join(parts)
+
+
+def verdict_text(summary: Mapping[str, Any]) -> str:
+    verdict = summary.get("bottleneck") or {}
+    lines = []
+    for moment in ("before", "after"):
+        sentence = (verdict.get(moment) or {}).get("sentence")
+        if sentence:
+            lines.append(f"{moment}: {sentence}")
+    return "\n".join(lines) or "no verdict"
+
+
+class ResultsScreen(Screen[None]):
+    """One session's results; `e` (or the button) writes every export format to its folder.
+
+    Args:
+        summary: summary.json's content.
+        probes: the session's probes, in order (for the count of what ran).
+        results_dir: the session's folder, where exports are written.
+        hints: the preset's machine hints for env/sbatch; read from session.json when None.
+    """
+
+    DEFAULT_CSS = """
+    ResultsScreen #results-body { height: 1fr; }
+    ResultsScreen .box {
+        height: auto;
+        border: round $primary;
+        border-title-align: left;
+        padding: 0 1;
+    }
+    ResultsScreen #results-headline { text-style: bold; padding: 0 1; }
+    ResultsScreen #results-actions { height: auto; padding: 0 1; }
+    ResultsScreen #results-exported { padding: 0 1; height: auto; }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("e", "export", "export"),
+        Binding("escape", "back", "back"),
+        Binding("q", "quit_app", "quit"),
+    ]
+
+    def __init__(
+        self,
+        summary: dict[str, Any],
+        probes: Sequence[ProbeResult],
+        results_dir: Path,
+        *,
+        hints: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        self.summary = summary
+        self.probes = list(probes)
+        self.results_dir = Path(results_dir)
+        self.hints = dict(hints) if hints is not None else None
+        self.exported: list[Path] = []
+
+    @classmethod
+    def from_folder(cls, folder: Path) -> ResultsScreen:
+        """Review mode: the screen of a finished session's results folder."""
+        summary, probes = load_results(folder)
+        return cls(summary, probes, folder)
+
+    def compose(self) -> ComposeResult:
+        summary = self.summary
+        headline = summary.get("recommendation", {}).get("headline", "")
+        ran = sum(1 for p in self.probes if p.status.value != "skipped")
+        title = (
+            f"{summary.get('preset', '?')} / {summary.get('trainer', '?')}: "
+            f"{summary.get('search', 'staged')} search, {ran} probes, "
+            f"noise margin {summary.get('margin_pct', 0.0):.1f}%"
+        )
+        with VerticalScroll(id="results-body"):
+            yield Static(headline, id="results-headline")
+            comparison = Static(comparison_table(summary), id="results-comparison", classes="box")
+            comparison.border_title = title
+            yield comparison
+            yield Static(
+                speedup_text(summary) + "\n" + changes_text(summary),
+                id="results-speedup",
+                classes="box",
+            )
+            yield GainBars(stage_gains(summary.get("stages", [])), id="results-gains")
+            verdict = Static(verdict_text(summary), id="results-verdict", classes="box")
+            verdict.border_title = "bottleneck"
+            yield verdict
+            with Horizontal(id="results-actions"):
+                yield Button("Export all formats (e)", id="export", variant="success")
+            yield Static("", id="results-exported")
+        yield Footer()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "export":
+            self.action_export()
+
+    def action_export(self) -> None:
+        values = self.summary.get("recommendation", {}).get("values")
+        shown = self.query_one("#results-exported", Static)
+        if not values:
+            shown.update("nothing to export: the summary has no recommended values")
+            return
+        hints = self.hints if self.hints is not None else session_hints(self.results_dir)
+        try:
+            self.exported = export_all(values, self.results_dir, hints)
+        except (UsageError, OSError) as exc:
+            shown.update(f"export failed: {exc}")
+            self.notify(str(exc), severity="error")
+            return
+        shown.update("written:\n" + "\n".join(f"  {p}" for p in self.exported))
+
+    def action_back(self) -> None:
+        if len(self.app.screen_stack) > 2:
+            self.app.pop_screen()
+
+    def action_quit_app(self) -> None:
+        self.app.exit()

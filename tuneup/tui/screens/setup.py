@@ -1,0 +1,329 @@
+"""The SETUP screen: the machine, a preset, the data, the stages to probe and the time it will take.
+
+Nothing here runs a probe or writes a file: Start posts `SetupScreen.Start`
+with what the user chose, and the app builds the session. The estimate
+comes from `tuneup.probe.estimate` (pure) and is redrawn whenever a stage,
+the preset or the time budget changes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Button, Footer, Input, Label, Select, SelectionList, Static
+from textual.widgets.selection_list import Selection
+
+from tuneup.errors import UsageError
+from tuneup.monitor.slurm import JobInfo
+from tuneup.probe.estimate import (
+    StepModel,
+    duration_text,
+    estimate_ladder_seconds,
+    fits,
+    time_limit,
+    trim,
+)
+from tuneup.probe.preset import ProbePreset, load_preset
+from tuneup.probe.stages import Proposal, load_stage
+from tuneup.probe.types import Budget, MachineInfo
+
+
+@dataclass(frozen=True)
+class SetupChoice:
+    """What the user chose: the session is built from exactly this.
+
+    Attributes:
+        preset: the loaded preset.
+        stages: the checked stages, in the preset's order.
+        budget: the per-probe budget (T may have been lowered by trimming).
+        data_path: the tutorial's training HDF5, or None to synthesize the preset's box.
+    """
+
+    preset: ProbePreset
+    stages: tuple[str, ...]
+    budget: Budget
+    data_path: Path | None = None
+
+
+def machine_lines(
+    machine: MachineInfo, job: JobInfo | None, now: float, gpu_memory_gib: tuple[float, ...] = ()
+) -> list[str]:
+    """The machine as a few lines: GPUs, CPUs, and the SLURM job with its time left."""
+    if machine.gpu_names:
+        names = []
+        for i, name in enumerate(machine.gpu_names):
+            memory = f" ({gpu_memory_gib[i]:.0f} GiB)" if i < len(gpu_memory_gib) else ""
+            names.append(f"{name}{memory}")
+        gpus = f"{machine.gpu_count} x " + ", ".join(sorted(set(names)))
+    else:
+        gpus = "none visible"
+    cuda = "yes" if machine.cuda else "no"
+    lines = [f"GPUs: {gpus}   CUDA: {cuda}", f"CPU cores usable: {machine.cpus_usable}"]
+    if job is None:
+        lines.append("SLURM: not in a job")
+        return lines
+    nodes = ", ".join(job.nodes[:4]) + (" ..." if len(job.nodes) > 4 else "")
+    gpu_list = ",".join(str(g) for g in job.gpus) if job.gpus else "not stated"
+    left = allocation_left_s(job, now)
+    when = duration_text(left) if left is not None else "unknown"
+    lines.append(f"SLURM job {job.job_id}: {len(job.nodes)} node(s) {nodes}; GPUs {gpu_list}")
+    lines.append(f"time left in the allocation: {when}")
+    return lines
+
+
+def allocation_left_s(job: JobInfo | None, now: float) -> float | None:
+    """Seconds until the job's time limit; None outside SLURM or when SLURM does not say."""
+    if job is None or job.end_time is None:
+        return None
+    return max(0.0, job.end_time - now)
+
+
+def budget_text(budget: Budget) -> str:
+    return (
+        f"per probe: warm-up {budget.warmup_min_steps}-{budget.warmup_max_steps} steps, "
+        f"{budget.trials} trials x {budget.trial_steps} steps per phase, "
+        f"loss over {budget.loss_steps} steps, at most {duration_text(budget.limit_s)}"
+    )
+
+
+def stage_prompt(proposal: Proposal) -> str:
+    """A checklist line: the stage and its candidates, or why it cannot run here."""
+    if proposal.skipped:
+        return f"{proposal.stage}: unavailable - {proposal.reason}"
+    labels = ", ".join(c.label for c in proposal.candidates)
+    return f"{proposal.stage}: {labels}"
+
+
+def resolve_data(text: str) -> Path | None:
+    """The data path typed, checked with inspect_box; empty means synthesize a box."""
+    text = text.strip()
+    if not text:
+        return None
+    from tuneup.trainer.boxfile import inspect_box
+
+    path = Path(text).expanduser()
+    inspect_box(path)  # a UsageError names what is wrong with the file
+    return path
+
+
+class SetupScreen(Screen[None]):
+    """Choose what to probe; the estimate says whether it fits before anything starts.
+
+    Args:
+        machine: what this machine offers (stages it cannot run are shown disabled).
+        job: the SLURM job, for its nodes and time left; None outside SLURM.
+        preset_name: the preset chosen first.
+        presets: (name, description) of the presets to offer.
+        step_model: the estimate's start-up and step-time guesses.
+        time_budget_s: the session's time budget, if the user gave one.
+        clock: epoch seconds now (tests freeze it).
+        gpu_memory_gib: each GPU's memory, when known.
+    """
+
+    DEFAULT_CSS = """
+    SetupScreen { layout: vertical; }
+    SetupScreen #body { height: 1fr; }
+    SetupScreen .section { color: $accent; text-style: bold; margin-top: 1; }
+    SetupScreen #machine { padding: 0 1; }
+    SetupScreen #stages { height: auto; max-height: 12; }
+    SetupScreen #preset-row, SetupScreen #data-row, SetupScreen #actions {
+        height: auto;
+    }
+    SetupScreen #preset { width: 30; }
+    SetupScreen #preset-description { padding: 0 1; width: 1fr; }
+    SetupScreen #data { width: 1fr; }
+    SetupScreen #time-budget { width: 24; }
+    SetupScreen #data-error { color: $error; padding: 0 1; }
+    SetupScreen #estimate { padding: 0 1; height: auto; }
+    SetupScreen #estimate.over { color: $warning; }
+    SetupScreen #trim { display: none; }
+    SetupScreen #trim.offered { display: block; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+s", "start", "start"),
+        Binding("ctrl+t", "trim", "trim"),
+    ]
+
+    class Start(Message):
+        """The user pressed Start with a valid choice."""
+
+        def __init__(self, choice: SetupChoice) -> None:
+            super().__init__()
+            self.choice = choice
+
+    def __init__(
+        self,
+        machine: MachineInfo,
+        *,
+        job: JobInfo | None,
+        preset_name: str,
+        presets: list[tuple[str, str]],
+        step_model: StepModel,
+        time_budget_s: float | None = None,
+        clock: Callable[[], float] = time.time,
+        gpu_memory_gib: tuple[float, ...] = (),
+    ) -> None:
+        super().__init__()
+        self.machine = machine
+        self.job = job
+        self.presets = presets
+        self.step_model = step_model
+        self.time_budget_s = time_budget_s
+        self.clock = clock
+        self.gpu_memory_gib = gpu_memory_gib
+        self.preset = load_preset(preset_name)
+        self.budget = self.preset.budget
+        self.proposals: list[Proposal] = []
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="body"):
+            yield Label("Machine", classes="section")
+            yield Static(self._machine_text(), id="machine")
+            yield Label("Preset", classes="section")
+            with Horizontal(id="preset-row"):
+                yield Select(
+                    [(name, name) for name, _ in self.presets],
+                    value=self.preset.name,
+                    allow_blank=False,
+                    id="preset",
+                )
+                yield Static(self.preset.description, id="preset-description")
+            yield Label("Data", classes="section")
+            with Horizontal(id="data-row"):
+                yield Input(
+                    placeholder="empty: synthesize the preset's box; or the path of train.h5",
+                    id="data",
+                )
+                yield Input(placeholder="time budget, min", id="time-budget", type="number")
+            yield Static("", id="data-error")
+            yield Label("Stages", classes="section")
+            yield SelectionList[str](id="stages")
+            yield Static(budget_text(self.budget), id="budget")
+            with Vertical(id="actions"):
+                yield Static("", id="estimate")
+                with Horizontal():
+                    yield Button("Trim to fit", id="trim", variant="warning")
+                    yield Button("Start", id="start", variant="primary")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        if self.time_budget_s is not None:
+            self.query_one("#time-budget", Input).value = f"{self.time_budget_s / 60:g}"
+        self._fill_stages()
+
+    # What is shown
+
+    def _machine_text(self) -> str:
+        return "\n".join(machine_lines(self.machine, self.job, self.clock(), self.gpu_memory_gib))
+
+    def _fill_stages(self) -> None:
+        base = dict(self.preset.train)
+        self.proposals = [load_stage(n).propose(self.machine, base) for n in self.preset.stages]
+        stages = self.query_one("#stages", SelectionList)
+        stages.clear_options()
+        stages.add_options(
+            [
+                Selection(stage_prompt(p), p.stage, not p.skipped, disabled=p.skipped)
+                for p in self.proposals
+            ]
+        )
+        self.query_one("#budget", Static).update(budget_text(self.budget))
+        self._show_estimate()
+
+    def chosen(self) -> list[Proposal]:
+        """The checked stages that can run, in ladder order."""
+        selected = set(self.query_one("#stages", SelectionList).selected)
+        return [p for p in self.proposals if p.stage in selected and not p.skipped]
+
+    def estimate_s(self) -> float:
+        return estimate_ladder_seconds(
+            [len(p.candidates) for p in self.chosen()], self.budget, self.step_model
+        )
+
+    def limit_s(self) -> float | None:
+        return time_limit(self.time_budget_s, allocation_left_s(self.job, self.clock()))
+
+    def _show_estimate(self) -> None:
+        ok, message = fits(
+            self.estimate_s(), self.time_budget_s, allocation_left_s(self.job, self.clock())
+        )
+        count = len(self.chosen())
+        text = f"{count} stage(s): {message}"
+        if not ok:
+            text += " - trim the ladder, or raise the budget"
+        estimate = self.query_one("#estimate", Static)
+        estimate.update(text)
+        estimate.set_class(not ok, "over")
+        self.query_one("#trim", Button).set_class(not ok, "offered")
+
+    # Events
+
+    def on_selection_list_selected_changed(self, event: SelectionList.SelectedChanged) -> None:
+        self._show_estimate()
+
+    def on_select_changed(self, event: Select.Changed) -> None:
+        if event.select.id != "preset" or event.value == self.preset.name:
+            return
+        try:
+            self.preset = load_preset(str(event.value))
+        except UsageError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        self.budget = self.preset.budget
+        self.query_one("#preset-description", Static).update(self.preset.description)
+        self._fill_stages()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "time-budget":
+            try:
+                minutes = float(event.value) if event.value.strip() else None
+            except ValueError:
+                minutes = None
+            self.time_budget_s = minutes * 60 if minutes and minutes > 0 else None
+            self._show_estimate()
+        elif event.input.id == "data":
+            self.query_one("#data-error", Static).update("")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "trim":
+            self.action_trim()
+        elif event.button.id == "start":
+            self.action_start()
+
+    def action_trim(self) -> None:
+        """Uncheck the last stages (then lower T) until the estimate fits."""
+        plans = [(p.stage, len(p.candidates)) for p in self.chosen()]
+        trimmed = trim(plans, self.budget, self.limit_s(), self.step_model)
+        stages = self.query_one("#stages", SelectionList)
+        for name, _ in plans:
+            if name not in trimmed.stages:
+                stages.deselect(name)
+        if trimmed.budget != self.budget:
+            self.budget = trimmed.budget
+            self.query_one("#budget", Static).update(budget_text(self.budget))
+        self._show_estimate()
+        if not trimmed.fits:
+            self.notify("even the baseline alone does not fit: raise the budget", severity="error")
+
+    def action_start(self) -> None:
+        try:
+            data = resolve_data(self.query_one("#data", Input).value)
+        except UsageError as exc:
+            self.query_one("#data-error", Static).update(str(exc))
+            return
+        # Stages skipped on the preset's own config stay in the ladder, as in `tuneup probe`:
+        # they re-propose on the incumbent and may run once an earlier stage has won.
+        selected = set(self.query_one("#stages", SelectionList).selected)
+        stages = tuple(p.stage for p in self.proposals if p.skipped or p.stage in selected)
+        budget = dataclasses.replace(self.budget)
+        self.post_message(self.Start(SetupChoice(self.preset, stages, budget, data)))

@@ -1,0 +1,245 @@
+"""The TUNE screen: the ladder filling in live while a SessionDriver runs on a thread.
+
+The driver posts messages; every widget changes in a handler here. When the
+session ends the RESULTS screen is pushed (unless `results_on_finish=False`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widgets import Footer, ProgressBar, RichLog, Static
+
+from tuneup.monitor.widgets.chart import Chart, Series
+from tuneup.probe.report import result_line
+from tuneup.probe.verdicts import bottleneck
+from tuneup.tui.driver import SessionDriver
+from tuneup.tui.screens.results import ResultsScreen, export_all, session_hints
+from tuneup.tui.widgets.confirm import Confirm
+from tuneup.tui.widgets.ladder import LadderTable
+
+HELP = (
+    "p pause/resume after the current probe · s skip the rest of this stage · "
+    "e export (when finished) · m monitor · q quit (stops the ladder; the journal stays)"
+)
+
+
+def phase_text(event: dict[str, Any]) -> str | None:
+    """What the running probe is doing, from one worker event (None: nothing to show)."""
+    kind = event.get("event")
+    if kind == "start":
+        return "starting the worker"
+    if kind == "warmup":
+        return f"warmed up in {event.get('steps', '?')} steps; measuring"
+    if kind == "trial":
+        rate = event.get("samples_per_s")
+        shown = "-" if rate is None else f"{rate:,.1f}"
+        phase = str(event.get("phase", "")).upper()
+        return f"{phase} trial {event.get('index', '?')}: {shown} samples/s"
+    if kind == "error":
+        return f"error: {event.get('kind', '?')}"
+    return None
+
+
+class TuneScreen(Screen[None]):
+    """A live probe session; starts `driver.run()` in a thread worker when mounted."""
+
+    DEFAULT_CSS = """
+    TuneScreen #tune-title { height: 1; padding: 0 1; text-style: bold; }
+    TuneScreen #tune-status { height: 1; padding: 0 1; }
+    TuneScreen #tune-progress { height: 1; padding: 0 1; }
+    TuneScreen #tune-bottom { height: 12; }
+    TuneScreen #tune-chart { width: 1fr; height: 1fr; border: round $primary; }
+    TuneScreen #tune-verdict {
+        width: 1fr;
+        height: 1fr;
+        border: round $secondary;
+        border-title-align: left;
+        padding: 0 1;
+    }
+    TuneScreen #tune-log { height: 7; border: round $panel; }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("p", "pause", "pause/resume"),
+        Binding("s", "skip", "skip stage"),
+        Binding("e", "export", "export"),
+        Binding("m", "monitor", "monitor"),
+        Binding("question_mark", "help", "help"),
+        Binding("q", "quit_session", "quit"),
+    ]
+
+    def __init__(
+        self, driver: SessionDriver, *, start: bool = True, results_on_finish: bool = True
+    ) -> None:
+        super().__init__()
+        self.driver = driver
+        self.start_on_mount = start
+        self.results_on_finish = results_on_finish
+        self.done = 0
+        self.total = 0
+        self.finished = False
+        self.quitting = False
+        self.current = ""
+        self.exported: list[Any] = []
+        self._points: list[tuple[float, float]] = []
+
+    def compose(self) -> ComposeResult:
+        yield Static("tuneup: starting", id="tune-title")
+        yield Static("", id="tune-status")
+        yield ProgressBar(total=None, show_eta=False, id="tune-progress")
+        yield LadderTable(id="tune-ladder")
+        with Horizontal(id="tune-bottom"):
+            yield Chart("FULL samples/s per probe", id="tune-chart")
+            verdict = Static("waiting for the baseline", id="tune-verdict")
+            verdict.border_title = "bottleneck"
+            yield verdict
+        yield RichLog(id="tune-log", wrap=False, markup=False, highlight=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.driver.post = self.post_message
+        if self.start_on_mount:
+            self.run_worker(self.driver.run, thread=True, exit_on_error=False, name="probe-session")
+
+    # Messages from the driver (posted from its thread, handled here).
+
+    def on_session_driver_started(self, message: SessionDriver.Started) -> None:
+        info = message.info
+        self.total = message.total
+        self.query_one("#tune-title", Static).update(
+            f"tuneup: preset {info.get('preset')} · trainer {info.get('trainer')} · "
+            f"{info.get('search')} search over {', '.join(info.get('stages', []))}"
+        )
+        self.query_one(ProgressBar).update(total=message.total, progress=0)
+
+    def on_session_driver_probe_started(self, message: SessionDriver.ProbeStarted) -> None:
+        self.current = f"{message.stage}: {message.label}"
+        self._show_status("running")
+
+    def on_session_driver_worker_event(self, message: SessionDriver.WorkerEvent) -> None:
+        text = phase_text(message.event)
+        if text is not None:
+            self._show_status(text)
+
+    def on_session_driver_probe_done(self, message: SessionDriver.ProbeDone) -> None:
+        result = message.result
+        ladder = self.query_one(LadderTable)
+        first_baseline = ladder.baseline_sps is None
+        ladder.add_result(result, message.reused)
+        self.done += 1
+        bar = self.query_one(ProgressBar)
+        bar.update(total=max(self.total, self.done), progress=self.done)
+        line = result_line(result, ladder.baseline_sps, message.reused)
+        self.query_one(RichLog).write(f"[{self.done}/~{max(self.total, self.done)}] {line}")
+        if result.ok and result.full_sps is not None:
+            self._points.append((float(self.done), float(result.full_sps)))
+            xs, ys = zip(*self._points, strict=True)
+            self.query_one(Chart).plot(Series(xs=tuple(xs), ys=tuple(ys)))
+        if first_baseline and ladder.baseline_sps is not None:
+            _kind, sentence = bottleneck(result.io_sps, result.synthetic_sps, result.full_sps)
+            self.query_one("#tune-verdict", Static).update(f"baseline: {sentence}")
+        self.current = ""
+        self._show_status("paused" if self.driver.paused else "between probes")
+
+    def on_session_driver_finished(self, message: SessionDriver.Finished) -> None:
+        self.finished = True
+        log = self.query_one(RichLog)
+        if message.error:
+            log.write(f"tuneup: the session failed: {message.error}")
+            self._show_status(f"failed: {message.error.splitlines()[0]}")
+            self.notify(message.error.splitlines()[0], severity="error", timeout=10)
+        elif message.interrupted:
+            folder = self.driver.session.results.path
+            log.write(f"tuneup: stopped; finished probes are in {folder / 'journal.jsonl'}")
+            self._show_status("stopped (resume with tuneup probe --resume)")
+        else:
+            summary = message.summary or {}
+            verdict = summary.get("bottleneck", {})
+            lines = [
+                f"{moment}: {verdict[moment]['sentence']}"
+                for moment in ("before", "after")
+                if isinstance(verdict.get(moment), dict)
+            ]
+            self.query_one("#tune-verdict", Static).update("\n".join(lines))
+            headline = summary.get("recommendation", {}).get("headline", "")
+            log.write(headline)
+            self._show_status("finished: " + headline)
+        if self.quitting:
+            self.app.exit()
+            return
+        if message.summary is not None and self.results_on_finish:
+            self.app.push_screen(
+                ResultsScreen(
+                    message.summary,
+                    message.outcome.probes if message.outcome else [],
+                    self.driver.session.results.path,
+                    hints=self.driver.session.preset.hints,
+                )
+            )
+
+    def _show_status(self, doing: str) -> None:
+        head = "PAUSED · " if self.driver.paused and not self.finished else ""
+        where = f"{self.current} · " if self.current else ""
+        self.query_one("#tune-status", Static).update(f"{head}{where}{doing}")
+
+    # Keys.
+
+    def action_pause(self) -> None:
+        if self.finished:
+            return
+        if self.driver.paused:
+            self.driver.resume()
+            self.query_one(RichLog).write("tuneup: resumed")
+            self._show_status("resumed")
+        else:
+            self.driver.pause()
+            self.query_one(RichLog).write("tuneup: pausing after the current probe")
+            self._show_status("pausing after the current probe")
+
+    def action_skip(self) -> None:
+        if self.finished:
+            return
+        self.driver.skip_stage()
+        stage = self.driver.session.control.current_stage or "the current stage"
+        self.query_one(RichLog).write(f"tuneup: skipping the rest of {stage}")
+
+    def action_export(self) -> None:
+        summary = self.driver.summary
+        if not self.finished or summary is None:
+            self.notify("export is possible once the ladder has finished", severity="warning")
+            return
+        folder = self.driver.session.results.path
+        hints = self.driver.session.preset.hints or session_hints(folder)
+        self.exported = export_all(summary["recommendation"]["values"], folder, hints)
+        for path in self.exported:
+            self.query_one(RichLog).write(f"exported {path}")
+
+    async def action_monitor(self) -> None:
+        if hasattr(self.app, "action_monitor"):
+            await self.app.run_action("monitor")
+        else:
+            self.notify("the monitor is not available here")
+
+    def action_help(self) -> None:
+        self.notify(HELP, title="keys", timeout=8)
+
+    def action_quit_session(self) -> None:
+        if self.finished or not self.driver.running:
+            self.app.exit()
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.quitting = True
+                self._show_status("stopping the current probe")
+                self.driver.stop()  # the Finished message then exits the app
+
+        self.app.push_screen(
+            Confirm("A probe is running. Stop the session? (finished probes stay journaled)"),
+            answered,
+        )

@@ -1,0 +1,51 @@
+"""`tuneup tui` (and bare `tuneup`): the interactive app.
+
+Textual is imported only inside `run_tui_command`, so `tuneup --help` stays fast.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tuneup.errors import ExitCode, UsageError
+
+TRAINERS = ("unet", "sim")
+
+
+def run_tui_command(
+    *,
+    preset_name: str | None = None,
+    trainer: str | None = None,
+    results: Path | None = None,
+    replay: Path | None = None,
+    out: Path | None = None,
+) -> int:
+    """Open the app: SETUP for a new session, or the review of `results`."""
+    from tuneup.monitor.slurm import read_job
+    from tuneup.probe.journal import ResultsDir
+    from tuneup.probe.machine import machine_info
+
+    trainer = trainer or "unet"
+    if trainer not in TRAINERS:
+        raise UsageError(f"--trainer {trainer}: choose one of {', '.join(TRAINERS)}")
+    if results is not None:
+        ResultsDir(results).session()  # not a results folder: one line, before the screen opens
+    if replay is not None and not replay.is_file():
+        raise UsageError(f"--replay {replay}: no such trace file (record one with --record)")
+    if preset_name is not None:
+        from tuneup.probe.preset import load_preset
+
+        load_preset(preset_name)  # an unknown preset fails here, with the known names
+    from tuneup.tui.app import TuneupApp, replayed_gpus
+
+    app = TuneupApp(
+        machine_info(),
+        trainer=trainer,
+        out=out,
+        review=results,
+        preset_name=preset_name,
+        job=read_job(),
+        monitor_backend=replayed_gpus(replay) if replay is not None else None,
+    )
+    app.run()
+    return ExitCode.OK
