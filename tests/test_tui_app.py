@@ -168,15 +168,13 @@ def _finished_session(tmp_path: Path) -> Path:
 def test_review_of_a_finished_session_opens_the_results(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from tuneup.tui.screens.results import ResultsScreen
-
     folder = _finished_session(tmp_path)
     capsys.readouterr()
 
     async def scenario() -> None:
         app = make_app(tmp_path, review=folder)
         async with app.run_test(size=SIZE) as pilot:
-            await until(lambda: isinstance(app.screen, ResultsScreen), pilot)
+            await until(lambda: results_shown(app), pilot)
 
     run(scenario)
 
@@ -235,3 +233,10 @@ def test_screenshot_of_setup(snap_compare: Callable[..., bool], tmp_path: Path) 
 
     app = make_app(tmp_path)
     assert snap_compare(app, terminal_size=SIZE, run_before=settle)
+
+
+def results_shown(app: Any) -> bool:
+    """The results screen is up and composed (its headline can be queried)."""
+    from tuneup.tui.screens.results import ResultsScreen
+
+    return isinstance(app.screen, ResultsScreen) and bool(app.screen.query("#results-headline"))

@@ -6,6 +6,7 @@ import asyncio
 import importlib.util
 import json
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -101,7 +102,7 @@ def test_the_ladder_fills_in_and_the_results_screen_shows_the_headline(tmp_path:
 
     async def go() -> None:
         async with app.run_test(size=SIZE) as pilot:
-            await until(lambda: isinstance(app.screen, ResultsScreen), pilot)
+            await until(lambda: results_shown(app), pilot)
             journal = ResultsDir(tmp_path / "run").results()
             assert ladder(app).row_count == len(journal) == len(driver.outcome.probes)  # type: ignore[union-attr]
             stages = {ladder(app).get_row_at(i)[0] for i in range(ladder(app).row_count)}
@@ -131,7 +132,7 @@ def test_pause_holds_the_ladder_until_p_again(tmp_path: Path) -> None:
             status = str(app.screen.query_one("#tune-status", Static).content)
             assert "PAUSED" in status
             await pilot.press("p")
-            await until(lambda: isinstance(app.screen, ResultsScreen), pilot)
+            await until(lambda: results_shown(app), pilot)
             assert ladder(app).row_count > before + 1
 
     run(go)
@@ -148,7 +149,7 @@ def test_skip_marks_the_rest_of_the_stage_skipped(tmp_path: Path) -> None:
             await pilot.press("s")
             assert driver.session.control.skipping("workers")
             backend.gate.set()
-            await until(lambda: isinstance(app.screen, ResultsScreen), pilot)
+            await until(lambda: results_shown(app), pilot)
             table = ladder(app)
             rows = [table.get_row_at(i) for i in range(table.row_count)]
             workers = [r for r in rows if r[0] == "workers"]
@@ -190,7 +191,7 @@ def test_e_on_the_results_screen_writes_exports_that_load_back(tmp_path: Path) -
 
     async def go() -> None:
         async with app.run_test(size=SIZE) as pilot:
-            await until(lambda: isinstance(app.screen, ResultsScreen), pilot)
+            await until(lambda: results_shown(app), pilot)
             await pilot.press("e")
             await until(lambda: bool(app.screen.exported), pilot)  # type: ignore[attr-defined]
             listed = str(app.screen.query_one("#results-exported", Static).content)
@@ -234,3 +235,43 @@ def test_failed_probes_show_their_reason(tmp_path: Path) -> None:
 
     assert ladder_row(results[1], 88.0)[-1] == "oom: needs 60 GB"
     assert ladder_row(results[0], 88.0)[5] == "+0.0%"
+
+
+def test_gpu_charts_follow_a_replayed_trace_while_the_ladder_runs(tmp_path: Path) -> None:
+    """Demo mode: the sim ladder with GPU utilization and power from a replayed trace."""
+    from tuneup.monitor.replay import ReplayBackend, TraceRecorder
+    from tuneup.monitor.sampler import Sampler
+    from tuneup.monitor.widgets.chart import Chart
+    from tuneup.testing.scripted_backend import busy_backend
+
+    trace = tmp_path / "gpus.jsonl"
+    scripted = busy_backend(gpus=2, rounds=6)
+    with TraceRecorder(trace) as recorder:
+        for _ in range(6):
+            samples = scripted.sample()
+            recorder.write(samples[0].time, scripted.devices(), samples)
+    sampler = Sampler(ReplayBackend(trace, loop=True, clock=time.time), interval_s=0.1)
+    gated = GatedSim(hold="amp")
+    driver = make_driver(tmp_path / "run", gated)
+    driver.session.sampler = sampler  # started and stopped with the session
+    app = Host(lambda: TuneScreen(driver, gpu_feed=sampler))
+
+    async def go() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await until(gated.held.is_set, pilot)
+            screen = next(s for s in app.screen_stack if isinstance(s, TuneScreen))
+            util = screen.query_one("#tune-gpu-util", Chart)
+            power = screen.query_one("#tune-gpu-power", Chart)
+            await until(lambda: len(util.series.ys) >= 3 and len(power.series.ys) >= 3, pilot)
+            assert all(0 <= y <= 100 for y in util.series.ys)
+            assert all(y > 0 for y in power.series.ys)
+            gated.gate.set()
+            await until(lambda: results_shown(app), pilot)
+        assert not sampler.running, "the session stops its sampler when the ladder ends"
+
+    run(go)
+
+
+def results_shown(app: App[Any]) -> bool:
+    """The results screen is up and composed (its headline can be queried)."""
+    return isinstance(app.screen, ResultsScreen) and bool(app.screen.query("#results-headline"))

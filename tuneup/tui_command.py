@@ -38,14 +38,28 @@ def run_tui_command(
         load_preset(preset_name)  # an unknown preset fails here, with the known names
     from tuneup.tui.app import TuneupApp, replayed_gpus
 
+    machine = machine_info()
     app = TuneupApp(
-        machine_info(),
+        machine,
         trainer=trainer,
         out=out,
         review=results,
         preset_name=preset_name,
         job=read_job(),
         monitor_backend=replayed_gpus(replay) if replay is not None else None,
+        gpu_memory_gib=_gpu_memory_gib() if machine.cuda else (),
     )
     app.run()
     return ExitCode.OK
+
+
+def _gpu_memory_gib() -> tuple[float, ...]:
+    """Each visible GPU's memory from NVML (the parent never starts CUDA)."""
+    from tuneup.monitor.backends import choose_backend
+    from tuneup.monitor.slurm import visible_gpu_indices
+
+    backend = choose_backend(visible=visible_gpu_indices())
+    try:
+        return tuple((d.memory_total_mb or 0.0) / 1024 for d in backend.devices())
+    finally:
+        backend.close()

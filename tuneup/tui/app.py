@@ -104,7 +104,7 @@ def base_values(preset: ProbePreset, trainer: str, data_path: Path | None) -> di
 def _default_tune_screen(driver: Any, start: bool) -> Screen[Any]:
     from tuneup.tui.screens.tune import TuneScreen
 
-    return TuneScreen(driver, start=start)
+    return TuneScreen(driver, start=start, gpu_feed=driver.session.sampler)
 
 
 class TuneupApp(App[None]):
@@ -124,6 +124,7 @@ class TuneupApp(App[None]):
         step_model: the estimate's guesses; by trainer when None.
         time_budget_s: a time budget for the ladder, shown against the estimate.
         seed: the session's seed.
+        gpu_memory_gib: each GPU's memory for the setup screen, when NVML knows it.
         tune_screen: builds the TUNE screen for a driver (tests may pass a stand-in).
     """
 
@@ -151,6 +152,7 @@ class TuneupApp(App[None]):
         step_model: StepModel | None = None,
         time_budget_s: float | None = None,
         seed: int = 0,
+        gpu_memory_gib: tuple[float, ...] = (),
         tune_screen: Callable[[Any, bool], Screen[Any]] = _default_tune_screen,
     ) -> None:
         super().__init__()
@@ -168,6 +170,7 @@ class TuneupApp(App[None]):
         self.time_budget_s = time_budget_s
         self.seed = seed
         self.tune_screen = tune_screen
+        self.gpu_memory_gib = gpu_memory_gib
         self.driver: Any = None
         self.engine: Engine | None = None
 
@@ -181,6 +184,7 @@ class TuneupApp(App[None]):
                 step_model=self.step_model,
                 time_budget_s=self.time_budget_s,
                 clock=self.clock,
+                gpu_memory_gib=self.gpu_memory_gib,
             )
         )
         if self.review is not None:
@@ -228,9 +232,18 @@ class TuneupApp(App[None]):
             base_values=base,
             plans=plans,
             seed=self.seed,
-            sampler=self.engine.sampler,
+            sampler=self.engine.sampler or self._demo_sampler(),
         )
         return SessionDriver(session, relay=self.engine.relay)
+
+    def _demo_sampler(self) -> Any:
+        """In demo mode (`--trainer sim --replay TRACE`), GPU charts come from the trace."""
+        if self.trainer != "sim" or self.monitor_backend is None:
+            return None
+        from tuneup.monitor.sampler import Sampler
+
+        backend, _source = self.monitor_backend()
+        return Sampler(backend, interval_s=0.5)
 
     def _launch(self, driver: Any, start: bool) -> None:
         self.driver = driver
@@ -324,8 +337,9 @@ def replayed_gpus(trace: Path) -> Callable[[], tuple[GpuBackend, str]]:
     """The monitor's source in demo mode: a recorded trace, replayed at its own pace."""
 
     def make() -> tuple[GpuBackend, str]:
-        from tuneup.monitor.backends import choose_backend
+        from tuneup.monitor.replay import ReplayBackend
 
-        return choose_backend(trace), f"replay {trace.name}"
+        # shifted to the clock and looped, so the trace behaves like live GPUs
+        return ReplayBackend(trace, loop=True, clock=time.time), f"replay {trace.name}"
 
     return make

@@ -54,6 +54,11 @@ class TuneScreen(Screen[None]):
     TuneScreen #tune-progress { height: 1; padding: 0 1; }
     TuneScreen #tune-bottom { height: 12; }
     TuneScreen #tune-chart { width: 1fr; height: 1fr; border: round $primary; }
+    TuneScreen #tune-gpu-util, TuneScreen #tune-gpu-power {
+        width: 1fr;
+        height: 1fr;
+        border: round $panel;
+    }
     TuneScreen #tune-verdict {
         width: 1fr;
         height: 1fr;
@@ -74,10 +79,16 @@ class TuneScreen(Screen[None]):
     ]
 
     def __init__(
-        self, driver: SessionDriver, *, start: bool = True, results_on_finish: bool = True
+        self,
+        driver: SessionDriver,
+        *,
+        start: bool = True,
+        results_on_finish: bool = True,
+        gpu_feed: Any = None,
     ) -> None:
         super().__init__()
         self.driver = driver
+        self.gpu_feed = gpu_feed  # a Sampler (live or replayed): GPU charts when given
         self.start_on_mount = start
         self.results_on_finish = results_on_finish
         self.done = 0
@@ -95,6 +106,9 @@ class TuneScreen(Screen[None]):
         yield LadderTable(id="tune-ladder")
         with Horizontal(id="tune-bottom"):
             yield Chart("FULL samples/s per probe", id="tune-chart")
+            if self.gpu_feed is not None:
+                yield Chart("GPU utilization %", color="green", id="tune-gpu-util")
+                yield Chart("GPU power W", color="yellow", id="tune-gpu-power")
             verdict = Static("waiting for the baseline", id="tune-verdict")
             verdict.border_title = "bottleneck"
             yield verdict
@@ -102,9 +116,17 @@ class TuneScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
+        if self.gpu_feed is not None:
+            self.set_interval(1.0, self._refresh_gpu_charts)
         self.driver.post = self.post_message
         if self.start_on_mount:
             self.run_worker(self.driver.run, thread=True, exit_on_error=False, name="probe-session")
+
+    def _refresh_gpu_charts(self) -> None:
+        """Redraw the GPU charts from the sampler's ring buffer (a copy under its lock)."""
+        util, power = gpu_series(self.gpu_feed.history(GPU_WINDOW_S))
+        self.query_one("#tune-gpu-util", Chart).plot(util)
+        self.query_one("#tune-gpu-power", Chart).plot(power)
 
     # Messages from the driver (posted from its thread, handled here).
 
@@ -243,3 +265,29 @@ class TuneScreen(Screen[None]):
             Confirm("A probe is running. Stop the session? (finished probes stay journaled)"),
             answered,
         )
+
+
+GPU_WINDOW_S = 300.0
+
+
+def gpu_series(history: Any) -> tuple[Series, Series]:
+    """Mean utilization and total power over the watched GPUs, per reading time."""
+    util: dict[float, list[float]] = {}
+    power: dict[float, list[float]] = {}
+    for sample in history:
+        stamp = round(sample.time, 1)
+        if sample.util_gpu_pct is not None:
+            util.setdefault(stamp, []).append(sample.util_gpu_pct)
+        if sample.power_w is not None:
+            power.setdefault(stamp, []).append(sample.power_w)
+    newest = max([*util, *power], default=0.0)
+
+    def series(points: dict[float, list[float]], combine: Any, y_lim: Any) -> Series:
+        xs = tuple(t - newest for t in sorted(points))
+        ys = tuple(combine(points[t]) for t in sorted(points))
+        return Series(xs=xs, ys=ys, x_lim=(-GPU_WINDOW_S, 0.0), y_lim=y_lim)
+
+    return (
+        series(util, lambda v: sum(v) / len(v), (0.0, 100.0)),
+        series(power, sum, None),
+    )
