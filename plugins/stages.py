@@ -245,3 +245,72 @@ BATCH_SIZE = BatchSizeStage(
     ),
     knobs=("global_batch_size", "local_batch_size"),
 )
+
+
+# --- data: which loader feeds the model -------------------------------------------------
+
+_DALI_REASON = "needs NVIDIA DALI (pip install 'tuneup[dali]')"
+_GPU_ON_CPU_REASON = "same as inmem without CUDA"
+
+
+@dataclass(frozen=True)
+class DataStage(Stage):
+    """The loader kind; lowmem is tried with the incumbent's worker count."""
+
+    def candidate_reason(
+        self, cand: Candidate, machine: MachineInfo, base: Mapping[str, Any]
+    ) -> str | None:
+        """Why this machine cannot try ``cand``; None when it can."""
+        kind = cand.values.get("data_loader_config")
+        if kind == "dali-lowmem" and not machine.dali:
+            return _DALI_REASON
+        if kind == "gpu" and not runs_on_cuda(machine, base):
+            return _GPU_ON_CPU_REASON
+        return None
+
+    def skipped_candidates(
+        self, machine: MachineInfo, base: Mapping[str, Any]
+    ) -> list[tuple[str, str]]:
+        """(label, reason) of each declared candidate this machine cannot try."""
+        skipped = []
+        for cand in self.candidates:
+            reason = self.candidate_reason(cand, machine, base)
+            if reason is not None:
+                skipped.append((cand.label, reason))
+        return skipped
+
+    def incumbent_reason(self, machine: MachineInfo, base: Mapping[str, Any]) -> str | None:
+        if current(base, "data_loader_config") == "synthetic":
+            return "the incumbent trains on synthetic data: there is no file to load"
+        return None
+
+    def candidates_for(self, machine: MachineInfo, base: Mapping[str, Any]) -> list[Candidate]:
+        if self.incumbent_reason(machine, base) is not None:
+            return []
+        workers = current(base, "num_data_workers")
+        proposed = []
+        for cand in self.candidates:
+            if self.candidate_reason(cand, machine, base) is not None:
+                continue
+            if cand.values.get("data_loader_config") == "lowmem":
+                # The workers stage's winner, kept: lowmem is compared at its best.
+                cand = Candidate(cand.label, {**cand.values, "num_data_workers": workers})
+            proposed.append(cand)
+        return proposed
+
+
+DATA = DataStage(
+    name="data",
+    title="Data loader",
+    description=(
+        "Where crops are cut: from the HDF5 file per sample (lowmem, with the incumbent's "
+        "workers), from the box in host memory (inmem), by NVIDIA DALI (dali-lowmem), or "
+        "from the box resident in GPU memory (gpu). The gpu loader needs both boxes to fit "
+        "in free GPU memory."
+    ),
+    knobs=("data_loader_config", "num_data_workers"),
+    candidates=tuple(
+        Candidate(kind, {"data_loader_config": kind})
+        for kind in ("lowmem", "inmem", "dali-lowmem", "gpu")
+    ),
+)

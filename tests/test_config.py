@@ -338,6 +338,6 @@ def test_train_help_lists_every_knob_with_its_default(cli_dir):
     text = done.stdout
     assert "num_data_workers=2 " in text
     assert "amp_mode=none [none|fp16|bf16]" in text
-    assert "data_loader_config=lowmem [lowmem|inmem|synthetic|dali-lowmem]" in text
+    assert "data_loader_config=lowmem [lowmem|inmem|synthetic|dali-lowmem|gpu]" in text
     assert "start_lr: 0.0002" in text and "warmup_steps: 128" in text
     assert "--set" in text

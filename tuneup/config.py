@@ -59,7 +59,7 @@ def _deep_copy(value: Any) -> Any:
     return value
 
 
-LOADER_CHOICES = ("lowmem", "inmem", "synthetic", "dali-lowmem")
+LOADER_CHOICES = ("lowmem", "inmem", "synthetic", "dali-lowmem", "gpu")
 LR_SCHEDULE_DEFAULT = {"scaling": "sqrt", "start_lr": 2e-4, "end_lr": 0.0, "warmup_steps": 128}
 LR_SCHEDULE_CHOICES = {"scaling": ("none", "sqrt", "linear")}
 WEIGHT_INIT_DEFAULT = {"conv_init": "normal", "conv_scale": 0.02, "conv_bias": 0.0}
@@ -120,6 +120,9 @@ class TrainConfig:
     persistent_workers: bool = knob(False, "keep loader workers alive across epochs", group="data")
     prefetch_factor: int | None = knob(
         None, "batches each worker loads ahead (torch default 2)", group="data"
+    )
+    dali_prefetch: int = knob(
+        2, "batches DALI prepares ahead (its prefetch queue depth)", group="data"
     )
     non_blocking: bool = knob(False, "asynchronous host-to-device copies", group="data")
 
@@ -323,6 +326,7 @@ def _check_consistency(cfg: TrainConfig) -> None:
         "N_out_channels",
         "bucket_cap_mb",
         "log_every",
+        "dali_prefetch",
     )
     for name in positive:
         if getattr(cfg, name) <= 0:

@@ -18,7 +18,7 @@ from torch import Tensor, nn
 
 from tuneup.config import TrainConfig
 from tuneup.errors import UsageError
-from tuneup.trainer.datacheck import check_data, data_paths
+from tuneup.trainer.datacheck import check_data, data_paths, npy_copies
 from tuneup.trainer.distributed import DistEnv, init_process_group, local_batch
 from tuneup.trainer.model import UNet, count_parameters, init_weights, l1_rho_loss
 from tuneup.trainer.optim import build_optimizer
@@ -76,6 +76,8 @@ def _loader(
     n_samples: int,
     seed: int,
     box: int,
+    npy: tuple[Path | None, Path | None] = (None, None),
+    device: torch.device | None = None,
 ) -> torch.utils.data.DataLoader:
     from tuneup.trainer.loaders import build_loader
 
@@ -92,6 +94,10 @@ def _loader(
         seed=seed,
         rank=env.rank,
         synthetic_box=box,
+        npy_data=npy[0],
+        npy_label=npy[1],
+        prefetch_depth=cfg.dali_prefetch,
+        device=str(device) if device is not None else "cpu",
     )
 
 
@@ -217,13 +223,30 @@ def build_training(
         train_path, val_path = data_paths(cfg)
         train_box = cfg.box_size[0]
         val_box = cfg.box_size[-1]
+        train_npy, val_npy = npy_copies(cfg)
         setup.train_loader = _loader(
-            cfg, env, train_path, batch, per_rank_samples, cfg.seed, train_box
+            cfg,
+            env,
+            train_path,
+            batch,
+            per_rank_samples,
+            cfg.seed,
+            train_box,
+            train_npy,
+            torch_device,
         )
         if cfg.Nsamples_val > 0:
             val_samples = max(cfg.Nsamples_val // env.world_size, batch)
             setup.val_loader = _loader(
-                cfg, env, val_path, batch, val_samples, cfg.seed + VAL_SEED_OFFSET, val_box
+                cfg,
+                env,
+                val_path,
+                batch,
+                val_samples,
+                cfg.seed + VAL_SEED_OFFSET,
+                val_box,
+                val_npy,
+                torch_device,
             )
     setup.notes.append(
         f"model: {count_parameters(raw_model) / 1e6:.2f} M parameters, "

@@ -26,11 +26,6 @@ def check_data(cfg: TrainConfig, *, only_set: bool = False) -> None:
     With `only_set`, paths left unset are not an error (the default run fills
     them with its synthetic box afterwards).
     """
-    if cfg.data_loader_config == "dali-lowmem":
-        raise UsageError(
-            "data_loader_config=dali-lowmem: the DALI loader is not in this tuneup version yet; "
-            "use lowmem or inmem"
-        )
     if cfg.data_loader_config == "synthetic":
         return
     from tuneup.trainer.boxfile import inspect_box
@@ -48,3 +43,43 @@ def check_data(cfg: TrainConfig, *, only_set: bool = False) -> None:
                 "`tuneup data synth --out DIR`"
             )
         inspect_box(path)
+    if cfg.data_loader_config == "dali-lowmem":
+        _check_npy(cfg)
+
+
+def _check_npy(cfg: TrainConfig) -> None:
+    """DALI reads channels-last .npy copies: they must exist before a probe starts."""
+    train_npy, val_npy = npy_copies(cfg)
+    wanted = [train_npy] + ([val_npy] if cfg.Nsamples_val > 0 else [])
+    for data, label in wanted:
+        for path in (data, label):
+            if path is not None and not path.is_file():
+                source = cfg.train_path or "FILE.h5"
+                raise UsageError(
+                    f"the dali loader reads channels-last .npy copies and {path} is missing: "
+                    f"make them with `tuneup data convert {source} --out {path.parent}`"
+                )
+
+
+def npy_copies(
+    cfg: TrainConfig,
+) -> tuple[tuple[Path | None, Path | None], tuple[Path | None, Path | None]]:
+    """The .npy copies DALI reads, for train and validation.
+
+    The tutorial's keys (`train_path_npy_data`, ...) win; otherwise the copies
+    sit next to each HDF5 file as `<stem>_data.npy` and `<stem>_label.npy`, the
+    names `tuneup data convert` writes.
+    """
+    train, val = data_paths(cfg)
+
+    def pick(data: str | None, label: str | None, h5: Path | None) -> tuple[Path | None, ...]:
+        if data and label:
+            return Path(data).expanduser(), Path(label).expanduser()
+        if h5 is None:
+            return None, None
+        return h5.with_name(f"{h5.stem}_data.npy"), h5.with_name(f"{h5.stem}_label.npy")
+
+    return (
+        pick(cfg.train_path_npy_data, cfg.train_path_npy_label, train),  # type: ignore[return-value]
+        pick(cfg.val_path_npy_data, cfg.val_path_npy_label, val),
+    )

@@ -59,6 +59,11 @@ class LoaderSpec:
     seed: int
     rank: int
     synthetic_box: int
+    # for the DALI and GPU-resident loaders
+    npy_data: Path | None = None  # channels-last Nbody copy (L, L, L, 4)
+    npy_label: Path | None = None  # channels-last Hydro copy (L, L, L, 5)
+    prefetch_depth: int = 2  # DALI's prefetch queue depth
+    device: str = "cpu"  # "cpu" or "cuda:N": where device-side loaders put batches
 
 
 LoaderFactory = Callable[[LoaderSpec], DataLoader]
@@ -194,6 +199,10 @@ def build_loader(
     seed: int,
     rank: int = 0,
     synthetic_box: int = 128,
+    npy_data: Path | None = None,
+    npy_label: Path | None = None,
+    prefetch_depth: int = 2,
+    device: str = "cpu",
 ) -> DataLoader:
     """A loader of ``(input, target)`` batches, ``(B, 4, S, S, S)`` and ``(B, 5, S, S, S)``.
 
@@ -236,6 +245,10 @@ def build_loader(
         seed=seed,
         rank=rank,
         synthetic_box=synthetic_box,
+        npy_data=None if npy_data is None else Path(npy_data),
+        npy_label=None if npy_label is None else Path(npy_label),
+        prefetch_depth=prefetch_depth,
+        device=device,
     )
     _check_spec(spec)
     return factory(spec)

@@ -1,0 +1,27 @@
+"""Loader verdicts in bytes: what the data path delivers against what the model consumes.
+
+Samples/s hide the crop size; GB/s compare directly with disk, PCIe and
+memory bandwidth, so a data-bound verdict says which of them to look at.
+Pure arithmetic: no torch, no h5py.
+"""
+
+from __future__ import annotations
+
+# One sample is 4 N-body + 5 hydro float32 channels of crop^3 voxels (as
+# tuneup.trainer.loaders.loader_bytes_per_sample, without importing torch).
+_CHANNELS = 4 + 5
+_FLOAT32_BYTES = 4
+
+
+def io_bytes_per_s(io_sps: float, crop: int) -> float:
+    """Bytes per second a loader moves when it delivers ``io_sps`` samples of side ``crop``."""
+    return io_sps * _CHANNELS * crop**3 * _FLOAT32_BYTES
+
+
+def data_rate_sentence(io_sps: float | None, synthetic_sps: float | None, crop: int) -> str | None:
+    """"data path delivers X GB/s, the model needs Y GB/s", or None without both rates."""
+    if not io_sps or not synthetic_sps or io_sps <= 0 or synthetic_sps <= 0:
+        return None
+    have = io_bytes_per_s(io_sps, crop) / 1e9
+    need = io_bytes_per_s(synthetic_sps, crop) / 1e9
+    return f"data path delivers {have:.2f} GB/s, the model needs {need:.2f} GB/s"
