@@ -23,6 +23,7 @@ from tuneup.probe.types import Candidate, MachineInfo
 # The tutorial's order; a preset's stage plan may reorder or drop stages.
 DEFAULT_ORDER = (
     "workers",
+    "data",
     "tf32",
     "amp",
     "optimizer",

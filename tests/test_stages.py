@@ -19,6 +19,7 @@ BUILTINS: dict[str, Stage] = {
     s.name: s
     for s in (
         builtin.WORKERS,
+        builtin.DATA,
         builtin.TF32,
         builtin.AMP,
         builtin.OPTIMIZER,

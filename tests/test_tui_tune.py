@@ -221,6 +221,12 @@ def test_screenshot_of_the_finished_ladder(
     async def settle(pilot: Any) -> None:
         await until(lambda: driver.finished.is_set(), pilot)
         await until(lambda: app.screen.finished, pilot)  # type: ignore[attr-defined]
+        table = ladder(app)
+        await until(lambda: table.row_count == len(driver.outcome.probes), pilot)  # type: ignore[union-attr]
+        await pilot.pause(0.3)
+        # the table follows new rows; pin its view so the picture does not depend on timing
+        table.scroll_end(animate=False, immediate=True)
+        await pilot.wait_for_scheduled_animations()
         await pilot.pause(0.3)
 
     assert snap_compare(app, terminal_size=SIZE, run_before=settle)

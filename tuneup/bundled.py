@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from importlib import resources
+from importlib import resources, util
 from pathlib import Path
 from typing import Any
 
@@ -45,9 +45,21 @@ def ensure_synthetic_data(box: int, val_box: int, seed: int, root: Path) -> tupl
     """A synthetic dataset under `root`, made on first use; returns (train, val, made_now)."""
     folder = root / f"synth-{box}-{val_box}-seed{seed}"
     train, val = folder / "train.h5", folder / "val.h5"
-    if train.is_file() and val.is_file():
-        return train, val, False
-    from tuneup.trainer.synth import synthesize
+    made = False
+    if not (train.is_file() and val.is_file()):
+        from tuneup.trainer.synth import synthesize
 
-    result = synthesize(folder, box=box, val_box=val_box, seed=seed)
-    return result.train_path, result.val_path, True
+        result = synthesize(folder, box=box, val_box=val_box, seed=seed)
+        train, val, made = result.train_path, result.val_path, True
+    if util.find_spec("nvidia.dali") is not None:
+        _ensure_npy_copies((train, val))  # so the data stage can probe DALI too
+    return train, val, made
+
+
+def _ensure_npy_copies(boxes: tuple[Path, ...]) -> None:
+    """The channels-last .npy copies the DALI loader reads, next to each box."""
+    from tuneup.trainer.npy import convert_box, npy_paths
+
+    for h5 in boxes:
+        if not all(p.is_file() for p in npy_paths(h5, h5.parent)):
+            convert_box(h5, h5.parent)

@@ -271,7 +271,21 @@ def _add_data(commands: argparse._SubParsersAction) -> None:
         "--val-box", type=int, default=None, metavar="L", help="validation box side (default L/2)"
     )
     synth.add_argument("--seed", type=int, default=0, metavar="S", help="random seed")
+    synth.add_argument(
+        "--npy",
+        action="store_true",
+        help="also write the channels-last .npy copies the DALI loader reads",
+    )
     synth.set_defaults(handler=_run_synth)
+    convert = data_commands.add_parser(
+        "convert",
+        help="write the channels-last .npy copies of an HDF5 box that DALI reads",
+        description="Write DIR/<stem>_data.npy (L,L,L,4) and DIR/<stem>_label.npy (L,L,L,5) "
+        "from FILE.h5's Nbody and Hydro, streaming in slabs (bounded memory).",
+    )
+    convert.add_argument("file", type=Path, metavar="FILE.h5", help="an HDF5 box")
+    convert.add_argument("--out", type=Path, required=True, metavar="DIR", help="output folder")
+    convert.set_defaults(handler=_run_convert)
 
 
 def _train_overrides(args: argparse.Namespace) -> list[str]:
@@ -324,10 +338,21 @@ def _run_export(args: argparse.Namespace) -> int:
     return run_export_command(args.dir, args.format, args.output)
 
 
+def _run_convert(args: argparse.Namespace) -> int:
+    from tuneup.trainer.npy import run_convert
+
+    return run_convert(args.file, args.out)
+
+
 def _run_synth(args: argparse.Namespace) -> int:
     from tuneup.trainer.synth import synthesize
 
     result = synthesize(args.out, box=args.box, val_box=args.val_box, seed=args.seed)
+    if args.npy:
+        from tuneup.trainer.npy import run_convert
+
+        for h5 in (result.train_path, result.val_path):
+            run_convert(h5, h5.parent)
     print(f"wrote {result.train_path} ({result.box}^3)")
     print(f"wrote {result.val_path} ({result.val_box}^3)")
     print(

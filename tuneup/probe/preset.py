@@ -21,6 +21,7 @@ from tuneup.probe.types import Budget
 
 DEFAULT_STAGES = (
     "workers",
+    "data",
     "tf32",
     "amp",
     "optimizer",

@@ -99,10 +99,18 @@ def headline(outcome: SearchOutcome) -> str:
 
 def summary_dict(outcome: SearchOutcome) -> dict[str, Any]:
     """The content of summary.json (design.md, Results directory)."""
-    before = bottleneck(
-        outcome.baseline.io_sps, outcome.baseline.synthetic_sps, outcome.baseline.full_sps
+    before = _with_data_rate(
+        bottleneck(
+            outcome.baseline.io_sps, outcome.baseline.synthetic_sps, outcome.baseline.full_sps
+        ),
+        outcome.baseline,
+        outcome.base_values,
     )
-    after = bottleneck(outcome.best.io_sps, outcome.best.synthetic_sps, outcome.best.full_sps)
+    after = _with_data_rate(
+        bottleneck(outcome.best.io_sps, outcome.best.synthetic_sps, outcome.best.full_sps),
+        outcome.best,
+        outcome.best_values,
+    )
     changes = {
         k: v for k, v in outcome.best_values.items() if outcome.base_values.get(k, _NONE) != v
     }
@@ -159,3 +167,15 @@ def _n(value: float | None) -> str:
     if value is None:
         return "?"
     return f"{value:.1f}" if value < 10 else f"{value:.0f}"
+
+
+def _with_data_rate(
+    verdict: tuple[str, str], probe: ProbeResult, values: dict[str, Any]
+) -> tuple[str, str]:
+    """Add the loader's GB/s against what the model needs, when both phases were measured."""
+    from tuneup.probe.datarate import data_rate_sentence
+
+    rate = data_rate_sentence(probe.io_sps, probe.synthetic_sps, int(values.get("data_size", 64)))
+    if rate is None:
+        return verdict
+    return verdict[0], f"{verdict[1]} ({rate})"

@@ -20,6 +20,7 @@ from tuneup.config import TrainConfig
 from tuneup.errors import UsageError
 from tuneup.trainer.datacheck import check_data, data_paths, npy_copies
 from tuneup.trainer.distributed import DistEnv, init_process_group, local_batch
+from tuneup.trainer.loaders import Batches
 from tuneup.trainer.model import UNet, count_parameters, init_weights, l1_rho_loss
 from tuneup.trainer.optim import build_optimizer
 from tuneup.trainer.precision import Precision, build_precision
@@ -49,8 +50,8 @@ class TrainingSetup:
     global_batch: int
     steps_per_epoch: int
     memory_format: torch.memory_format
-    train_loader: torch.utils.data.DataLoader | None = None
-    val_loader: torch.utils.data.DataLoader | None = None
+    train_loader: Batches | None = None
+    val_loader: Batches | None = None
     notes: list[str] = field(default_factory=list)
 
     def to_device(self, inp: Tensor, tar: Tensor) -> tuple[Tensor, Tensor]:
@@ -78,7 +79,7 @@ def _loader(
     box: int,
     npy: tuple[Path | None, Path | None] = (None, None),
     device: torch.device | None = None,
-) -> torch.utils.data.DataLoader:
+) -> Batches:
     from tuneup.trainer.loaders import build_loader
 
     return build_loader(

@@ -44,12 +44,13 @@ PERMUTATIONS: tuple[tuple[int, int, int], ...] = tuple(
     itertools.permutations(range(SPATIAL_DIMS))  # type: ignore[arg-type]
 )
 """The six spatial axis orders; a rotation's permutation is an index into this."""
+assert len(PERMUTATIONS) == 6  # the pipeline's if/elif chain has one branch each
 
 
 def dali_available() -> tuple[bool, str]:
     """Whether DALI imports here, and if not, the line telling the user what to install."""
     try:
-        import nvidia.dali  # noqa: F401
+        import nvidia.dali
         import nvidia.dali.plugin.pytorch  # noqa: F401
     except ImportError as exc:
         return False, f"{DALI_MISSING} ({exc})"
@@ -83,9 +84,7 @@ class BatchPlan:
     rotations: np.ndarray  # (B,) rotation index, for tests and logs
 
 
-def sample_numbers(
-    batch_count: int, *, n_samples: int, batch_size: int
-) -> tuple[int, ...]:
+def sample_numbers(batch_count: int, *, n_samples: int, batch_size: int) -> tuple[int, ...]:
     """Global sample numbers of the ``batch_count``-th batch the loader ever makes.
 
     Mirrors ``DataLoader(sampler=EpochSampler(n), drop_last=True)``: an epoch
@@ -141,7 +140,9 @@ def _npy_box(path: Path, channels: int, h5_path: Path | None) -> int:
     try:
         arr = np.load(path, mmap_mode="r")
     except (ValueError, OSError) as exc:
-        raise UsageError(f"{path} is not a readable .npy file ({exc}); rerun tuneup data convert") from exc
+        raise UsageError(
+            f"{path} is not a readable .npy file ({exc}); rerun tuneup data convert"
+        ) from exc
     shape = arr.shape
     if (
         arr.dtype != np.float32
@@ -163,7 +164,9 @@ class _PlanSource:
     so the k-th call is always the loader's k-th batch.
     """
 
-    def __init__(self, *, seed: int, rank: int, box: int, crop: int, n_samples: int, batch_size: int) -> None:
+    def __init__(
+        self, *, seed: int, rank: int, box: int, crop: int, n_samples: int, batch_size: int
+    ) -> None:
         self.kwargs = {"seed": seed, "rank": rank, "box": box, "crop": crop}
         self.n_samples = n_samples
         self.batch_size = batch_size
@@ -324,7 +327,7 @@ def build_dali_loader(
     *,
     data_path: str | Path | None = None,
     label_path: str | Path | None = None,
-    prefetch_depth: int = DEFAULT_PREFETCH_DEPTH,
+    prefetch_depth: int | None = None,
     device_id: int | None = None,
     use_gpu: bool | None = None,
 ) -> DaliCropLoader:
@@ -332,9 +335,13 @@ def build_dali_loader(
 
     Args:
         spec: the validated loader spec; ``spec.path`` is the HDF5 train box.
-        data_path: channels-last input ``.npy``; default ``<dir>/<stem>_data.npy``.
-        label_path: channels-last target ``.npy``; default ``<dir>/<stem>_label.npy``.
-        prefetch_depth: DALI ``prefetch_queue_depth``.
+        data_path: channels-last input ``.npy``; default ``spec.npy_data`` if
+            the spec has it, else ``<dir>/<stem>_data.npy`` next to the box.
+        label_path: channels-last target ``.npy``; default ``spec.npy_label``
+            if the spec has it, else ``<dir>/<stem>_label.npy``.
+        prefetch_depth: DALI ``prefetch_queue_depth``; default
+            ``spec.dali_prefetch_depth`` if the spec has it, else
+            :data:`DEFAULT_PREFETCH_DEPTH`.
         device_id: CUDA device; default the current one when CUDA is used.
         use_gpu: run DALI on the GPU; default whenever torch sees CUDA.
 
@@ -345,6 +352,13 @@ def build_dali_loader(
     ok, why = dali_available()
     if not ok:
         raise UsageError(why)
+    # Optional spec fields, so this works before and after LoaderSpec grows them.
+    if data_path is None:
+        data_path = getattr(spec, "npy_data", None)
+    if label_path is None:
+        label_path = getattr(spec, "npy_label", None)
+    if prefetch_depth is None:
+        prefetch_depth = getattr(spec, "dali_prefetch_depth", None) or DEFAULT_PREFETCH_DEPTH
     if prefetch_depth < 1:
         raise UsageError(f"dali prefetch depth must be at least 1, got {prefetch_depth}")
     h5_path = None if spec.path is None else Path(spec.path)
@@ -354,7 +368,10 @@ def build_dali_loader(
     if box != label_box:
         raise UsageError(f"{data} has side {box} but {label} has side {label_box}; reconvert both")
     if spec.crop > box:
-        raise UsageError(f"crop {spec.crop} is larger than the box side {box} of {data}; choose a crop of at most {box}")
+        raise UsageError(
+            f"crop {spec.crop} is larger than the box side {box} of {data}; "
+            f"choose a crop of at most {box}"
+        )
     if use_gpu is None:
         use_gpu = torch.cuda.is_available()
     if use_gpu and device_id is None:

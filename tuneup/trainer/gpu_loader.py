@@ -132,13 +132,6 @@ def _upload(dataset: h5py.Dataset, device: torch.device) -> torch.Tensor:
     return out
 
 
-def default_device() -> torch.device:
-    """This process's current CUDA device, or the CPU without CUDA."""
-    if torch.cuda.is_available():
-        return torch.device("cuda", torch.cuda.current_device())
-    return torch.device("cpu")
-
-
 def build_gpu_loader(
     spec: LoaderSpec, device: torch.device, *, free_bytes: FreeBytes = _cuda_free_bytes
 ) -> GpuBoxLoader:
@@ -171,5 +164,5 @@ def build_gpu_loader(
 
 
 def build_gpu(spec: LoaderSpec) -> GpuBoxLoader:
-    """The factory to register as kind ``gpu``: the current CUDA device, else the CPU."""
-    return build_gpu_loader(spec, default_device())
+    """The factory to register as kind ``gpu``: boxes on ``spec.device`` ("cpu" or "cuda:N")."""
+    return build_gpu_loader(spec, torch.device(spec.device))

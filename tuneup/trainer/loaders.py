@@ -10,7 +10,7 @@ at build time (not inside a worker) on a bad file or size.
 from __future__ import annotations
 
 import multiprocessing
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,7 +66,8 @@ class LoaderSpec:
     device: str = "cpu"  # "cpu" or "cuda:N": where device-side loaders put batches
 
 
-LoaderFactory = Callable[[LoaderSpec], DataLoader]
+Batches = Iterable[tuple[torch.Tensor, torch.Tensor]]  # a DataLoader, or DALI's / the GPU's own
+LoaderFactory = Callable[[LoaderSpec], Batches]
 _FACTORIES: dict[str, LoaderFactory] = {}
 
 
@@ -180,9 +181,33 @@ def _build_synthetic(spec: LoaderSpec) -> DataLoader:
     return _make_loader(dataset, spec, share_by_fork=True)
 
 
+def _build_dali(spec: LoaderSpec) -> Batches:
+    from tuneup.trainer.dali_loader import build_dali_loader
+
+    on_gpu = spec.device.startswith("cuda")
+    return build_dali_loader(
+        spec,
+        data_path=spec.npy_data,
+        label_path=spec.npy_label,
+        prefetch_depth=spec.prefetch_depth,
+        use_gpu=on_gpu,
+        device_id=int(spec.device.partition(":")[2] or 0) if on_gpu else None,
+    )
+
+
 register_loader("lowmem", _build_lowmem)
 register_loader("inmem", _build_inmem)
 register_loader("synthetic", _build_synthetic)
+register_loader("dali-lowmem", _build_dali)
+
+
+def _build_gpu(spec: LoaderSpec) -> Batches:
+    from tuneup.trainer.gpu_loader import build_gpu
+
+    return build_gpu(spec)
+
+
+register_loader("gpu", _build_gpu)
 
 
 def build_loader(
@@ -203,7 +228,7 @@ def build_loader(
     npy_label: Path | None = None,
     prefetch_depth: int = 2,
     device: str = "cpu",
-) -> DataLoader:
+) -> Batches:
     """A loader of ``(input, target)`` batches, ``(B, 4, S, S, S)`` and ``(B, 5, S, S, S)``.
 
     Each pass over it is one epoch of ``n_samples // batch_size`` full batches
