@@ -93,3 +93,61 @@ def test_run_convert_prints_both_paths(tmp_path, capsys):
     printed = capsys.readouterr().out.split()
     assert printed == [str(p) for p in npy_paths(src, tmp_path / "o")]
     assert all(Path(p).is_file() for p in printed)
+
+
+def test_cli_convert_and_synth_npy_write_the_copies_dali_reads(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    made = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tuneup",
+            "data",
+            "synth",
+            "--out",
+            str(tmp_path / "d"),
+            "--box",
+            "16",
+            "--npy",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert made.returncode == 0, made.stderr
+    for stem, side in (("train", 16), ("val", 16)):
+        data = np.load(tmp_path / "d" / f"{stem}_data.npy", mmap_mode="r")
+        label = np.load(tmp_path / "d" / f"{stem}_label.npy", mmap_mode="r")
+        assert data.shape == (side, side, side, 4) and label.shape == (side, side, side, 5)
+    again = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tuneup",
+            "data",
+            "convert",
+            str(tmp_path / "d" / "train.h5"),
+            "--out",
+            str(tmp_path / "copy"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert again.returncode == 0, again.stderr
+    assert "train_data.npy" in again.stdout and "train_label.npy" in again.stdout
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tuneup",
+            "data",
+            "convert",
+            str(tmp_path / "nope.h5"),
+            "--out",
+            str(tmp_path / "x"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from importlib import resources, util
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +51,9 @@ def ensure_synthetic_data(box: int, val_box: int, seed: int, root: Path) -> tupl
 
         result = synthesize(folder, box=box, val_box=val_box, seed=seed)
         train, val, made = result.train_path, result.val_path, True
-    if util.find_spec("nvidia.dali") is not None:
+    from tuneup.probe.machine import has_module
+
+    if has_module("nvidia.dali"):
         _ensure_npy_copies((train, val))  # so the data stage can probe DALI too
     return train, val, made
 
