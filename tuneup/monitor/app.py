@@ -244,7 +244,51 @@ class Poller:
             self.target.post_message(Poller.Failed(f"{type(exc).__name__}: {exc}"))
 
 
-class MonitorApp(App[None]):
+class GpuPanelHandlers:
+    """What the monitor app and the app's monitor screen share: poller messages to GPU panels.
+
+    The host provides `devices`, `window_s`, `history`, `_dirty` and `gpu_reason`,
+    a `#gpus` container and a MonitorHeader; Textual finds these handlers
+    through the host's MRO.
+    """
+
+    devices: dict[int, GpuDevice]
+    window_s: float
+    history: SampleHistory
+    _dirty: bool
+    gpu_reason: str | None
+
+    def on_poller_devices(self, message: Poller.Devices) -> None:
+        self.gpu_reason = message.reason
+        gpus = self.query_one("#gpus", VerticalScroll)  # type: ignore[attr-defined]
+        if message.reason is not None:
+            gpus.mount(Static(no_gpu_message(message.reason), id="no-gpu"))
+            self.query_one(MonitorHeader).status = "no GPU"  # type: ignore[attr-defined]
+            return
+        for device in sorted(message.devices, key=lambda d: d.index):
+            self._add_panel(device)
+
+    def on_poller_samples(self, message: Poller.Samples) -> None:
+        self.history.add(message.samples)
+        self._dirty = True
+
+    def on_poller_failed(self, message: Poller.Failed) -> None:
+        self.query_one(MonitorHeader).status = message.error  # type: ignore[attr-defined]
+
+    def panels(self) -> list[GpuPanel]:
+        return list(self.query(GpuPanel))  # type: ignore[attr-defined]
+
+    def _add_panel(self, device: GpuDevice) -> GpuPanel:
+        self.devices[device.index] = device
+        panel = GpuPanel(device, window_s=self.window_s)
+        gpus = self.query_one("#gpus", VerticalScroll)  # type: ignore[attr-defined]
+        gpus.mount(panel)
+        # Past two GPUs, shorter charts keep more of them on one screen.
+        gpus.set_class(len(self.devices) > COMPACT_ABOVE_GPUS, "compact")
+        return panel
+
+
+class MonitorApp(GpuPanelHandlers, App[None]):
     """Live GPU panels; + and - change the interval, space or p pauses, q quits.
 
     Args:
@@ -353,40 +397,11 @@ class MonitorApp(App[None]):
 
     # Messages from the poller
 
-    def on_poller_devices(self, message: Poller.Devices) -> None:
-        self.gpu_reason = message.reason
-        gpus = self.query_one("#gpus", VerticalScroll)
-        if message.reason is not None:
-            gpus.mount(Static(no_gpu_message(message.reason), id="no-gpu"))
-            self.query_one(MonitorHeader).status = "no GPU"
-            return
-        for device in sorted(message.devices, key=lambda d: d.index):
-            self._add_panel(device)
-
-    def on_poller_samples(self, message: Poller.Samples) -> None:
-        self.history.add(message.samples)
-        self._dirty = True
-
     def on_poller_train(self, message: Poller.Train) -> None:
         self.train_records.extend(message.records)
         self._train_dirty = True
 
-    def on_poller_failed(self, message: Poller.Failed) -> None:
-        self.query_one(MonitorHeader).status = message.error
-
     # Drawing
-
-    def panels(self) -> list[GpuPanel]:
-        return list(self.query(GpuPanel))
-
-    def _add_panel(self, device: GpuDevice) -> GpuPanel:
-        self.devices[device.index] = device
-        panel = GpuPanel(device, window_s=self.window_s)
-        gpus = self.query_one("#gpus", VerticalScroll)
-        gpus.mount(panel)
-        # Past two GPUs, shorter charts keep more of them on one screen.
-        gpus.set_class(len(self.devices) > COMPACT_ABOVE_GPUS, "compact")
-        return panel
 
     def _redraw(self) -> None:
         if self.paused:

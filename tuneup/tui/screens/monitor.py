@@ -15,17 +15,15 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Footer
 
-from tuneup.monitor.app import COMPACT_ABOVE_GPUS, Poller, SampleFeed, SampleHistory
+from tuneup.monitor.app import GpuPanelHandlers, Poller, SampleFeed, SampleHistory
 from tuneup.monitor.types import GpuDevice
-from tuneup.monitor.widgets.gpu_panel import GpuPanel
 from tuneup.monitor.widgets.header import MonitorHeader
 from tuneup.monitor.widgets.process_table import ProcessTable
-from tuneup.monitor.widgets.readings import no_gpu_message
 
 
-class MonitorScreen(Screen[None]):
+class MonitorScreen(GpuPanelHandlers, Screen[None]):
     """Live GPU panels inside the app; the feed is started on mount and stopped on leaving.
 
     Args:
@@ -64,6 +62,7 @@ class MonitorScreen(Screen[None]):
         self.redraw_s = redraw_s
         self.history = SampleHistory(window_s)
         self.devices: dict[int, GpuDevice] = {}
+        self.gpu_reason: str | None = None
         self._dirty = False
         self.poller = Poller(self, feed, interval_s=feed.interval_s)
 
@@ -89,33 +88,6 @@ class MonitorScreen(Screen[None]):
 
     def action_back(self) -> None:
         self.app.pop_screen()
-
-    def on_poller_devices(self, message: Poller.Devices) -> None:
-        gpus = self.query_one("#gpus", VerticalScroll)
-        if message.reason is not None:
-            gpus.mount(Static(no_gpu_message(message.reason), id="no-gpu"))
-            self.query_one(MonitorHeader).status = "no GPU"
-            return
-        for device in sorted(message.devices, key=lambda d: d.index):
-            self._add_panel(device)
-
-    def on_poller_samples(self, message: Poller.Samples) -> None:
-        self.history.add(message.samples)
-        self._dirty = True
-
-    def on_poller_failed(self, message: Poller.Failed) -> None:
-        self.query_one(MonitorHeader).status = message.error
-
-    def panels(self) -> list[GpuPanel]:
-        return list(self.query(GpuPanel))
-
-    def _add_panel(self, device: GpuDevice) -> GpuPanel:
-        self.devices[device.index] = device
-        panel = GpuPanel(device, window_s=self.window_s)
-        gpus = self.query_one("#gpus", VerticalScroll)
-        gpus.mount(panel)
-        gpus.set_class(len(self.devices) > COMPACT_ABOVE_GPUS, "compact")
-        return panel
 
     def _redraw(self) -> None:
         if not self._dirty or self.history.now is None:
