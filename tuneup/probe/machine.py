@@ -135,6 +135,7 @@ def _text(value: str | bytes) -> str:
 def machine_info(
     *,
     world_size: int = 1,
+    nodes: int = 1,
     cpus: Callable[[], int] = usable_cpus,
     gpu_names: Callable[[], list[str]] = nvml_gpu_names,
     torch_cuda: Callable[[], bool] = torch_has_cuda,
@@ -145,6 +146,7 @@ def machine_info(
 
     Args:
         world_size: ranks a probe will run with (the launcher decides; 1 locally).
+        nodes: nodes those ranks span.
         cpus, gpu_names, torch_cuda, module_available, apex_available: the
             probes of the machine, replaced by fakes in tests.
     """
@@ -157,4 +159,5 @@ def machine_info(
         apex=apex_available(),
         dali=module_available("nvidia.dali"),
         world_size=world_size,
+        nodes=nodes,
     )

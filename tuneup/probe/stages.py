@@ -29,7 +29,7 @@ from tuneup.probe.types import Candidate, MachineInfo
 ENTRY_POINT_GROUP = "tuneup.stages"
 
 # What a stage may declare in `needs`, checked against MachineInfo.
-REQUIREMENTS = ("cuda", "apex", "multi_gpu", "dali")
+REQUIREMENTS = ("cuda", "apex", "multi_gpu", "multi_rank", "dali")
 
 
 def requirement_missing(need: str, machine: MachineInfo) -> str | None:
@@ -47,6 +47,10 @@ def requirement_missing(need: str, machine: MachineInfo) -> str | None:
     if need == "multi_gpu":
         ranks = max(machine.gpu_count, machine.world_size)
         return None if ranks >= 2 else f"needs several GPUs ({machine.gpu_count} visible)"
+    if need == "multi_rank":
+        if machine.world_size >= 2:
+            return None
+        return "needs a multi-rank probe (run with --nproc 2 or more, or --nodes 2 or more)"
     raise ValueError(f"unknown requirement {need!r}: expected one of {', '.join(REQUIREMENTS)}")
 
 

@@ -101,6 +101,12 @@ class ProbeResult:
     mem_peak_mb: float | None = None
     throttled: bool | None = None
     wall_s: float = 0.0
+    # Multi-rank probes: the ranks it ran with, each rank's own FULL samples/s
+    # (its local batch over its own trial times), and the ranks flagged as
+    # stragglers. `full_sps` is the job's figure, set by the slowest rank.
+    ranks: int = 1
+    rank_sps: list[float] = field(default_factory=list)
+    stragglers: list[int] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -121,10 +127,21 @@ class ProbeResult:
 
 @dataclass(frozen=True)
 class Candidate:
-    """One variant a stage proposes: a label and the knob values it sets on the incumbent."""
+    """One variant a stage proposes: a label and the knob values it sets on the incumbent.
+
+    Attributes:
+        label: a few words naming the variant.
+        values: the knob values it sets on the incumbent.
+        ranks: the ranks this probe runs with; None means the session's own
+            (its --nproc x --nodes). A reference run on one GPU sets 1.
+        reference: measured for comparison only (the `noddp` compute-only run,
+            the single-GPU run), never adopted as the recommendation.
+    """
 
     label: str
     values: dict[str, Any]
+    ranks: int | None = None
+    reference: bool = False
 
 
 @dataclass(frozen=True)
@@ -137,7 +154,17 @@ class MachineInfo:
     cpus_usable: int = 1
     apex: bool = False
     dali: bool = False
-    world_size: int = 1
+    world_size: int = 1  # ranks a probe runs with (--nproc x --nodes)
+    nodes: int = 1
+
+    @property
+    def ranks_per_node(self) -> int:
+        return max(1, self.world_size // max(1, self.nodes))
+
+    @property
+    def cpus_per_rank(self) -> int:
+        """CPUs each rank's loader may use: this node's usable CPUs shared among its ranks."""
+        return max(1, self.cpus_usable // self.ranks_per_node)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
