@@ -6,6 +6,7 @@ import pytest
 
 from tuneup.monitor.backends import choose_backend
 from tuneup.monitor.slurm import (
+    JOB_INFO_SOURCES,
     SLURM_VARIABLES,
     JobInfo,
     expand_hostlist,
@@ -64,8 +65,9 @@ def test_values_in_an_unexpected_form_are_left_out() -> None:
     assert job == JobInfo(job_id="9")
 
 
-def test_every_logical_name_is_a_jobinfo_field_read_from_slurm_variables() -> None:
-    assert set(SLURM_VARIABLES) == set(JobInfo.__dataclass_fields__)
+def test_every_jobinfo_field_is_read_through_the_one_slurm_table() -> None:
+    assert set(JOB_INFO_SOURCES) == set(JobInfo.__dataclass_fields__)
+    assert set(JOB_INFO_SOURCES.values()) <= set(SLURM_VARIABLES)
     assert all(v.startswith("SLURM_") for names in SLURM_VARIABLES.values() for v in names)
 
 

@@ -15,6 +15,7 @@ from tuneup.probe.phases import (
     iqr_pct,
     median,
     quantile,
+    rank_rates,
     run_probe,
     run_trials,
     warm_up,
@@ -182,9 +183,65 @@ def test_the_slowest_rank_sets_the_rate() -> None:
         samples_per_batch=4,
         timer=timer,
         emit=Events(),
-        slowest=lambda seconds: seconds * 2,  # another rank took twice as long
+        gather=lambda seconds: [seconds, seconds * 2],  # rank 1 took twice as long
     )
     assert trials[0].samples_per_s == pytest.approx(2 * 4 / 2.0)
+
+
+def test_every_rank_s_seconds_are_kept_and_the_slowest_sets_the_job_s_rate() -> None:
+    timer = FakeTimer()
+    workload = FakeWorkload(timer, [0.5])  # this rank: 1 s a trial of 2 steps
+    events = Events()
+    budget = Budget(warmup_min_steps=1, warmup_max_steps=1, trial_steps=2, trials=3, loss_steps=0)
+    # Four ranks of 2 samples each; rank 2 takes 30% longer than the others.
+    result = run_probe(
+        workload,
+        budget,
+        ("full",),
+        samples_per_batch=8,
+        timer=timer,
+        emit=events,
+        gather=lambda s: [s, s * 1.02, s * 1.3, s],
+    )
+
+    trial = events.of("trial")[0]
+    assert trial["rank_seconds"] == pytest.approx([1.0, 1.02, 1.3, 1.0])
+    assert trial["seconds"] == pytest.approx(1.3)
+    assert result["full_sps"] == pytest.approx(2 * 8 / 1.3)
+    assert result["ranks"] == 4
+    assert result["rank_sps"] == pytest.approx([4.0, 4.0 / 1.02, 4.0 / 1.3, 4.0])
+    assert result["stragglers"] == [2]
+    # The job can never beat its slowest rank times the ranks.
+    assert result["full_sps"] <= min(result["rank_sps"]) * 4 * (1 + 1e-9)
+
+
+def test_one_rank_is_its_own_rank_rate_and_trials_carry_no_rank_list() -> None:
+    timer = FakeTimer()
+    events = Events()
+    budget = Budget(warmup_min_steps=1, warmup_max_steps=1, trial_steps=2, trials=3, loss_steps=0)
+    result = run_probe(
+        FakeWorkload(timer, [0.5]), budget, ("full",), samples_per_batch=4, timer=timer, emit=events
+    )
+
+    assert "rank_seconds" not in events.of("trial")[0]
+    assert (result["ranks"], result["stragglers"]) == (1, [])
+    assert result["rank_sps"] == pytest.approx([result["full_sps"]])
+
+
+def test_stragglers_are_ranks_beyond_the_threshold_over_the_median_rank() -> None:
+    from tuneup.probe.phases import Trial
+
+    def trial(*seconds: float) -> Trial:
+        return Trial("full", 1, 10, max(seconds), 0.0, seconds)
+
+    # medians per rank: 1.0, 1.05, 1.2, 1.0 -> median rank 1.025 s
+    trials = [trial(1.0, 1.05, 1.2, 0.9), trial(1.0, 1.05, 1.2, 1.1), trial(1.0, 1.0, 1.3, 1.0)]
+    rates, stragglers = rank_rates(trials, local_batch=2)
+
+    assert stragglers == [2]
+    assert rank_rates(trials, local_batch=2, threshold=0.01)[1] == [1, 2]
+    assert rates[0] == pytest.approx(20.0)
+    assert rank_rates([], local_batch=2) == ([], [])
 
 
 def test_probe_emits_loss_warmup_trials_result_in_order() -> None:

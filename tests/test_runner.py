@@ -23,6 +23,7 @@ from tuneup.probe.runner import (
     EXITED,
     LocalLauncher,
     ProbeRunner,
+    build_result,
     classify,
 )
 from tuneup.probe.types import Budget, ProbeSpec, Status
@@ -321,3 +322,76 @@ def test_real_worker_tiny_cpu_probe_is_ok(tmp_path, tiny_config):
     assert result.full_sps is not None and result.full_sps > 0
     kinds = [e["event"] for e in recorder.events]
     assert kinds[0] == "start" and kinds[-1] == "result"
+
+
+TORCHRUN_TAIL = """\
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+=======================================================
+tuneup.worker FAILED
+-------------------------------------------------------
+Failures:
+[1]:
+  rank      : 0 (local_rank: 0)
+  exitcode  : {other} (pid: 17399)
+-------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  rank      : 1 (local_rank: 1)
+  exitcode  : {root} (pid: 17398)
+=======================================================
+"""
+GLOO_FALLOUT = {
+    "event": "error",
+    "kind": "other",
+    "message": "RuntimeError: Connection closed by peer",
+    "rank": 0,
+}
+
+
+@pytest.mark.parametrize(
+    ("events", "root", "other", "expected"),
+    [
+        # rank 1 died silently; rank 0's error is fallout from its death
+        ([], -9, -15, "rank 1 killed by SIGKILL"),
+        ([GLOO_FALLOUT], -11, 3, "rank 1 killed by SIGSEGV (segmentation fault)"),
+        # a rank that could speak names itself
+        ([{"event": "error", "kind": "cuda", "message": "illegal address", "rank": 1}], 3, -15,
+         "CUDA error: illegal address (rank 1)"),
+        ([], 3, -15, "rank 1 exited with status 3"),
+    ],
+)  # fmt: skip
+def test_a_failed_rank_under_torchrun_is_named(events, root, other, expected):
+    tail = TORCHRUN_TAIL.format(root=root, other=other).splitlines()
+
+    status, reason = classify(events, 1, EXITED, 10.0, tail)
+
+    assert status is Status.CRASH
+    assert reason.startswith(expected), reason
+
+
+def test_result_carries_each_rank_s_rate_and_a_failed_probe_its_rank_count():
+    spec = make_spec()
+    start = {"event": "start", "world_size": 4}
+    result_event = {
+        "event": "result",
+        "full_sps": 380.0,
+        "ranks": 4,
+        "rank_sps": [100.0, 98.0, 95.0, 80.0],
+        "stragglers": [3],
+    }
+
+    ok = build_result("ddp", {}, spec, [start, result_event], Status.OK, "", 1.0)
+    crashed = build_result("ddp", {}, spec, [start], Status.CRASH, "rank 1 killed", 1.0)
+
+    assert (ok.ranks, ok.rank_sps, ok.stragglers) == (4, [100.0, 98.0, 95.0, 80.0], [3])
+    assert (crashed.ranks, crashed.rank_sps, crashed.stragglers) == (4, [], [])
+
+
+def test_a_probe_can_bring_its_own_launcher(tmp_path):
+    default, own = FakeLauncher("oom"), FakeLauncher("ok")
+    runner = ProbeRunner(default, tmp_path)
+
+    result = runner.run("ddp", {}, make_spec(), launcher=own)
+
+    assert result.status is Status.OK
+    assert (len(default.commands), len(own.commands)) == (0, 1)

@@ -23,7 +23,7 @@ from tuneup.probe.events import (
     parse_events,
 )
 from tuneup.probe.types import PHASES
-from tuneup.worker import EXIT_PROBE_FAILED, main
+from tuneup.worker import EXIT_PROBE_FAILED, fault_for, main
 
 BUDGET = {"trial_steps": 3, "trials": 3, "loss_steps": 5, "warmup_max_steps": 6}
 
@@ -242,3 +242,12 @@ def test_other_ranks_write_only_errors_tagged_with_their_rank() -> None:
     events = parse_events(stream.getvalue().splitlines())
     assert [(e["event"], e["rank"]) for e in events] == [("error", 3)]
     assert events[0]["message"].startswith("RuntimeError: NCCL timeout")
+
+
+def test_the_fault_hook_can_pick_one_rank_or_one_rung() -> None:
+    config: dict[str, object] = {"jit": "script", "num_data_workers": 4}
+
+    assert [fault_for("kill:rank=1", config, rank) for rank in range(3)] == [None, "kill", None]
+    assert fault_for("hang:rank=0,oom:jit=script", config, 1) == "oom"
+    assert fault_for("crash:num_data_workers=8", config, 0) is None
+    assert fault_for("crash", config, 5) == "crash"

@@ -19,7 +19,15 @@ Test hook: when ``TUNEUP_WORKER_FAULT`` is ``oom``, ``hang``, ``kill`` or
 (raises ``torch.OutOfMemoryError``, sleeps forever, sends itself SIGKILL,
 raises ``RuntimeError``), so the parent's handling can be tested without a
 GPU. ``NAME:knob=value`` limits the fault to probes whose config has that
-value, so one rung of a ladder fails and the rest run. It is for tests only.
+value, so one rung of a ladder fails and the rest run; ``NAME:rank=N`` to
+rank N of a multi-rank probe, so one rank fails and the others see it. It
+is for tests only.
+
+Several ranks (torchrun or srun): rank 0 speaks for the job; every rank
+writes its own ``error`` event, tagged with its rank. Each trial edge
+gathers every rank's seconds (one all_gather), so the slowest rank sets the
+job's rate and the result names each rank's own rate and the stragglers
+(:mod:`tuneup.probe.phases`).
 """
 
 from __future__ import annotations
@@ -91,16 +99,18 @@ def open_events(events_fd: int | None) -> IO[str]:
     return os.fdopen(events, "w", encoding="utf-8")
 
 
-def fault_for(setting: str, config: dict[str, object]) -> str | None:
-    """Which fault the test hook asks of this probe.
+def fault_for(setting: str, config: dict[str, object], rank: int = 0) -> str | None:
+    """Which fault the test hook asks of this probe (and this rank).
 
     `NAME` hits every probe; `NAME:knob=value` only probes whose config has that
-    value, so one rung of a ladder fails; several rules are joined with commas.
+    value, so one rung of a ladder fails; `NAME:rank=N` only rank N; several
+    rules are joined with commas.
     """
     for rule in filter(None, (part.strip() for part in setting.split(","))):
         name, _, condition = rule.partition(":")
         knob, _, wanted = condition.partition("=")
-        if not condition or str(config.get(knob)) == wanted:
+        value = rank if knob == "rank" else config.get(knob)
+        if not condition or str(value) == wanted:
             return name
     return None
 
@@ -124,17 +134,22 @@ def simulate_fault(name: str) -> None:
     )
 
 
-def _slowest_rank(device: Any) -> Callable[[float], float]:
-    """The largest of every rank's seconds: the slowest rank sets the job's pace."""
+def _gather_ranks(device: Any, world_size: int) -> Callable[[float], list[float]]:
+    """Every rank's seconds, in rank order: one all_gather per trial edge.
+
+    The tensors live on the training device, as NCCL requires; all_gather
+    (not all_gather_into_tensor) so gloo serves CPU ranks too.
+    """
     import torch
     import torch.distributed as dist
 
-    def slowest(seconds: float) -> float:
-        value = torch.tensor([seconds], dtype=torch.float64, device=device)
-        dist.all_reduce(value, op=dist.ReduceOp.MAX)
-        return float(value.item())
+    def gather(seconds: float) -> list[float]:
+        mine = torch.tensor([seconds], dtype=torch.float64, device=device)
+        every = [torch.empty_like(mine) for _ in range(world_size)]
+        dist.all_gather(every, mine)
+        return [float(value) for value in torch.cat(every).cpu().tolist()]
 
-    return slowest
+    return gather
 
 
 def run(spec: ProbeSpec, events: EventWriter, started: float) -> None:
@@ -175,7 +190,7 @@ def run(spec: ProbeSpec, events: EventWriter, started: float) -> None:
         phases=list(spec.phases),
         seed=spec.seed,
     )
-    fault = fault_for(os.environ.get(FAULT_ENV, ""), cfg.to_dict())
+    fault = fault_for(os.environ.get(FAULT_ENV, ""), cfg.to_dict(), env.rank)
     if fault:
         simulate_fault(fault)
     try:
@@ -190,10 +205,14 @@ def run(spec: ProbeSpec, events: EventWriter, started: float) -> None:
             timer=timer,
             emit=events.emit,
             spawn_s=spawn_s,
-            slowest=_slowest_rank(setup.device) if env.distributed else (lambda s: s),
+            gather=_gather_ranks(setup.device, env.world_size) if env.distributed else _alone,
         )
     finally:
         destroy_process_group()
+
+
+def _alone(seconds: float) -> list[float]:
+    return [seconds]
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:

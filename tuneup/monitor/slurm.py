@@ -1,25 +1,36 @@
-"""What the SLURM job (if any) allows, read from the environment.
+"""What the SLURM job (if any) allows, as the monitor shows it, and the visible GPUs.
 
-Every SLURM variable is named once, in `SLURM_VARIABLES`; functions take the
-environment as a mapping, so tests pass a dict.
+SLURM's variables are read through the one table in `tuneup.cluster.slurm`
+(re-exported here for existing importers); functions take the environment as
+a mapping, so tests pass a dict.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-# Logical name -> the variables that carry it, preferred first (a job step's
-# value beats the allocation's; old SLURM spells some without the JOB_).
-SLURM_VARIABLES: dict[str, tuple[str, ...]] = {
-    "job_id": ("SLURM_JOB_ID", "SLURM_JOBID"),
-    "nodes": ("SLURM_JOB_NODELIST", "SLURM_NODELIST"),
-    "gpus": ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS"),
-    "cpus_per_task": ("SLURM_CPUS_PER_TASK",),
-    "end_time": ("SLURM_JOB_END_TIME",),  # epoch seconds (SLURM 20.11 and later)
-}
+from tuneup.cluster.slurm import (
+    SLURM_VARIABLES,
+    expand_hostlist,
+    index_list,
+    positive_int,
+    seconds,
+    slurm_value,
+)
+
+__all__ = [
+    "JOB_INFO_SOURCES",
+    "SLURM_VARIABLES",
+    "JobInfo",
+    "VisibleGpus",
+    "expand_hostlist",
+    "parse_visible_devices",
+    "read_job",
+    "slurm_value",
+    "visible_gpu_indices",
+]
 
 
 @dataclass(frozen=True)
@@ -42,13 +53,14 @@ class JobInfo:
     end_time: float | None = None
 
 
-def slurm_value(environ: Mapping[str, str], name: str) -> str | None:
-    """The first non-empty variable that carries logical `name`."""
-    for variable in SLURM_VARIABLES[name]:
-        value = environ.get(variable, "").strip()
-        if value:
-            return value
-    return None
+# JobInfo field -> the logical name in SLURM_VARIABLES it is read from.
+JOB_INFO_SOURCES = {
+    "job_id": "job_id",
+    "nodes": "nodelist",
+    "gpus": "gpus",
+    "cpus_per_task": "cpus_per_task",
+    "end_time": "end_time",
+}
 
 
 def read_job(environ: Mapping[str, str] | None = None) -> JobInfo | None:
@@ -61,73 +73,15 @@ def read_job(environ: Mapping[str, str] | None = None) -> JobInfo | None:
     job_id = slurm_value(env, "job_id")
     if job_id is None:
         return None
-    nodes = slurm_value(env, "nodes")
+    nodes = slurm_value(env, "nodelist")
     gpus = slurm_value(env, "gpus")
     return JobInfo(
         job_id=job_id,
         nodes=expand_hostlist(nodes) if nodes else (),
-        gpus=_index_list(gpus) if gpus else None,
-        cpus_per_task=_int(slurm_value(env, "cpus_per_task")),
-        end_time=_float(slurm_value(env, "end_time")),
+        gpus=index_list(gpus) if gpus else None,
+        cpus_per_task=positive_int(slurm_value(env, "cpus_per_task")),
+        end_time=seconds(slurm_value(env, "end_time")),
     )
-
-
-def expand_hostlist(hostlist: str) -> tuple[str, ...]:
-    """SLURM's compressed host list, e.g. "nid[001-003,010],login1", as host names."""
-    hosts: list[str] = []
-    for item in _split_top_level(hostlist):
-        hosts.extend(_expand_one(item))
-    return tuple(hosts)
-
-
-def _split_top_level(text: str) -> list[str]:
-    items, depth, start = [], 0, 0
-    for position, char in enumerate(text):
-        depth += {"[": 1, "]": -1}.get(char, 0)
-        if char == "," and depth == 0:
-            items.append(text[start:position])
-            start = position + 1
-    items.append(text[start:])
-    return [item.strip() for item in items if item.strip()]
-
-
-def _expand_one(item: str) -> list[str]:
-    match = re.match(r"^([^\[]*)\[([^\]]*)\](.*)$", item)
-    if match is None:
-        return [item]
-    prefix, ranges, rest = match.groups()
-    tails = _expand_one(rest) if rest else [""]
-    names: list[str] = []
-    for part in ranges.split(","):
-        low, _, high = part.partition("-")
-        if not low.isdigit() or (high and not high.isdigit()):
-            return [item]  # not a form we know: keep it as SLURM wrote it
-        width = len(low)
-        for number in range(int(low), int(high or low) + 1):
-            names.extend(f"{prefix}{number:0{width}d}{tail}" for tail in tails)
-    return names
-
-
-def _index_list(text: str) -> tuple[int, ...] | None:
-    """ "0,1,4-5" as (0, 1, 4, 5); None when it is not plain indices."""
-    indices: list[int] = []
-    for part in text.split(","):
-        low, _, high = part.strip().partition("-")
-        if not low.isdigit() or (high and not high.isdigit()):
-            return None
-        indices.extend(range(int(low), int(high or low) + 1))
-    return tuple(indices)
-
-
-def _int(text: str | None) -> int | None:
-    return int(text) if text is not None and text.isdigit() else None
-
-
-def _float(text: str | None) -> float | None:
-    try:
-        return None if text is None else float(text)
-    except ValueError:
-        return None
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 from tuneup.probe.types import Budget, Candidate, ProbeResult, ProbeSpec
 
 if TYPE_CHECKING:
+    from tuneup.cluster.job import JobEnv
+    from tuneup.cluster.launch import LaunchPlan
     from tuneup.monitor.sampler import Sampler
     from tuneup.probe.telemetry import ProbeTelemetry
 
@@ -45,6 +47,12 @@ class WorkerBackend:
 
     With a running `sampler`, each ok probe's GPU fields come from its FULL
     phase's telemetry window (tuneup.probe.telemetry).
+
+    Ranks: each probe runs with `candidate.ranks` ranks (None: the plan's
+    world size), started by `launch.launcher_for` (one local process,
+    torchrun, or srun over `job`'s nodes). A one-rank probe in a session of
+    several GPUs sees only the first GPU this process sees
+    (CUDA_VISIBLE_DEVICES narrowed to its first entry), so it measures one GPU.
     """
 
     def __init__(
@@ -54,11 +62,17 @@ class WorkerBackend:
         seed: int,
         on_event: Callable[[dict[str, Any]], None] | None = None,
         sampler: Sampler | None = None,
+        launch: LaunchPlan | None = None,
+        job: JobEnv | None = None,
     ) -> None:
-        from tuneup.probe.runner import LocalLauncher, ProbeRunner
+        from tuneup.cluster.job import read_job_env
+        from tuneup.cluster.launch import LaunchPlan, LocalLauncher
+        from tuneup.probe.runner import ProbeRunner
 
         self.budget = budget
         self.seed = seed
+        self.launch = launch if launch is not None else LaunchPlan()
+        self.job = job if job is not None else read_job_env()
         self.telemetry: ProbeTelemetry | None = None
         if sampler is not None:
             from tuneup.probe.telemetry import ProbeTelemetry
@@ -71,11 +85,14 @@ class WorkerBackend:
         spec = ProbeSpec(
             config=probe_config(values, self.budget), budget=self.budget, seed=self.seed
         )
+        ranks = self.launch.world_size if candidate.ranks is None else candidate.ranks
+        launcher = self.launch.launcher_for(ranks, self.job)
         if self.telemetry is not None:
             self.telemetry.reset()
-        result = self.runner.run(stage, dict(candidate.values), spec)
+        result = self.runner.run(stage, dict(candidate.values), spec, launcher=launcher)
         if self.telemetry is not None:
             self.telemetry.apply(result)
+        result.ranks = ranks  # what was launched, also for a probe that died before saying
         result.config = values  # journal the knobs as searched, not the probe's overrides
         return result
 

@@ -19,6 +19,16 @@ The order, and why:
    model; SYNTHETIC runs one cached device batch through the step; FULL is
    the real loop. Samples/s count the global batch (all ranks).
 
+Several ranks: at each trial (and warm-up window) edge, every rank's seconds
+are gathered (one collective, outside the timed span) and the slowest rank's
+set the job's samples/s. The result also gives each rank's own FULL rate
+(``rank_sps``: its local batch over its own seconds) and the ``stragglers``:
+ranks whose median FULL trial takes more than :data:`STRAGGLER_THRESHOLD`
+longer than the median rank's. Under DDP the ranks wait for each other at
+every step's gradient all-reduce, so their FULL times agree up to the trial
+edges and a slow rank slows them all alike; stragglers show plainly where
+ranks do not synchronise (``noddp``).
+
 One-time costs are reported apart from the measurement (``one_time_s``):
 ``spawn`` (process start to setup built, measured by the worker),
 ``graph_capture`` (CUDA graph capture, when on), and ``first_steps``: what the
@@ -53,6 +63,13 @@ if TYPE_CHECKING:
 
 Emit = Callable[..., None]
 """``emit(kind, **fields)``: writes one event (see :mod:`tuneup.probe.events`)."""
+
+Gather = Callable[[float], list[float]]
+"""Every rank's value of this rank's seconds, in rank order (``[seconds]`` on one rank)."""
+
+STRAGGLER_THRESHOLD = 0.10
+"""A rank whose median FULL trial takes 10% longer than the median rank's is a straggler:
+beyond the few percent trials vary by on a quiet node."""
 
 
 class Timer(Protocol):
@@ -98,8 +115,8 @@ class Workload(Protocol):
         ...
 
 
-def _same(seconds: float) -> float:
-    return seconds
+def _alone(seconds: float) -> list[float]:
+    return [seconds]
 
 
 # ---- pure rules -------------------------------------------------------------
@@ -206,22 +223,50 @@ def break_even_steps(one_time_s: dict[str, float], steady_step_s: float | None) 
 
 @dataclass(frozen=True)
 class Trial:
-    """One timed run of K steps of a phase."""
+    """One timed run of K steps of a phase; `seconds` is the slowest rank's."""
 
     phase: str
     index: int  # 1-based
     batches: int
     seconds: float
     samples_per_s: float
+    rank_seconds: tuple[float, ...] = ()  # every rank's own, in rank order
 
     def to_event(self) -> dict[str, Any]:
-        return {
+        event: dict[str, Any] = {
             "phase": self.phase,
             "index": self.index,
             "samples_per_s": self.samples_per_s,
             "batches": self.batches,
             "seconds": self.seconds,
         }
+        if len(self.rank_seconds) > 1:
+            event["rank_seconds"] = list(self.rank_seconds)
+        return event
+
+
+def rank_rates(
+    trials: list[Trial], local_batch: float, threshold: float = STRAGGLER_THRESHOLD
+) -> tuple[list[float], list[int]]:
+    """Each rank's median samples/s over `trials`, and the ranks that straggle.
+
+    A rank's rate is its local batch times the batches over its own seconds.
+    A straggler's median seconds exceed the median rank's by more than `threshold`.
+    """
+    ranks = min((len(t.rank_seconds) for t in trials), default=0)
+    rates: list[float] = []
+    times: list[float] = []
+    for rank in range(ranks):
+        own = [t.rank_seconds[rank] for t in trials]
+        times.append(median(own))
+        own_rates = [
+            local_batch * t.batches / s if s > 0 else math.inf
+            for t, s in zip(trials, own, strict=True)
+        ]
+        rates.append(median(own_rates))
+    typical = median(times) if times else 0.0
+    stragglers = [r for r, s in enumerate(times) if s > typical * (1.0 + threshold)]
+    return rates, stragglers
 
 
 def run_trials(
@@ -233,18 +278,22 @@ def run_trials(
     samples_per_batch: int,
     timer: Timer,
     emit: Emit,
-    slowest: Callable[[float], float] = _same,
+    gather: Gather = _alone,
 ) -> list[Trial]:
-    """T trials of ``work(steps)``, the device synchronised only at each trial's edges."""
+    """T trials of ``work(steps)``, the device synchronised only at each trial's edges.
+
+    Each trial's rate is the global batch over the slowest rank's seconds.
+    """
     results = []
     for index in range(1, trials + 1):
         timer.sync()
         start = timer.now()
         batches = work(steps)
         timer.sync()
-        seconds = slowest(timer.now() - start)
+        rank_seconds = tuple(gather(timer.now() - start))
+        seconds = max(rank_seconds)
         rate = batches * samples_per_batch / seconds if seconds > 0 else math.inf
-        trial = Trial(phase, index, batches, seconds, rate)
+        trial = Trial(phase, index, batches, seconds, rate, rank_seconds)
         emit("trial", **trial.to_event())
         results.append(trial)
     return results
@@ -256,7 +305,7 @@ def warm_up(
     *,
     timer: Timer,
     emit: Emit,
-    slowest: Callable[[float], float] = _same,
+    gather: Gather = _alone,
 ) -> tuple[WarmupTracker, list[float]]:
     """The loss steps and the warm-up windows; emits ``loss`` events once the loss steps end."""
     tracker = WarmupTracker(
@@ -274,7 +323,7 @@ def warm_up(
         start = timer.now()
         workload.full(steps, keep_losses=keep)
         timer.sync()
-        tracker.add(steps, slowest(timer.now() - start))
+        tracker.add(steps, max(gather(timer.now() - start)))
         if not losses_read and tracker.steps >= budget.loss_steps:
             losses = workload.read_losses()  # outside the timed window
             losses_read = True
@@ -292,7 +341,7 @@ def run_probe(
     timer: Timer,
     emit: Emit,
     spawn_s: float | None = None,
-    slowest: Callable[[float], float] = _same,
+    gather: Gather = _alone,
 ) -> dict[str, Any]:
     """Loss, warm-up, then each phase; emits every event but ``start`` and returns the result.
 
@@ -304,10 +353,19 @@ def run_probe(
         timer: clock and device sync.
         emit: event sink, ``emit(kind, **fields)``.
         spawn_s: process start to setup built, when the caller measured it.
-        slowest: across ranks, the largest of each rank's seconds (identity on one rank).
+        gather: every rank's seconds at a trial edge (a collective under DDP);
+            the slowest rank's count. ``[seconds]`` on one rank.
     """
+    world = 1
+
+    def gathered(seconds: float) -> list[float]:
+        nonlocal world
+        values = gather(seconds)
+        world = len(values)
+        return values
+
     began = timer.now()
-    tracker, losses = warm_up(workload, budget, timer=timer, emit=emit, slowest=slowest)
+    tracker, losses = warm_up(workload, budget, timer=timer, emit=emit, gather=gathered)
     warmup_s = timer.now() - began
     one_time = one_time_costs(tracker, graph_capture_s=workload.graph_capture_s, spawn_s=spawn_s)
     steady = tracker.steady_step_s
@@ -327,6 +385,7 @@ def run_probe(
         "full": workload.full,
     }
     rates: dict[str, list[float]] = {}
+    full_trials: list[Trial] = []
     for phase in phases:
         workload.prepare(phase)
         trials = run_trials(
@@ -337,10 +396,13 @@ def run_probe(
             samples_per_batch=samples_per_batch,
             timer=timer,
             emit=emit,
-            slowest=slowest,
+            gather=gathered,
         )
         rates[phase] = [t.samples_per_s for t in trials]
+        if phase == "full":
+            full_trials = trials
     full = rates.get("full", [])
+    rank_sps, stragglers = rank_rates(full_trials, samples_per_batch / world)
     result: dict[str, Any] = {
         "io_sps": median(rates["io"]) if "io" in rates else None,
         "synthetic_sps": median(rates["synthetic"]) if "synthetic" in rates else None,
@@ -359,6 +421,9 @@ def run_probe(
         "steady_step_s": steady,
         "one_time_s": one_time,
         "break_even_steps": break_even,
+        "ranks": world,
+        "rank_sps": rank_sps,
+        "stragglers": stragglers,
     }
     emit("result", **result)
     return result

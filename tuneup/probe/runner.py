@@ -1,9 +1,12 @@
 """Run one probe in a child process and turn whatever happens to it into a ProbeResult.
 
-The child (normally `python -m tuneup.worker SPEC.json`) runs in a session
-of its own, so the whole process group (loader workers, `torchrun` ranks,
-anything the trainer spawned) can be stopped together: an OOM, a CUDA
-error, a hang or a segfault costs one probe, never the session.
+The child (normally `python -m tuneup.worker SPEC.json`, or torchrun or srun
+starting several) runs in a session of its own, so its process group (loader
+workers, anything the trainer spawned) can be stopped together: an OOM, a
+CUDA error, a hang or a segfault costs one probe, never the session. Ranks
+that torchrun starts in sessions of their own are found through the process
+tree, recorded while the probe runs (`tuneup.cluster.proctree`), and killed
+too when it ends.
 
 Classification of an ended child into a status and one human reason is
 pure (`classify`, `build_result`); process handling lives in `ProbeRunner`.
@@ -17,15 +20,16 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Any
 
+from tuneup.cluster.launch import Launcher, LocalLauncher, RankFailure, rank_failures
+from tuneup.cluster.proctree import Tree
 from tuneup.errors import UsageError
 from tuneup.probe.events import parse_event
 from tuneup.probe.types import ProbeResult, ProbeSpec, Status
@@ -39,7 +43,9 @@ INTERRUPTED = "interrupted"  # killed by the runner after interrupt()
 CALLBACK_FAILED = "callback-failed"  # killed because on_event raised
 
 _POLL_S = 0.02  # how often run() looks at the child, the clock and the interrupt flag
-_STDERR_TAIL_LINES = 50
+_TREE_EVERY_S = 0.5  # how often the child's descendants are recorded (a /proc scan: ms)
+# Enough for torchrun's error summary (7 lines a failed rank) on a node of 8 ranks.
+_STDERR_TAIL_LINES = 200
 _STDOUT_LOG_LINES = 200
 _READER_JOIN_S = 2.0  # a process that escaped the group may hold the pipe open; don't wait on it
 
@@ -54,40 +60,23 @@ _NUMBER_FIELDS = (
     "loss_end",
     "mem_peak_mb",
 )
-_LIST_FIELDS = ("full_sps_trials", "losses")
+_LIST_FIELDS = ("full_sps_trials", "losses", "rank_sps")
 
 _ERROR_LABELS = {"cuda": "CUDA error", "nccl": "NCCL error", "compile": "compile error"}
 
 
-class Launcher(Protocol):
-    """How a probe's child process is started: the command line and its environment.
-
-    Local runs use `LocalLauncher`; multi-rank launchers (torchrun, srun)
-    implement the same two methods.
-    """
-
-    def command(self, spec_path: Path) -> list[str]:
-        """The argument list (never a shell string) that runs the worker on `spec_path`."""
-        ...
-
-    def env(self, base: dict[str, str]) -> dict[str, str]:
-        """The child's environment, derived from a copy of the parent's."""
-        ...
-
-
-@dataclass(frozen=True)
-class LocalLauncher:
-    """Run the worker as one local Python process."""
-
-    python: str = sys.executable
-    module: str = "tuneup.worker"
-
-    def command(self, spec_path: Path) -> list[str]:
-        return [self.python, "-m", self.module, str(spec_path)]
-
-    def env(self, base: dict[str, str]) -> dict[str, str]:
-        # A block-buffered stdout would deliver the events only when the worker exits.
-        return {**base, "PYTHONUNBUFFERED": "1"}
+__all__ = [
+    "CALLBACK_FAILED",
+    "EXITED",
+    "INTERRUPTED",
+    "TIMEOUT",
+    "ChildRun",
+    "Launcher",
+    "LocalLauncher",
+    "ProbeRunner",
+    "build_result",
+    "classify",
+]
 
 
 @dataclass
@@ -115,8 +104,9 @@ class ProbeRunner:
             **from the runner's reader thread** (not the thread calling
             run()): a UI must hand the event over to its own thread. If it
             raises, the child is stopped and run() re-raises the error.
-        grace_s: how long a child gets to exit after SIGTERM before the
-            whole group is sent SIGKILL.
+        grace_s: how long a child gets to exit after SIGTERM (which torchrun
+            and srun pass on to their ranks) before the whole group, and every
+            descendant recorded in other groups, is sent SIGKILL.
     """
 
     def __init__(
@@ -153,6 +143,7 @@ class ProbeRunner:
         variant: dict[str, Any],
         spec: ProbeSpec,
         limit_s: float | None = None,
+        launcher: Launcher | None = None,
     ) -> ProbeResult:
         """Run one probe to its end and classify it; never raises for a child's failure.
 
@@ -161,6 +152,8 @@ class ProbeRunner:
             variant: the knob values this probe tries, recorded as given.
             spec: what the worker runs; written to a JSON file it reads.
             limit_s: wall-clock limit; `spec.budget.limit_s` when None.
+            launcher: how to start this probe (its rank count may differ from
+                the last one's); the runner's own launcher when None.
 
         A KeyboardInterrupt in the calling thread kills the child's group at
         once and propagates; for a graceful stop, have the SIGINT handler
@@ -179,7 +172,7 @@ class ProbeRunner:
         if self.interrupted:
             record.ended = INTERRUPTED
         else:
-            self._run_child(record, started + limit)
+            self._run_child(record, started + limit, launcher or self.launcher)
         wall_s = time.monotonic() - started
 
         if self._callback_error is not None:
@@ -200,10 +193,10 @@ class ProbeRunner:
             if not spec_path.exists():
                 return spec_path, self.workdir / f"{stem}.stderr.log"
 
-    def _run_child(self, record: ChildRun, deadline: float) -> None:
-        """Start, watch, stop and reap one child; fills `record`."""
-        argv = self.launcher.command(record.spec_path)
-        env = self.launcher.env(dict(os.environ))
+    def _run_child(self, record: ChildRun, deadline: float, launcher: Launcher) -> None:
+        """Start, watch, stop and reap one child and everything it started; fills `record`."""
+        argv = launcher.command(record.spec_path)
+        env = launcher.env(dict(os.environ))
         with record.stderr_path.open("wb") as stderr_file:
             try:
                 proc = subprocess.Popen(
@@ -226,26 +219,41 @@ class ProbeRunner:
             daemon=True,
         )
         reader.start()
+        tree = Tree(proc.pid)
         try:
-            record.ended = self._watch(proc, deadline)
+            record.ended = self._watch(proc, deadline, tree)
             if record.ended != EXITED:
+                # torchrun and srun pass SIGTERM on to their ranks: a chance to exit cleanly.
+                tree.record()
                 _signal_group(proc, signal.SIGTERM)
                 _wait_exit(proc, time.monotonic() + self.grace_s)
         finally:
             # Also after a clean exit: whatever the worker left in its group goes, so the
             # next probe starts with free GPU memory and no pipe is held open. On a
             # KeyboardInterrupt in this thread this is the only stop the group gets: it is
-            # in a session of its own, so the terminal's SIGINT never reached it.
+            # in a session of its own, so the terminal's SIGINT never reached it. Ranks
+            # in sessions of their own are reached through the recorded tree.
+            if not _has_exited(proc):
+                tree.record()
             _signal_group(proc, signal.SIGKILL)
+            tree.kill(signal.SIGKILL)
             record.returncode = proc.wait()
             reader.join(_READER_JOIN_S)
             if not reader.is_alive():
                 proc.stdout.close()
         record.stderr_tail = _tail_lines(record.stderr_path, _STDERR_TAIL_LINES)
 
-    def _watch(self, proc: subprocess.Popen[bytes], deadline: float) -> str:
-        """Wait for the child to exit, the deadline, an interrupt or a failed callback."""
+    def _watch(self, proc: subprocess.Popen[bytes], deadline: float, tree: Tree) -> str:
+        """Wait for the child to exit, the deadline, an interrupt or a failed callback.
+
+        Meanwhile the child's descendants are recorded now and then: once the
+        child dies, its orphans are reparented and can no longer be found from it.
+        """
+        next_record = time.monotonic() + _TREE_EVERY_S
         while not _has_exited(proc):
+            if time.monotonic() >= next_record:
+                tree.record()
+                next_record = time.monotonic() + _TREE_EVERY_S
             if self.interrupted:
                 return INTERRUPTED
             if self._callback_error is not None:
@@ -289,7 +297,14 @@ def classify(
             None when the child never started.
         ended: EXITED, TIMEOUT, INTERRUPTED or CALLBACK_FAILED.
         limit_s: the wall-clock limit, quoted in the timeout reason.
-        stderr_tail: the last lines the child wrote on stderr.
+        stderr_tail: the last lines the child wrote on stderr (under torchrun
+            or srun, their report of which rank failed, and how).
+
+    Under several ranks the cause is, in order: a rank the launcher reports
+    killed by a signal without an error event of its own (it could not
+    speak, and the others' errors are fallout from its death); else the
+    first error event, naming its rank; else the failed rank the launcher
+    names first.
     """
     events = list(events)
     if ended == INTERRUPTED:
@@ -301,10 +316,14 @@ def classify(
     last_line = _last_line(stderr_tail)
     if returncode is None:
         return Status.CRASH, last_line or "the worker did not start"
+    errors = [e for e in events if e.get("event") == "error"]
+    failures = rank_failures(stderr_tail) if returncode != 0 else []
+    silent = _silent_death(failures, errors)
+    if silent is not None:
+        return Status.CRASH, _rank_reason(silent)
     # The first error is the cause; later ones tend to be fallout from it.
-    error = next((e for e in events if e.get("event") == "error"), None)
-    if error is not None:
-        return _classify_error(error)
+    if errors:
+        return _classify_error(errors[0])
     has_result = any(e.get("event") == "result" for e in events)
     if returncode == 0:
         if has_result:
@@ -312,6 +331,9 @@ def classify(
         return Status.CRASH, _with_detail("worker exited without a result", last_line)
     if returncode < 0:
         return Status.CRASH, _with_detail(_signal_reason(-returncode), last_line)
+    if failures:
+        root = next((f for f in failures if f.root_cause), failures[0])
+        return Status.CRASH, _rank_reason(root)
     prefix = f"worker exited with status {returncode}"
     if has_result:
         prefix += " after its result"
@@ -327,11 +349,11 @@ def build_result(
     reason: str,
     wall_s: float,
 ) -> ProbeResult:
-    """A ProbeResult filled from the child's `warmup` and `result` events.
+    """A ProbeResult filled from the child's `start`, `warmup` and `result` events.
 
     Throughput and loss fields are taken only for an ok probe, so a failed
-    one can never be mistaken for a fast one; warm-up facts are kept for
-    any status because they help explain a failure.
+    one can never be mistaken for a fast one; warm-up facts and the rank
+    count are kept for any status because they help explain a failure.
     """
     result = ProbeResult(
         stage=stage,
@@ -342,6 +364,9 @@ def build_result(
         wall_s=round(wall_s, 3),
     )
     events = list(events)
+    start = _last_event(events, "start")
+    if start is not None:
+        result.ranks = _count(start.get("world_size")) or result.ranks
     warmup = _last_event(events, "warmup")
     if warmup is not None:
         result.warmup_s = _number(warmup.get("seconds"))
@@ -364,15 +389,45 @@ def build_result(
         values = measured.get(name)
         if isinstance(values, list):
             setattr(result, name, [v for v in map(_number, values) if v is not None])
-    overflows = measured.get("scaler_overflows")
-    if isinstance(overflows, int) and not isinstance(overflows, bool):
+    overflows = _count(measured.get("scaler_overflows"))
+    if overflows is not None:
         result.scaler_overflows = overflows
+    result.ranks = _count(measured.get("ranks")) or result.ranks
+    stragglers = measured.get("stragglers")
+    if isinstance(stragglers, list):
+        result.stragglers = [r for r in map(_count, stragglers) if r is not None]
     return result
+
+
+# Signals a launcher sends to the ranks still running once one has failed.
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def _silent_death(
+    failures: list[RankFailure], errors: list[Mapping[str, Any]]
+) -> RankFailure | None:
+    """The rank killed by a signal before it could send an error event, if any."""
+    spoke = {e.get("rank") for e in errors}
+    candidates = [
+        f
+        for f in failures
+        if f.signal is not None and f.signal not in _STOP_SIGNALS and f.rank not in spoke
+    ]
+    return next((f for f in candidates if f.root_cause), candidates[0] if candidates else None)
+
+
+def _rank_reason(failure: RankFailure) -> str:
+    if failure.signal is not None:
+        return _signal_reason(failure.signal, who=f"rank {failure.rank}")
+    return f"rank {failure.rank} exited with status {failure.exitcode}"
 
 
 def _classify_error(error: Mapping[str, Any]) -> tuple[Status, str]:
     kind = str(error.get("kind", "other"))
     message = _one_line(error.get("message")) or f"{kind} error"
+    rank = error.get("rank")
+    if isinstance(rank, int) and not isinstance(rank, bool):
+        message = f"{message} (rank {rank})"
     if kind == "oom":
         return Status.OOM, f"out of memory: {message}"
     if kind == "unsupported":
@@ -381,12 +436,12 @@ def _classify_error(error: Mapping[str, Any]) -> tuple[Status, str]:
     return Status.CRASH, f"{label}: {message}" if label else message
 
 
-def _signal_reason(signum: int) -> str:
+def _signal_reason(signum: int, who: str = "worker") -> str:
     try:
         name = signal.Signals(signum).name
     except ValueError:
         name = f"signal {signum}"
-    reason = f"worker killed by {name}"
+    reason = f"{who} killed by {name}"
     if signum == signal.SIGKILL:
         reason += " (the kernel's out-of-memory killer does this when host memory runs out)"
     elif signum == signal.SIGSEGV:
@@ -399,7 +454,8 @@ def _with_detail(reason: str, detail: str) -> str:
 
 
 def _last_line(lines: list[str]) -> str:
-    return next((line.strip() for line in reversed(lines) if line.strip()), "")
+    """The last line that says something (torchrun ends its report with a rule of "=")."""
+    return next((line.strip() for line in reversed(lines) if any(c.isalnum() for c in line)), "")
 
 
 def _one_line(value: Any) -> str:
@@ -415,6 +471,13 @@ def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value)
+
+
+def _count(value: Any) -> int | None:
+    """A JSON integer (not a bool) as int; anything else as None."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value
 
 
 def _tail_lines(path: Path, count: int, max_bytes: int = 64 * 1024) -> list[str]:
