@@ -18,6 +18,9 @@ from tuneup.config import build_config, knob_names, load_config
 from tuneup.errors import UsageError
 from tuneup.export import FORMATS, render
 from tuneup.export.configs import TUTORIAL_KEYS
+from tuneup.export_command import run_export_command
+from tuneup.probe.journal import ResultsDir
+from tuneup.trainer.distributed import dist_env_from
 
 TUNED_GPU = {
     "num_data_workers": 8,
@@ -122,8 +125,11 @@ def test_env_sets_tf32_override_only_when_tf32_is_off():
 
 
 def test_env_leaves_the_loader_workers_their_cpus():
+    # 8 workers + 1 training process fit in a quarter of 64 CPUs: one thread left over.
     hints = {"gpus_per_node": 4, "cpus_per_node": 64}
-    assert env_exports(render("env", TUNED_GPU, hints=hints))["OMP_NUM_THREADS"] == "8"
+    text = render("env", TUNED_GPU, hints=hints)
+    assert env_exports(text)["OMP_NUM_THREADS"] == "1"
+    assert "its 9 CPUs less 8 loader workers" in text
     assert env_exports(render("env", {"num_data_workers": 2}))["OMP_NUM_THREADS"] == "1"
 
 
@@ -137,7 +143,7 @@ def test_env_file_sources_in_bash(tmp_path):
         check=True,
         timeout=30,
     )
-    assert out.stdout.split() == ["0", "4"]
+    assert out.stdout.split() == ["0", "1"]
 
 
 def sbatch_options(text: str) -> dict[str, str]:
@@ -160,7 +166,7 @@ PERLMUTTER = {
 def test_sbatch_lays_out_one_rank_per_gpu_from_the_hints():
     options = sbatch_options(render("sbatch", TUNED_GPU, hints=PERLMUTTER))
     assert options["nodes"] == "2" and options["ntasks-per-node"] == "4"
-    assert options["gpus-per-node"] == "4" and options["cpus-per-task"] == "16"
+    assert options["gpus-per-node"] == "4" and options["cpus-per-task"] == "9"  # 8 workers + 1
     assert options["account"] == "m1234_g" and options["qos"] == "regular"
     assert options["constraint"] == "gpu" and options["time"] == "00:30:00"
     assert options["partition"] == "<partition>"  # not in the hints: a marked placeholder
@@ -181,7 +187,7 @@ def test_sbatch_runs_tuneup_train_on_the_embedded_config(tmp_path):
     assert text.startswith("#!/bin/bash\n")
     assert "export NVIDIA_TF32_OVERRIDE=0" in text and "export MASTER_PORT=" in text
     srun = [line for line in text.splitlines() if line.startswith("srun ")]
-    assert srun == ['srun --cpus-per-task=16 tuneup train --config "$CONFIG"']
+    assert srun == ['srun --ntasks-per-node=4 --cpus-per-task=9 tuneup train --config "$CONFIG"']
     body = text.split("<<'TUNEUP_CONFIG'\n", 1)[1].split("\nTUNEUP_CONFIG\n", 1)[0]
     assert load_config(write(tmp_path, body)).to_dict() == expected(TUNED_GPU)
     if shutil.which("bash"):
@@ -212,3 +218,177 @@ def test_unknown_format_lists_the_formats():
 def test_invalid_values_are_refused_before_rendering():
     with pytest.raises(UsageError, match="amp_mode"):
         render("yaml", {"amp_mode": "fp8"})
+
+
+def sbatch_lines(text: str, prefix: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith(prefix)]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_sbatch_asks_for_a_2x4_allocation_and_the_workers_cpus(tmp_path):
+    hints = {"nodes": 2, "gpus_per_node": 4, "cpus_per_task": 32}
+    text = render("sbatch", {"num_data_workers": 8, "global_batch_size": 64}, hints=hints)
+    options = sbatch_options(text)
+    assert options["nodes"] == "2" and options["ntasks-per-node"] == "4"
+    assert options["gpus-per-node"] == "4"
+    assert options["cpus-per-task"] == "9"  # 8 workers + the training process, not all 32
+    assert sbatch_lines(text, "srun ") == [
+        'srun --ntasks-per-node=4 --cpus-per-task=9 tuneup train --config "$CONFIG"'
+    ]
+    subprocess.run(["bash", "-n", str(write(tmp_path, text, "job.sbatch"))], check=True, timeout=30)
+
+
+def test_cpus_per_task_is_capped_by_the_node_and_says_so():
+    hints = {"gpus_per_node": 4, "cpus_per_node": 64}
+    text = render("sbatch", {"num_data_workers": 20, "global_batch_size": 64}, hints=hints)
+    assert sbatch_options(text)["cpus-per-task"] == "16"
+    assert "# --cpus-per-task: 20 loader workers + 1 training process want 21, capped at 16" in text
+    assert sbatch_lines(text, "srun ")[0].startswith("srun --ntasks-per-node=4 --cpus-per-task=16 ")
+
+
+def test_sbatch_marks_what_the_hints_do_not_say():
+    text = render("sbatch", {"num_data_workers": 4}, hints={"gpus_per_node": 4})
+    options = sbatch_options(text)
+    assert options["account"] == "<account>" and options["partition"] == "<partition>"
+    assert options["time"] == "01:00:00" and "# --time: tuneup's default" in text
+    timed = render("sbatch", {}, hints={"time": "02:00:00", "account": "a", "partition": "p"})
+    assert "<" not in "".join(sbatch_lines(timed, "#SBATCH")) and "tuneup's default" not in timed
+
+
+PRESET_HINTS = {
+    "gpus_per_node": 1,  # the preset's guess; the probed layout wins
+    "cores_per_node": 64,
+    "slurm": {"account": "m1234_g", "qos": "regular", "constraint": "gpu"},
+}
+DDP_WON = {
+    "num_data_workers": 8,
+    "data_loader_config": "dali-lowmem",
+    "amp_mode": "fp16",
+    "global_batch_size": 64,
+    "bucket_cap_mb": 100,
+    "broadcast_buffers": False,
+}
+
+
+def results_folder(
+    tmp_path: Path, values: dict[str, Any], **blocks: Any
+) -> tuple[Path, dict[str, Any]]:
+    """A finished session's folder, written as tuneup writes it (session.json, summary.json)."""
+    session = {
+        "preset": "perlmutter",
+        "preset_source": "perlmutter",
+        "trainer": "unet",
+        "search": "staged",
+        "seed": 0,
+        "stages": ["workers", "data", "amp", "ddp"],
+        "machine": {"cuda": True, "gpu_count": 4, "cpus_usable": 64},
+        "base_config": {"num_data_workers": 2},
+        "hints": PRESET_HINTS,
+        "tuneup_version": "0",
+        "started": "2025-01-01T00:00:00+0000",
+        **blocks,
+    }
+    changes = {k: v for k, v in values.items() if k != "global_batch_size"}
+    summary = {
+        "search": "staged",
+        "baseline": {"values": {"num_data_workers": 2}, "full_sps": 1000.0},
+        "recommendation": {
+            "values": values,
+            "changes": changes,
+            "path": list(changes),
+            "headline": "recommendation: ...",
+            "full_sps": 2000.0,
+        },
+        "speedup": {"value": 2.0},
+        "stages": [],
+        "probes": {"ok": 10},
+    }
+    results = ResultsDir(tmp_path / "run")
+    results.create(session)
+    results.write_summary(summary)
+    return results.path, session
+
+
+def export(folder: Path, fmt: str, tmp_path: Path) -> str:
+    target = tmp_path / f"export.{fmt}"
+    assert run_export_command(folder, fmt, target) == 0
+    return target.read_text()
+
+
+LAUNCH = {"nproc": 4, "nodes": 2, "world_size": 8, "launcher": "srun"}
+JOB = {"partition": "gpu_ss11", "account": "other_g", "num_nodes": 2, "gpus_on_node": 4}
+
+
+def test_export_from_a_session_asks_for_the_probed_layout_and_job(tmp_path):
+    folder, _ = results_folder(tmp_path, DDP_WON, launch=LAUNCH, job=JOB)
+    text = export(folder, "sbatch", tmp_path)
+    options = sbatch_options(text)
+    assert options["nodes"] == "2" and options["ntasks-per-node"] == "4"
+    assert options["gpus-per-node"] == "4"
+    assert options["cpus-per-task"] == "9"  # 8 workers + 1, within 64 / 4
+    assert options["partition"] == "gpu_ss11"  # the job's: the preset gives none
+    assert options["account"] == "m1234_g"  # the preset's wins over the job's
+    assert options["qos"] == "regular" and options["constraint"] == "gpu"
+    assert sbatch_lines(text, "srun ")[0].startswith("srun --ntasks-per-node=4 --cpus-per-task=9 ")
+
+
+def test_export_of_a_session_without_layout_blocks_uses_the_preset(tmp_path):
+    folder, _ = results_folder(tmp_path, DDP_WON)
+    options = sbatch_options(export(folder, "sbatch", tmp_path))
+    assert options["nodes"] == "1" and options["ntasks-per-node"] == "1"
+    assert options["partition"] == "<partition>" and options["account"] == "m1234_g"
+
+
+def test_a_damaged_launch_block_is_one_clear_error(tmp_path):
+    folder, _ = results_folder(tmp_path, DDP_WON, launch={"nproc": "four", "nodes": 1})
+    with pytest.raises(UsageError, match=r"launch 'nproc'.*damaged"):
+        run_export_command(folder, "sbatch", tmp_path / "x")
+
+
+def test_flags_carry_the_ddp_knobs_when_they_won(tmp_path):
+    folder, _ = results_folder(tmp_path, DDP_WON, launch=LAUNCH)
+    tokens = shlex.split(export(folder, "flags", tmp_path))
+    assert tokens[tokens.index("--bucket_cap_mb") + 1] == "100"
+    assert "--disable_broadcast_buffers" in tokens
+    script = export(folder, "sbatch", tmp_path)
+    assert "bucket_cap_mb: 100" in script and "broadcast_buffers: false" in script
+    lost = {k: v for k, v in DDP_WON.items() if k not in ("bucket_cap_mb", "broadcast_buffers")}
+    other, _ = results_folder(tmp_path / "other", lost, launch=LAUNCH)
+    plain = shlex.split(export(other, "flags", tmp_path))
+    assert "--bucket_cap_mb" not in plain and "--disable_broadcast_buffers" not in plain
+
+
+FAKE_SCONTROL = '#!/bin/sh\nprintf "nid001234\\nnid001235\\n"\n'
+FAKE_SRUN = """#!/bin/sh
+{ echo "ARGS $*"; echo "MASTER_ADDR=$MASTER_ADDR"; echo "MASTER_PORT=$MASTER_PORT";
+  echo "OMP_NUM_THREADS=$OMP_NUM_THREADS"; } > "$SLURM_SUBMIT_DIR/srun.log"
+"""
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_the_script_starts_ranks_that_tuneup_train_can_place(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, body in (("scontrol", FAKE_SCONTROL), ("srun", FAKE_SRUN)):
+        (bin_dir / name).write_text(body)
+        (bin_dir / name).chmod(0o755)
+    folder, _ = results_folder(tmp_path, DDP_WON, launch=LAUNCH, job=JOB)
+    script = write(tmp_path, export(folder, "sbatch", tmp_path), "job.sbatch")
+    env = {
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "SLURM_JOB_NODELIST": "nid[001234-001235]",
+        "SLURM_SUBMIT_DIR": str(tmp_path),
+        "SLURM_JOB_ID": "42",
+    }
+    subprocess.run(["bash", str(script)], check=True, timeout=30, env=env)
+    log = dict(line.split("=", 1) for line in (tmp_path / "srun.log").read_text().splitlines()[1:])
+    args = (tmp_path / "srun.log").read_text().splitlines()[0]
+    config = tmp_path / "tuneup-42.yaml"
+    assert args == f"ARGS --ntasks-per-node=4 --cpus-per-task=9 tuneup train --config {config}"
+    assert load_config(config).to_dict() == expected(DDP_WON)
+    # What one rank of that step sees: tuneup train must find its place in the job.
+    rank = dist_env_from(
+        {**log, "SLURM_STEP_NUM_TASKS": "8", "SLURM_PROCID": "5", "SLURM_LOCALID": "1"}
+    )
+    assert log["MASTER_ADDR"] == "nid001234"
+    assert (rank.world_size, rank.rank, rank.local_rank, rank.source) == (8, 5, 1, "slurm")

@@ -10,15 +10,15 @@ from tuneup.errors import ExitCode
 
 def run_export_command(folder: Path, fmt: str, output: Path | None) -> int:
     from tuneup.export import render
+    from tuneup.export.slurm import hints_from_session
     from tuneup.probe.journal import ResultsDir
 
     results = ResultsDir(folder)
     session = results.session()
     summary = results.summary()
     values = summary["recommendation"]["values"]
-    hints = dict(session.get("hints") or {})
-    hints.setdefault("preset", session.get("preset"))
-    text = render(fmt, values, hints=hints)
+    # The probed layout and the probe's job, so the script asks for what was measured.
+    text = render(fmt, values, hints=hints_from_session(session))
     if output is None:
         sys.stdout.write(text)
     else:

@@ -28,10 +28,11 @@ def render(fmt: str, values: Mapping[str, Any], *, hints: Mapping[str, Any] | No
     Args:
         fmt: one of FORMATS.
         values: knob values, e.g. a journal line's `config`; validated first.
-        hints: the preset's machine hints (nodes, gpus_per_node, cpus_per_node,
-            cpus_per_task, account, partition, qos, constraint, time, job_name;
-            also accepted under a nested `slurm:` mapping). Only env and sbatch
-            read them.
+        hints: machine hints (nodes, tasks_per_node, gpus_per_node,
+            cpus_per_node, cpus_per_task, account, partition, qos, constraint,
+            time, job_name; also accepted under a nested `slurm:` mapping): the
+            preset's, or `tuneup.export.slurm.hints_from_session` for a finished
+            session. Only env and sbatch read them.
 
     Raises:
         UsageError: an unknown format, invalid values or invalid hints.

@@ -1,8 +1,13 @@
 """Job exports: environment variables and a SLURM batch script for a tuned config.
 
-Pure functions of a validated TrainConfig and the preset's machine hints. What
-the hints do not say becomes a clearly marked placeholder (`<account>`) or a
-stated default, never a silent guess.
+Pure functions of a validated TrainConfig and the machine hints: the preset's,
+with a finished session's probed layout and SLURM job laid over them
+(`hints_from_session`). What the hints do not say becomes a clearly marked
+placeholder (`<account>`) or a default stated in a comment, never a silent guess.
+
+Hints: nodes, tasks_per_node, gpus_per_node, cpus_per_node (or cores_per_node),
+cpus_per_task (or cores_per_task), account, partition, qos, constraint, time,
+job_name; at the top level or under `slurm:`.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from tuneup.config import TrainConfig
 from tuneup.errors import UsageError
 from tuneup.export.configs import render_tuneup
 
-_INT_HINTS = ("nodes", "gpus_per_node", "cpus_per_node", "cpus_per_task")
+_INT_HINTS = ("nodes", "tasks_per_node", "gpus_per_node", "cpus_per_node", "cpus_per_task")
 _TEXT_HINTS = ("account", "partition", "qos", "constraint", "time", "job_name")
 # Accepted spellings of the same hint (presets speak of cores).
 _ALIASES = {"cores_per_node": "cpus_per_node", "cores_per_task": "cpus_per_task"}
@@ -35,6 +40,7 @@ class JobLayout:
     cpus_per_task: int
     omp_threads: int
     slurm: dict[str, str | None]
+    cpus_why: str = ""  # how cpus_per_task was chosen, for a comment in the script
 
     @property
     def ranks(self) -> int:
@@ -68,20 +74,41 @@ def _flatten(hints: Mapping[str, Any] | None) -> dict[str, Any]:
     return flat
 
 
+def _cpus(workers: int, tasks: int, flat: Mapping[str, Any]) -> tuple[int, str]:
+    """CPUs per task: the loader workers plus the training process, within what a node has."""
+    wanted = workers + 1
+    caps = []
+    if "cpus_per_task" in flat:
+        caps.append((flat["cpus_per_task"], f"the hints' {flat['cpus_per_task']} CPUs per task"))
+    if "cpus_per_node" in flat:
+        share = max(1, flat["cpus_per_node"] // tasks)
+        caps.append((share, f"{flat['cpus_per_node']} CPUs per node / {tasks} tasks"))
+    why = f"{workers} loader workers + 1 training process"
+    if caps:
+        cap, source = min(caps)
+        if cap < wanted:
+            return cap, f"{why} want {wanted}, capped at {cap} ({source})"
+    return wanted, why
+
+
 def job_layout(cfg: TrainConfig, hints: Mapping[str, Any] | None) -> JobLayout:
-    """One rank per GPU; CPUs per task from the hints, else enough for the loader workers."""
+    """One rank per GPU; CPUs for the loader workers and the training process.
+
+    `tasks_per_node` (the probed layout) wins over `gpus_per_node`: each rank
+    gets one GPU. CPUs per task are num_data_workers + 1, capped by the
+    `cpus_per_task` hint and by `cpus_per_node` shared among the tasks.
+    """
     flat = _flatten(hints)
     on_gpu = cfg.device != "cpu"
-    gpus = flat.get("gpus_per_node", 1) if on_gpu else 0
-    tasks = gpus if gpus > 0 else 1
-    if "cpus_per_task" in flat:
-        cpus = flat["cpus_per_task"]
-    elif "cpus_per_node" in flat:
-        cpus = max(1, flat["cpus_per_node"] // tasks)
+    if "tasks_per_node" in flat:
+        tasks = flat["tasks_per_node"]
+        gpus = tasks if on_gpu else 0
     else:
-        cpus = cfg.num_data_workers + 1  # the training process and its loader workers
+        gpus = flat.get("gpus_per_node", 1) if on_gpu else 0
+        tasks = gpus if gpus > 0 else 1
+    cpus, why = _cpus(cfg.num_data_workers, tasks, flat)
     slurm = {key: flat.get(key) for key in ("account", "partition", "qos", "constraint")}
-    slurm["time"] = flat.get("time", DEFAULT_TIME)
+    slurm["time"] = flat.get("time")
     slurm["job_name"] = flat.get("job_name", "tuneup-train")
     return JobLayout(
         nodes=flat.get("nodes", 1),
@@ -90,6 +117,7 @@ def job_layout(cfg: TrainConfig, hints: Mapping[str, Any] | None) -> JobLayout:
         cpus_per_task=cpus,
         omp_threads=max(1, cpus - cfg.num_data_workers),
         slurm=slurm,
+        cpus_why=why,
     )
 
 
@@ -134,11 +162,29 @@ def _sbatch_options(layout: JobLayout) -> list[str]:
     if layout.gpus_per_node:
         lines.append(f"#SBATCH --gpus-per-node={layout.gpus_per_node}")
     lines += [
+        f"# --cpus-per-task: {layout.cpus_why}",
         f"#SBATCH --cpus-per-task={layout.cpus_per_task}",
-        f"#SBATCH --time={slurm['time']}",
+    ]
+    if slurm["time"] is None:
+        lines.append("# --time: tuneup's default (no `time` hint); set your run's length")
+    lines += [
+        f"#SBATCH --time={slurm['time'] or DEFAULT_TIME}",
         "#SBATCH --output=%x-%j.out",
     ]
     return lines
+
+
+def srun_line(layout: JobLayout) -> str:
+    """The job step: one `tuneup train` per rank, ranks read from SLURM_PROCID/SLURM_LOCALID.
+
+    Since Slurm 22.05 srun no longer inherits --cpus-per-task from sbatch, so it
+    is repeated. No --gpus-per-task: each rank picks cuda:SLURM_LOCALID, which
+    needs every GPU of its node visible.
+    """
+    return (
+        f"srun --ntasks-per-node={layout.tasks_per_node} "
+        f'--cpus-per-task={layout.cpus_per_task} tuneup train --config "$CONFIG"'
+    )
 
 
 def render_sbatch(cfg: TrainConfig, hints: Mapping[str, Any] | None) -> str:
@@ -159,7 +205,8 @@ def render_sbatch(cfg: TrainConfig, hints: Mapping[str, Any] | None) -> str:
         "# load your environment here (module load ..., source .venv/bin/activate)",
         "",
         *env_lines(cfg, layout),
-        "# rank 0's node and a free port, for the process group",
+        "# rank 0's node and a free port: tuneup train needs both in an srun step of",
+        "# several tasks to form the process group",
         'export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
         f"export MASTER_PORT={MASTER_PORT}",
     ]
@@ -176,7 +223,49 @@ def render_sbatch(cfg: TrainConfig, hints: Mapping[str, Any] | None) -> str:
         render_tuneup(cfg).rstrip("\n"),
         "TUNEUP_CONFIG",
         "",
-        # Since Slurm 22.05 srun no longer inherits --cpus-per-task from sbatch.
-        f'srun --cpus-per-task={layout.cpus_per_task} tuneup train --config "$CONFIG"',
+        f"# {layout.ranks} ranks ({layout.nodes} x {layout.tasks_per_node}); each rank "
+        "trains on GPU $SLURM_LOCALID, so every GPU stays visible (no --gpus-per-task)",
+        srun_line(layout),
     ]
     return "\n".join(lines) + "\n"
+
+
+def hints_from_session(session: Mapping[str, Any]) -> dict[str, Any]:
+    """Export hints for a finished session: the preset's, the probed layout and the job.
+
+    The recommendation was measured on the probed layout (session.json's
+    `launch`: nodes, nproc per node), so it sets nodes and tasks per node over
+    the preset's; the SLURM job the session ran in (`job`) fills in the
+    partition, account and CPUs that the preset does not give.
+
+    Raises:
+        UsageError: hints or a launch block that are not what tuneup writes.
+    """
+    flat = _flatten(session.get("hints") or {})
+    launch = session.get("launch")
+    if isinstance(launch, Mapping):
+        nodes = _whole(launch.get("nodes", 1), "launch", "nodes")
+        nproc = launch.get("nproc")
+        if nproc is None and launch.get("world_size") is not None:
+            nproc = _whole(launch["world_size"], "launch", "world_size") // nodes
+        if nproc is not None:
+            flat["tasks_per_node"] = _whole(nproc, "launch", "nproc")
+        flat["nodes"] = nodes
+    job = session.get("job")
+    if isinstance(job, Mapping):
+        for key in ("account", "partition"):
+            if job.get(key) and key not in flat:
+                flat[key] = str(job[key])
+        for key, hint in (("cpus_on_node", "cpus_per_node"), ("cpus_per_task", "cpus_per_task")):
+            if job.get(key) is not None and hint not in flat:
+                flat[hint] = _whole(job[key], "job", key)
+    return flat
+
+
+def _whole(value: Any, block: str, key: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UsageError(
+            f"session.json's {block} '{key}' must be a positive whole number, got {value!r}: "
+            "the results folder is damaged"
+        )
+    return value
