@@ -1,14 +1,26 @@
-"""Presets for probing: the base training config, the stage ladder and the probe budget.
+"""Presets for probing: the base training config, the stage plan and the probe budget.
 
 A preset is YAML: `name`, `description`, `train` (TrainConfig knobs),
 optionally `synthetic_data` (a box made on first use when no data path is
-given) and `probe` (`stages`, `budget`, `hints`). Bundled presets ship in
-the wheel; a path to a YAML file works too.
+given), `probe` and `command` (the `command` trainer's section). `probe` holds
+`stages` (names, or a name mapped to that stage's own candidate values),
+`budget`, `hints` (machine facts for exports and the cluster model) and
+`launch` (`nproc`, `nodes`: the ranks each probe runs with; absent, the CLI's
+default, the GPUs the allocation gives, applies).
+
+Lookup of a name: the bundled presets first, then the user's config folder
+($TUNEUP_CONFIG_DIR, else $XDG_CONFIG_HOME/tuneup, else ~/.config/tuneup;
+presets in its `presets/` folder as NAME.yaml), then a path. A user preset
+with a bundled preset's name is shadowed: load it by its path.
+
+Validation is strict and complete: every problem is listed in one UsageError.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,7 +29,9 @@ import yaml
 
 from tuneup.bundled import bundled_preset_names, read_bundled_preset
 from tuneup.errors import UsageError
-from tuneup.probe.types import Budget
+from tuneup.probe import preset_schema as schema
+from tuneup.probe.preset_schema import PRESET_KEYS, PROBE_KEYS
+from tuneup.probe.types import Budget, Candidate, MachineInfo
 
 DEFAULT_STAGES = (
     "workers",
@@ -30,13 +44,27 @@ DEFAULT_STAGES = (
     "channels_last",
     "batch_size",
 )
-PRESET_KEYS = ("name", "description", "train", "synthetic_data", "probe")
-PROBE_KEYS = ("stages", "budget", "hints")
+YAML_SUFFIXES = (".yaml", ".yml")
+
+
+@dataclass(frozen=True)
+class Launch:
+    """The ranks a preset's probes run with; None leaves it to the CLI (the allocation's GPUs)."""
+
+    nproc: int | None = None
+    nodes: int | None = None
 
 
 @dataclass(frozen=True)
 class ProbePreset:
-    """A validated preset, ready for a probe session."""
+    """A validated preset, ready for a probe session.
+
+    Attributes:
+        stage_candidates: a stage's own candidate values from the preset, by stage
+            name; stages absent here keep their declared candidates.
+        source: the bundled name, or the file's absolute path: what --resume reloads.
+        origin: where it was found: "bundled", "user: PATH" or "file: PATH".
+    """
 
     name: str
     description: str
@@ -45,63 +73,318 @@ class ProbePreset:
     stages: tuple[str, ...] = DEFAULT_STAGES
     budget: Budget = field(default_factory=Budget)
     hints: dict[str, Any] = field(default_factory=dict)
-    source: str = ""  # the bundled name, or the file's absolute path: what --resume reloads
+    source: str = ""
+    stage_candidates: dict[str, tuple[Candidate, ...]] = field(default_factory=dict)
+    launch: Launch = field(default_factory=Launch)
+    command: dict[str, Any] | None = None
+    origin: str = ""
 
 
-def load_preset(name_or_path: str) -> ProbePreset:
-    """A bundled preset by name, or a preset file by path."""
-    path = Path(name_or_path).expanduser()
-    if path.suffix in (".yaml", ".yml") or path.is_file():
-        if not path.is_file():
-            raise UsageError(f"preset file not found: {path}")
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        source = str(path.resolve())
+def problems_error(label: str, problems: list[str]) -> UsageError:
+    """One error listing every problem: a first line, then one line per problem."""
+    noun = "problem" if len(problems) == 1 else "problems"
+    lines = [f"preset {label} has {len(problems)} {noun}:", *(f"  {p}" for p in problems)]
+    return UsageError("\n".join(lines))
+
+
+def parse_preset(data: Any, source: str, *, default_name: str | None = None) -> ProbePreset:
+    """Check a preset mapping completely; raise one UsageError listing every problem.
+
+    Args:
+        data: the YAML document.
+        source: names the preset in the error (its name or path).
+        default_name: the name when the document gives none (the file's stem).
+    """
+    if not isinstance(data, Mapping):
+        raise problems_error(source, [f"a preset must be a mapping, got {schema.type_name(data)}"])
+    problems = schema.unknown_keys(data, PRESET_KEYS, "")
+    for key in ("name", "description"):
+        if key in data and not isinstance(data[key], str):
+            problems.append(f"{key}: must be text, got {schema.type_name(data[key])}")
+    train, found = schema.check_train(data.get("train"))
+    problems += found
+    synthetic, found = schema.check_synthetic(data.get("synthetic_data"))
+    problems += found
+    probe = data.get("probe")
+    if probe is None:
+        probe = {}
+    if not isinstance(probe, Mapping):
+        problems.append(f"probe: must be a mapping, got {schema.type_name(probe)}")
+        probe = {}
+    problems += schema.unknown_keys(probe, PROBE_KEYS, "probe.")
+    stages, candidates, found = schema.check_stages(probe.get("stages"), train, DEFAULT_STAGES)
+    problems += found
+    budget, found = schema.check_budget(probe.get("budget"))
+    problems += found
+    hints, found = schema.check_hints(probe.get("hints"))
+    problems += found
+    launch, found = schema.check_launch(probe.get("launch"))
+    problems += found
+    command = data.get("command")
+    if command is not None and not isinstance(command, Mapping):
+        problems.append(f"command: must be a mapping, got {schema.type_name(command)}")
     else:
-        if name_or_path not in bundled_preset_names():
-            known = ", ".join(bundled_preset_names())
-            raise UsageError(f"no preset named '{name_or_path}': known presets are {known}")
-        data = read_bundled_preset(name_or_path)
-        source = f"preset {name_or_path}"
-    preset = parse_preset(data, source)
-    return dataclasses.replace(preset, source=source if path.suffix else name_or_path)
-
-
-def parse_preset(data: Any, source: str) -> ProbePreset:
-    """Check a preset mapping; every problem is a one-line UsageError naming the key."""
-    if not isinstance(data, dict):
-        raise UsageError(f"{source}: a preset must be a mapping")
-    for key in data:
-        if key not in PRESET_KEYS:
-            raise UsageError(
-                f"{source}: unknown preset key '{key}' (valid: {', '.join(PRESET_KEYS)})"
-            )
-    probe = data.get("probe") or {}
-    for key in probe:
-        if key not in PROBE_KEYS:
-            raise UsageError(
-                f"{source}: unknown key 'probe.{key}' (valid: {', '.join(PROBE_KEYS)})"
-            )
-    budget_values = probe.get("budget") or {}
-    known_budget = set(Budget.__dataclass_fields__)
-    for key in budget_values:
-        if key not in known_budget:
-            valid = ", ".join(sorted(known_budget))
-            raise UsageError(f"{source}: unknown key 'probe.budget.{key}' (valid: {valid})")
-    from tuneup.config import build_config
-
-    train = dict(data.get("train") or {})
-    build_config(train, source=f"{source} train")  # every knob checked once, here
+        problems += schema.check_command(command, source)
+    if problems:
+        raise problems_error(source, problems)
+    name = data.get("name") or default_name or source
     return ProbePreset(
-        name=str(data.get("name") or source),
-        description=str(data.get("description") or ""),
+        name=str(name),
+        description=" ".join(str(data.get("description") or "").split()),
         train=train,
-        synthetic_data=data.get("synthetic_data"),
-        stages=tuple(probe.get("stages") or DEFAULT_STAGES),
-        budget=Budget(**budget_values),
-        hints=dict(probe.get("hints") or {}),
+        synthetic_data=synthetic,
+        stages=stages,
+        budget=Budget(**budget),
+        hints=hints,
+        stage_candidates=candidates,
+        launch=Launch(**launch),
+        command=dict(command) if command is not None else None,
     )
 
 
+# --- where presets come from ------------------------------------------------------------------
+
+
+def config_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """The user's folder: $TUNEUP_CONFIG_DIR, else $XDG_CONFIG_HOME/tuneup or ~/.config/tuneup."""
+    env = os.environ if environ is None else environ
+    if env.get("TUNEUP_CONFIG_DIR"):
+        return Path(env["TUNEUP_CONFIG_DIR"]).expanduser()
+    base = env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base).expanduser() / "tuneup"
+
+
+def user_presets_dir(environ: Mapping[str, str] | None = None) -> Path:
+    return config_dir(environ) / "presets"
+
+
+def user_preset_files(environ: Mapping[str, str] | None = None) -> dict[str, Path]:
+    """The user's presets by name (the file's stem); NAME.yaml wins over NAME.yml."""
+    folder = user_presets_dir(environ)
+    if not folder.is_dir():
+        return {}
+    found: dict[str, Path] = {}
+    for suffix in reversed(YAML_SUFFIXES):
+        for path in sorted(folder.glob(f"*{suffix}")):
+            if path.is_file():
+                found[path.stem] = path
+    return dict(sorted(found.items()))
+
+
+def _looks_like_path(text: str) -> bool:
+    return "/" in text or os.sep in text or text.endswith(YAML_SUFFIXES) or text.startswith("~")
+
+
+def _read_yaml(path: Path) -> Any:
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        at = f" at line {where.line + 1}" if where is not None else ""
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        raise UsageError(f"preset file {path} is not valid YAML{at}: {problem}") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read preset file {path}: {exc.strerror or exc}") from None
+
+
+def _origin_of_file(path: Path, environ: Mapping[str, str] | None) -> str:
+    folder = user_presets_dir(environ).expanduser()
+    try:
+        inside = path.resolve().parent == folder.resolve()
+    except OSError:
+        inside = False
+    return f"{'user' if inside else 'file'}: {path}"
+
+
+def _load_file(path: Path, environ: Mapping[str, str] | None) -> ProbePreset:
+    resolved = path.expanduser().resolve()
+    preset = parse_preset(_read_yaml(resolved), str(resolved), default_name=resolved.stem)
+    return _with_place(preset, str(resolved), _origin_of_file(resolved, environ))
+
+
+def _with_place(preset: ProbePreset, source: str, origin: str) -> ProbePreset:
+    return dataclasses.replace(preset, source=source, origin=origin)
+
+
+def known_names(environ: Mapping[str, str] | None = None) -> list[str]:
+    """Every name `load_preset` finds: the bundled ones, then the user's not shadowed."""
+    bundled = bundled_preset_names()
+    return bundled + [n for n in user_preset_files(environ) if n not in bundled]
+
+
+def load_preset(name_or_path: str, *, environ: Mapping[str, str] | None = None) -> ProbePreset:
+    """A preset by name (bundled, then the user's folder) or by path to a YAML file.
+
+    Raises:
+        UsageError: no such preset (the known names are listed), an unreadable
+            file, or a preset with problems (every one listed).
+    """
+    text = str(name_or_path)
+    if not _looks_like_path(text):
+        if text in bundled_preset_names():
+            preset = parse_preset(read_bundled_preset(text), text, default_name=text)
+            return _with_place(preset, text, "bundled")
+        user = user_preset_files(environ).get(text)
+        if user is not None:
+            return _load_file(user, environ)
+    path = Path(text).expanduser()
+    if path.is_file():
+        return _load_file(path, environ)
+    if _looks_like_path(text):
+        raise UsageError(f"preset file not found: {path}")
+    known = known_names(environ)
+    raise UsageError(
+        f"no preset named '{text}': {schema.did_you_mean(text, known)}known presets are "
+        f"{', '.join(known)} (user presets go in {user_presets_dir(environ)}/NAME.yaml), "
+        "or give a path to a YAML file"
+    )
+
+
+@dataclass(frozen=True)
+class PresetEntry:
+    """One line of `tuneup presets list`.
+
+    Attributes:
+        origin: "bundled" or "user: PATH".
+        shadowed: a user preset hidden by a bundled one of the same name.
+        error: why it does not load (None when it does).
+    """
+
+    name: str
+    origin: str
+    description: str
+    path: Path | None = None
+    shadowed: bool = False
+    error: str | None = None
+
+
+def list_presets(environ: Mapping[str, str] | None = None) -> list[PresetEntry]:
+    """Every preset, bundled then the user's; what fails to load is listed with why."""
+    bundled = bundled_preset_names()
+    entries = [_entry(name, lambda n=name: load_preset(n, environ=environ)) for name in bundled]
+    for name, path in user_preset_files(environ).items():
+        entry = _entry(name, lambda p=path: _load_file(p, environ), path)
+        entries.append(dataclasses.replace(entry, shadowed=name in bundled))
+    return entries
+
+
+def _entry(name: str, load: Callable[[], ProbePreset], path: Path | None = None) -> PresetEntry:
+    origin = "bundled" if path is None else f"user: {path}"
+    try:
+        preset = load()
+    except UsageError as exc:
+        first = str(exc).splitlines()[0].rstrip(":")
+        return PresetEntry(name, origin, "", path, error=first)
+    return PresetEntry(name, origin, preset.description, path)
+
+
+# --- a preset as YAML again -------------------------------------------------------------------
+
+
+def preset_to_dict(preset: ProbePreset) -> dict[str, Any]:
+    """The preset as a mapping `parse_preset` reads back to the same preset."""
+    stages: list[Any] = []
+    for name in preset.stages:
+        cands = preset.stage_candidates.get(name)
+        stages.append(name if cands is None else {name: _candidates_yaml(cands)})
+    probe: dict[str, Any] = {"stages": stages, "budget": preset.budget.to_dict()}
+    if preset.hints:
+        probe["hints"] = dict(preset.hints)
+    launch = {k: v for k, v in vars(preset.launch).items() if v is not None}
+    if launch:
+        probe["launch"] = launch
+    data: dict[str, Any] = {"name": preset.name, "description": preset.description}
+    if preset.synthetic_data is not None:
+        data["synthetic_data"] = dict(preset.synthetic_data)
+    data["train"] = dict(preset.train)
+    data["probe"] = probe
+    if preset.command is not None:
+        data["command"] = dict(preset.command)
+    return data
+
+
+def _candidates_yaml(cands: tuple[Candidate, ...]) -> Any:
+    """`{knob: [values]}` when every candidate sets the same one knob, else a list of mappings."""
+    knobs = {tuple(c.values) for c in cands}
+    if len(knobs) == 1 and len(next(iter(knobs))) == 1:
+        (knob,) = next(iter(knobs))
+        return {knob: [c.values[knob] for c in cands]}
+    return [dict(c.values) for c in cands]
+
+
+def preset_yaml(preset: ProbePreset) -> str:
+    return yaml.safe_dump(preset_to_dict(preset), sort_keys=False, default_flow_style=None)
+
+
+# --- using a preset ---------------------------------------------------------------------------
+
+
+def apply_stage_candidates(stage: Any, preset: ProbePreset) -> Any:
+    """`stage` with the preset's own candidate values for it, when the preset gives some.
+
+    Raises:
+        UsageError: a candidate sets a knob the stage does not own.
+    """
+    cands = preset.stage_candidates.get(stage.name)
+    if cands is None:
+        return stage
+    try:
+        return stage.with_candidates(cands)
+    except ValueError as exc:
+        raise UsageError(f"preset {preset.name}, stage {stage.name}: {exc}") from None
+
+
+def preset_stage(name: str, preset: ProbePreset) -> Any:
+    """Load stage `name` from the registry with the preset's candidates applied."""
+    from tuneup.probe.stages import load_stage
+
+    return apply_stage_candidates(load_stage(name), preset)
+
+
+def preset_warnings(preset: ProbePreset, machine: MachineInfo) -> list[str]:
+    """Values that cannot work on this machine, one line each (warnings: the preset still loads)."""
+    warnings = []
+    ranks = preset.launch.nproc or machine.ranks_per_node
+    per_rank = max(1, machine.cpus_usable // max(1, ranks))
+    share = f"{machine.cpus_usable} usable / {ranks} rank{'s' if ranks != 1 else ''}"
+    cpus = f"{per_rank} CPU{'s' if per_rank != 1 else ''}"
+    workers = preset.train.get("num_data_workers")
+    if isinstance(workers, int) and workers > per_rank:
+        warnings.append(
+            f"train.num_data_workers is {workers}, more than the {cpus} each rank has "
+            f"here ({share}): workers would share cores"
+        )
+    counts = [c.values.get("num_data_workers") for c in preset.stage_candidates.get("workers", ())]
+    over = [str(n) for n in counts if isinstance(n, int) and n > per_rank]
+    if over:
+        warnings.append(
+            f"probe.stages.workers: {_and(over)} workers are more than the {cpus} each rank "
+            f"has here ({share})"
+        )
+    device = preset.train.get("device", "auto")
+    on_gpu = device != "cpu"
+    if device == "cuda" and not machine.cuda:
+        why = "GPUs visible, but this torch has no CUDA" if machine.gpu_count else "no GPU visible"
+        warnings.append(f"train.device is cuda, but this machine has no CUDA ({why})")
+    gpus = schema.flat_hints(preset.hints).get("gpus_per_node")
+    if on_gpu and isinstance(gpus, int) and gpus > machine.gpu_count:
+        warnings.append(
+            f"probe.hints.gpus_per_node is {gpus}, but {machine.gpu_count} GPU"
+            f"{'s are' if machine.gpu_count != 1 else ' is'} visible here"
+        )
+    nproc = preset.launch.nproc
+    if on_gpu and nproc is not None and nproc > machine.gpu_count:
+        warnings.append(
+            f"probe.launch.nproc is {nproc} (one rank per GPU), but {machine.gpu_count} GPU"
+            f"{'s are' if machine.gpu_count != 1 else ' is'} visible here"
+        )
+    return warnings
+
+
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
 def default_preset_name(cuda: bool) -> str:
-    """`tuneup probe` with no --preset: the CPU smoke ladder without CUDA, else generic-cuda."""
+    """Without GPU facts: the CPU smoke ladder without CUDA, else generic-cuda (see autopick)."""
     return "generic-cuda" if cuda else "cpu-smoke"

@@ -1,0 +1,403 @@
+"""The checks behind a preset's strict validation: each section's problems, all of them.
+
+Every function takes the raw YAML value of one section and returns what it
+means (normalised) together with a list of problems, one line each, naming
+where in the preset the problem is and what would be valid. Nothing stops at
+the first problem: a preset with three mistakes gets three lines.
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from tuneup.errors import UsageError
+from tuneup.probe.types import Budget, Candidate
+
+PRESET_KEYS = ("name", "description", "train", "synthetic_data", "probe", "command")
+PROBE_KEYS = ("stages", "budget", "hints", "launch")
+SYNTH_KEYS = ("box", "val_box", "seed")
+LAUNCH_KEYS = ("nproc", "nodes")
+# Hints for the cluster model (tuneup.cluster.scaling) rather than sbatch: network GB/s
+# per GPU (the node's NIC bandwidth over its GPUs), the latency of one network step
+# (us), and the ring bandwidth inside a node per GPU (GB/s).
+INTERCONNECT_HINTS = ("interconnect_gbs", "interconnect_latency_us", "intra_node_gbs")
+
+
+def did_you_mean(name: str, options: Iterable[str]) -> str:
+    """The hint "did you mean 'x'? " when a close option exists, else the empty string."""
+    close = difflib.get_close_matches(str(name), [str(o) for o in options], n=1, cutoff=0.7)
+    return f"did you mean '{close[0]}'? " if close else ""
+
+
+def unknown_keys(data: Mapping[str, Any], valid: Iterable[str], where: str) -> list[str]:
+    """One problem per key of `data` that is not in `valid`."""
+    valid = tuple(valid)
+    return [
+        f"{where}{key}: unknown key: {did_you_mean(key, valid)}valid keys are {', '.join(valid)}"
+        for key in data
+        if key not in valid
+    ]
+
+
+def is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def type_name(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+# --- train: TrainConfig knobs -----------------------------------------------------------------
+
+
+def _build(values: Mapping[str, Any]) -> str | None:
+    """build_config's one-line complaint about `values`, or None when they are valid."""
+    from tuneup.config import build_config
+
+    try:
+        build_config(values, source="this section")
+    except UsageError as exc:
+        return str(exc)
+    return None
+
+
+def knob_problems(values: Mapping[str, Any], where: str = "train") -> list[str]:
+    """Every bad knob in `values`, not just the first (build_config stops at one).
+
+    Each knob is checked alone; one that fails alone is checked again with the
+    knobs that passed, since some rules span knobs (data_size must suit levels).
+    Only when every knob passes is the whole mapping checked once more.
+    """
+    good: dict[str, Any] = {}
+    alone: dict[str, tuple[Any, str]] = {}
+    for key, value in values.items():
+        message = _build({key: value})
+        if message is None:
+            good[key] = value
+        else:
+            alone[key] = (value, message)
+    problems = []
+    for key, (value, message) in alone.items():
+        if _build({**good, key: value}) is None:
+            good[key] = value
+        else:
+            problems.append(f"{where}: {message}")
+    if not problems:
+        message = _build(values)
+        if message is not None:
+            problems.append(f"{where}: {message}")
+    return problems
+
+
+def check_train(raw: Any) -> tuple[dict[str, Any], list[str]]:
+    if raw is None:
+        return {}, []
+    if not isinstance(raw, Mapping):
+        return {}, [f"train: must be a mapping of TrainConfig knobs, got {type_name(raw)}"]
+    values = dict(raw)
+    return values, knob_problems(values)
+
+
+# --- synthetic_data and probe.launch ----------------------------------------------------------
+
+
+def check_synthetic(raw: Any) -> tuple[dict[str, Any] | None, list[str]]:
+    """The synthetic box made when no data path is given: box and val_box sides, a seed."""
+    if raw is None:
+        return None, []
+    if not isinstance(raw, Mapping):
+        return None, [
+            f"synthetic_data: must be a mapping (box, val_box, seed), got {type_name(raw)}"
+        ]
+    problems = unknown_keys(raw, SYNTH_KEYS, "synthetic_data.")
+    for key in ("box", "val_box"):
+        if key not in raw:
+            problems.append(f"synthetic_data.{key}: missing: give the box side in voxels")
+        elif not is_count(raw[key]) or raw[key] < 1:
+            problems.append(
+                f"synthetic_data.{key}: must be a positive whole number, got {raw[key]!r}"
+            )
+    seed = raw.get("seed", 0)
+    if not is_count(seed) or seed < 0:
+        problems.append(f"synthetic_data.seed: must be a whole number of 0 or more, got {seed!r}")
+    return dict(raw), problems
+
+
+def check_launch(raw: Any) -> tuple[dict[str, int], list[str]]:
+    """probe.launch: the ranks each probe runs with (nproc per node, nodes)."""
+    if raw is None:
+        return {}, []
+    if not isinstance(raw, Mapping):
+        return {}, [f"probe.launch: must be a mapping (nproc, nodes), got {type_name(raw)}"]
+    problems = unknown_keys(raw, LAUNCH_KEYS, "probe.launch.")
+    values: dict[str, int] = {}
+    for key in LAUNCH_KEYS:
+        if key not in raw or raw[key] is None:
+            continue
+        if not is_count(raw[key]) or raw[key] < 1:
+            problems.append(
+                f"probe.launch.{key}: must be a whole number of at least 1, got {raw[key]!r}"
+            )
+        else:
+            values[key] = raw[key]
+    return values, problems
+
+
+# --- probe.budget -----------------------------------------------------------------------------
+
+_AT_LEAST_ONE = ("trial_steps", "trials", "warmup_max_steps")
+
+
+def check_budget(raw: Any) -> tuple[dict[str, Any], list[str]]:
+    """Budget fields by name and type; steps are whole numbers, times and tolerances numbers."""
+    if raw is None:
+        return {}, []
+    if not isinstance(raw, Mapping):
+        return {}, [f"probe.budget: must be a mapping, got {type_name(raw)}"]
+    defaults = Budget().to_dict()
+    problems = unknown_keys(raw, defaults, "probe.budget.")
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key not in defaults:
+            continue
+        if isinstance(defaults[key], int):
+            least = 1 if key in _AT_LEAST_ONE else 0
+            if not is_count(value) or value < least:
+                problems.append(
+                    f"probe.budget.{key}: must be a whole number of at least {least}, got {value!r}"
+                )
+                continue
+        elif not is_number(value) or value <= 0:
+            problems.append(f"probe.budget.{key}: must be a positive number, got {value!r}")
+            continue
+        values[key] = float(value) if isinstance(defaults[key], float) else value
+    merged = {**defaults, **values}
+    if merged["warmup_min_steps"] > merged["warmup_max_steps"]:
+        problems.append(
+            f"probe.budget: warmup_min_steps ({merged['warmup_min_steps']}) is more than "
+            f"warmup_max_steps ({merged['warmup_max_steps']})"
+        )
+    return values, problems
+
+
+# --- probe.hints ------------------------------------------------------------------------------
+
+
+def is_count_hint(key: str) -> bool:
+    """Whether a hint is a whole number of nodes, tasks, GPUs or CPUs (the rest are text)."""
+    return key == "nodes" or key.endswith(("_per_node", "_per_task"))
+
+
+def hint_keys() -> tuple[str, ...]:
+    """Every hint a preset may give: the sbatch export's, plus the interconnect's."""
+    from tuneup.export.slurm import HINT_KEYS
+
+    return tuple(dict.fromkeys((*HINT_KEYS, *INTERCONNECT_HINTS)))
+
+
+def _hint_value_problem(key: str, value: Any, where: str) -> str | None:
+    if value is None:
+        return None
+    if is_count_hint(key):
+        least = 0 if key == "gpus_per_node" else 1
+        if not is_count(value) or value < least:
+            return f"{where}{key}: must be a whole number of at least {least}, got {value!r}"
+    elif key == "interconnect_latency_us":
+        if not is_number(value) or value < 0:
+            return f"{where}{key}: must be a number of microseconds, 0 or more, got {value!r}"
+    elif key in INTERCONNECT_HINTS:
+        if not is_number(value) or value <= 0:
+            return f"{where}{key}: must be a positive number of GB/s, got {value!r}"
+    elif key == "time":
+        if not isinstance(value, str):
+            return (
+                f'{where}time: must be text like "01:00:00", got {value!r} '
+                "(quote it: YAML reads 01:00:00 unquoted as a number of seconds)"
+            )
+    elif not isinstance(value, (str, int, float)) or isinstance(value, bool):
+        return f"{where}{key}: must be text, got {type_name(value)}"
+    return None
+
+
+def check_hints(raw: Any) -> tuple[dict[str, Any], list[str]]:
+    """Machine hints, at the top level or under `slurm:`; unknown keys and bad values listed."""
+    if raw is None:
+        return {}, []
+    if not isinstance(raw, Mapping):
+        return {}, [f"probe.hints: must be a mapping, got {type_name(raw)}"]
+    known = hint_keys()
+    problems = unknown_keys(raw, (*known, "slurm"), "probe.hints.")
+    for key, value in raw.items():
+        if key in known:
+            problem = _hint_value_problem(key, value, "probe.hints.")
+            if problem:
+                problems.append(problem)
+    nested = raw.get("slurm")
+    if nested is not None:
+        if not isinstance(nested, Mapping):
+            problems.append(f"probe.hints.slurm: must be a mapping, got {type_name(nested)}")
+        else:
+            problems += unknown_keys(nested, known, "probe.hints.slurm.")
+            for key, value in nested.items():
+                if key in known:
+                    problem = _hint_value_problem(key, value, "probe.hints.slurm.")
+                    if problem:
+                        problems.append(problem)
+    return dict(raw), problems
+
+
+def flat_hints(hints: Mapping[str, Any]) -> dict[str, Any]:
+    """Hints with `slurm:` merged in and the cores_* spellings read as cpus_*."""
+    flat: dict[str, Any] = {}
+    nested = hints.get("slurm")
+    for source in (hints, nested if isinstance(nested, Mapping) else {}):
+        for key, value in source.items():
+            if key != "slurm" and value is not None:
+                flat[key.replace("cores_per_", "cpus_per_")] = value
+    return flat
+
+
+# --- probe.stages -----------------------------------------------------------------------------
+
+
+def candidate_label(values: Mapping[str, Any]) -> str:
+    """A candidate's label from its values: `num_data_workers=8`."""
+
+    def show(value: Any) -> str:
+        return str(value).lower() if isinstance(value, bool) or value is None else str(value)
+
+    return ", ".join(f"{k}={show(v)}" for k, v in values.items())
+
+
+def _expand(spec: Any, where: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """A stage entry's candidate values: {knob: [values]} (every combination) or [{knob: v}].
+
+    A knob whose value is itself a list (box_size) needs a list of lists there.
+    """
+    if isinstance(spec, Mapping):
+        if not spec:
+            return [], [f"{where}: give at least one knob with its values"]
+        knobs = list(spec)
+        columns = [v if isinstance(v, list) else [v] for v in spec.values()]
+        if any(not column for column in columns):
+            return [], [f"{where}: every knob needs at least one value"]
+        return [dict(zip(knobs, combo, strict=True)) for combo in itertools.product(*columns)], []
+    if isinstance(spec, list):
+        bad = [i for i, item in enumerate(spec) if not isinstance(item, Mapping) or not item]
+        if bad or not spec:
+            return [], [
+                f"{where}: a list of candidates must hold mappings of knob values "
+                "(e.g. [{amp_mode: bf16}])"
+            ]
+        return [dict(item) for item in spec], []
+    return [], [
+        f"{where}: must map knobs to candidate values (e.g. {{num_data_workers: [4, 8]}}), "
+        f"got {type_name(spec)}"
+    ]
+
+
+def _stage_knobs(name: str) -> tuple[str, ...] | None:
+    """The knobs stage `name` sets; None when its plugin does not load (reported elsewhere)."""
+    from tuneup.probe.stages import load_stage
+
+    try:
+        return load_stage(name).knobs
+    except UsageError:
+        return None
+
+
+def _candidate_problems(
+    values: Mapping[str, Any],
+    stage: str,
+    knobs: tuple[str, ...] | None,
+    train: Mapping[str, Any],
+    where: str,
+) -> list[str]:
+    problems = []
+    for knob, value in values.items():
+        if knobs is not None and knob not in knobs:
+            problems.append(
+                f"{where}: stage {stage} does not set '{knob}' "
+                f"({did_you_mean(knob, knobs)}its knobs: {', '.join(knobs)})"
+            )
+            continue
+        # A value valid alone, or on top of the preset's knobs, is a valid candidate.
+        message = _build({knob: value})
+        if message is not None and _build({**train, knob: value}) is not None:
+            problems.append(f"{where}: {message}")
+    return problems
+
+
+def check_stages(
+    raw: Any, train: Mapping[str, Any], default: tuple[str, ...]
+) -> tuple[tuple[str, ...], dict[str, tuple[Candidate, ...]], list[str]]:
+    """The stage plan: names in order, each stage's own candidates, and the problems.
+
+    An entry is a stage name, or a one-key mapping from the name to its
+    candidates: `{knob: [values]}` (one candidate per combination) or a list
+    of `{knob: value}` mappings (one candidate each).
+    """
+    if raw is None:
+        return default, {}, []
+    if not isinstance(raw, list):
+        return default, {}, [f"probe.stages: must be a list of stage names, got {type_name(raw)}"]
+    from tuneup.probe.stages import stage_names
+
+    known = stage_names()
+    names: list[str] = []
+    candidates: dict[str, tuple[Candidate, ...]] = {}
+    problems: list[str] = []
+    for index, entry in enumerate(raw):
+        where = f"probe.stages[{index}]"
+        spec: Any = None
+        if isinstance(entry, Mapping) and len(entry) == 1:
+            name, spec = next(iter(entry.items()))
+        elif isinstance(entry, str):
+            name = entry
+        else:
+            problems.append(
+                f"{where}: must be a stage name or {{stage: {{knob: [values]}}}}, got {entry!r}"
+            )
+            continue
+        if name not in known:
+            listed = ", ".join(known) or "none (is tuneup installed?)"
+            problems.append(
+                f"{where}: unknown stage '{name}': {did_you_mean(name, known)}known stages are "
+                f"{listed}"
+            )
+            continue
+        if name in names:
+            problems.append(f"{where}: stage '{name}' is listed twice")
+            continue
+        names.append(name)
+        if spec is None:
+            continue
+        where = f"probe.stages.{name}"
+        values_list, spec_problems = _expand(spec, where)
+        problems += spec_problems
+        knobs = _stage_knobs(name) if values_list else None
+        for values in values_list:
+            problems += _candidate_problems(values, name, knobs, train, where)
+        candidates[name] = tuple(Candidate(candidate_label(v), v) for v in values_list)
+    # Candidates of one knob repeat the same complaint: say it once.
+    return tuple(names), candidates, list(dict.fromkeys(problems))
+
+
+def check_command(raw: Any, source: str) -> list[str]:
+    """The `command:` trainer's section, checked by its adapter when that module is installed."""
+    if raw is None:
+        return []
+    try:
+        from tuneup.probe.command_adapter import check_command_section
+    except ImportError:  # the command trainer is not part of this install
+        return []
+    # The adapter starts each line with the source; the preset's error names it once.
+    prefix = f"{source}: "
+    return [p.removeprefix(prefix) for p in check_command_section(raw, source)]
