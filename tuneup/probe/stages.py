@@ -7,26 +7,28 @@ plan them without running anything. Built-in stages live in
 ``tuneup_plugins.stages`` and register exactly as a third-party package would,
 under the entry-point group ``tuneup.stages``.
 
-The registry separates listing (names only, imports nothing), loading one by
-name (a clear UsageError) and scanning all (a broken plugin is a warning and
-is skipped).
+The registry (tuneup.plugin_registry, shared with the trainer adapters)
+separates listing (names only, imports nothing), loading one by name (a clear
+UsageError) and scanning all (a broken plugin is a warning and is skipped).
+Each stage declares the plugin API version it was written for
+(`api_version`); plugins/README.md is the guide for plugin authors.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-import difflib
 import functools
-import importlib.metadata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from tuneup.errors import UsageError
+from tuneup.plugin_registry import PLUGIN_API_VERSION, PluginInfo, Registry
 from tuneup.probe.types import Candidate, MachineInfo
 
 ENTRY_POINT_GROUP = "tuneup.stages"
+API_VERSION = PLUGIN_API_VERSION  # what a stage built against this tuneup declares
 
 # What a stage may declare in `needs`, checked against MachineInfo.
 REQUIREMENTS = ("cuda", "apex", "multi_gpu", "multi_rank", "dali")
@@ -108,6 +110,8 @@ class Stage:
         needs: requirements from REQUIREMENTS; the stage is skipped when one is missing.
         candidates: the declared variants; subclasses may derive them from the machine
             and the incumbent instead.
+        api_version: the plugin API version the stage was written for; the
+            registry skips a stage whose version this tuneup does not support.
     """
 
     name: str
@@ -116,6 +120,7 @@ class Stage:
     knobs: tuple[str, ...]
     needs: tuple[str, ...] = ()
     candidates: tuple[Candidate, ...] = field(default=())
+    api_version: int = API_VERSION
 
     def __post_init__(self) -> None:
         # A plugin author's mistake, caught when the plugin is imported.
@@ -202,53 +207,23 @@ class Stage:
 
 # --- the registry ---------------------------------------------------------------------------
 
-
-def _entry_points() -> list[importlib.metadata.EntryPoint]:
-    # Looked up through the module at call time so tests can monkeypatch it.
-    return list(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
+_REGISTRY: Registry[Stage] = Registry(ENTRY_POINT_GROUP, "stage", Stage)
 
 
 def stage_names() -> list[str]:
     """Names of the registered stages, sorted; reads entry-point metadata and imports nothing."""
-    return sorted({ep.name for ep in _entry_points()})
-
-
-def _load(ep: importlib.metadata.EntryPoint) -> Stage:
-    """Import one entry point and check it; every failure is a one-line UsageError."""
-    try:
-        obj = ep.load()
-    except Exception as exc:  # any error inside a third-party plugin
-        raise UsageError(
-            f"stage plugin '{ep.name}' ({ep.value}) failed to import: {type(exc).__name__}: {exc}"
-        ) from None
-    if not isinstance(obj, Stage):
-        raise UsageError(
-            f"stage plugin '{ep.name}' ({ep.value}) is a {type(obj).__name__}, not a "
-            "tuneup.probe.stages.Stage"
-        )
-    if obj.name != ep.name:
-        raise UsageError(
-            f"stage plugin '{ep.name}' ({ep.value}) calls itself '{obj.name}': "
-            "the entry point's name and the Stage's name must match"
-        )
-    return obj
+    return _REGISTRY.names()
 
 
 def load_stage(name: str) -> Stage:
-    """Load the stage registered as `name`.
+    """Load the stage registered as `name` (the built-in one when a plugin repeats its name).
 
     Raises:
         UsageError: no stage has that name (the known ones are listed), or its
-            plugin fails to import or is not a Stage.
+            plugin fails to import, is not a Stage, names itself differently or
+            was written for an unsupported plugin API version.
     """
-    for ep in _entry_points():
-        if ep.name == name:
-            return _load(ep)
-    known = stage_names()
-    close = difflib.get_close_matches(name, known, n=1)
-    hint = f"did you mean '{close[0]}'? " if close else ""
-    listed = ", ".join(known) if known else "none (is tuneup installed?)"
-    raise UsageError(f"unknown stage '{name}': {hint}known stages are {listed}")
+    return _REGISTRY.load(name)
 
 
 def scan_stages() -> tuple[dict[str, Stage], list[str]]:
@@ -256,19 +231,13 @@ def scan_stages() -> tuple[dict[str, Stage], list[str]]:
 
     Returns:
         The stages by name, and one warning line per plugin that failed to
-        import, is not a Stage, or repeats a name already loaded. The caller
-        prints the warnings (on stderr) and keeps going.
+        import, is not a Stage, has an unsupported API version or repeats a
+        name already loaded. The caller prints the warnings (on stderr) and
+        keeps going.
     """
-    stages: dict[str, Stage] = {}
-    warnings: list[str] = []
-    for ep in _entry_points():
-        if ep.name in stages:
-            warnings.append(
-                f"stage plugin '{ep.name}' ({ep.value}) repeats a name already loaded: skipped"
-            )
-            continue
-        try:
-            stages[ep.name] = _load(ep)
-        except UsageError as exc:
-            warnings.append(f"{exc}: skipped")
-    return dict(sorted(stages.items())), warnings
+    return _REGISTRY.scan()
+
+
+def describe_stages() -> list[PluginInfo]:
+    """Every stage entry point with its origin and status, for `tuneup plugins list`."""
+    return _REGISTRY.describe()

@@ -1,0 +1,343 @@
+"""Plugins: third-party stages and trainers found through entry points, listed, loaded, run.
+
+The "installed" packages are entry-point fixtures: a folder holding the
+package and its ``*.dist-info`` (METADATA and entry_points.txt) put on
+sys.path, which importlib.metadata finds exactly as it finds a pip install.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tuneup.errors import UsageError
+from tuneup.plugin_registry import BUILTIN, PLUGIN_API_VERSION
+from tuneup.plugins_command import format_table, plugin_rows, run_plugins_list, warn_broken_plugins
+from tuneup.probe.adapters import (
+    TrainerAdapter,
+    TrainerContext,
+    load_trainer,
+    scan_trainers,
+    trainer_names,
+)
+from tuneup.probe.stages import load_stage, scan_stages, stage_names
+
+GOOD = {
+    "goodpkg/__init__.py": """
+        from dataclasses import dataclass
+
+        from tuneup.probe.adapters import TrainerAdapter
+        from tuneup.probe.backends import sim_backend
+        from tuneup.probe.stages import Stage
+        from tuneup.probe.types import Candidate
+
+        PREFETCH = Stage(
+            name="prefetch",
+            title="Prefetch depth",
+            description="Batches each loader worker prepares ahead.",
+            knobs=("prefetch_factor",),
+            candidates=(
+                Candidate("prefetch 4", {"prefetch_factor": 4}),
+                Candidate("prefetch 8", {"prefetch_factor": 8}),
+            ),
+            api_version=1,
+        )
+
+
+        @dataclass(frozen=True)
+        class EchoTrainer(TrainerAdapter):
+            def backend(self, ctx):
+                return sim_backend(ctx.seed + 1)
+
+
+        ECHO = EchoTrainer(name="echo", description="the sim, seeded differently", api_version=1)
+    """,
+    "goodpkg-0.1.dist-info/METADATA": "Metadata-Version: 2.1\nName: goodpkg\nVersion: 0.1\n",
+    "goodpkg-0.1.dist-info/entry_points.txt": """
+        [tuneup.stages]
+        prefetch = goodpkg:PREFETCH
+
+        [tuneup.trainers]
+        echo = goodpkg:ECHO
+    """,
+}
+
+BROKEN = {
+    "brokenpkg/__init__.py": """
+        from tuneup.probe.stages import Stage
+        from tuneup.probe.types import Candidate
+
+        FUTURE = Stage(
+            name="future",
+            title="From the future",
+            description="Written for a plugin API this tuneup does not have.",
+            knobs=("pin_memory",),
+            candidates=(Candidate("unpinned", {"pin_memory": False}),),
+            api_version=99,
+        )
+        AMP = Stage(
+            name="amp",
+            title="Hijacked AMP",
+            description="Tries to replace the built-in amp stage.",
+            knobs=("cudnn_benchmark",),
+            candidates=(Candidate("hijacked", {"cudnn_benchmark": False}),),
+        )
+        NOT_A_TRAINER = "sim"
+    """,
+    "brokenpkg-0.2.dist-info/METADATA": "Metadata-Version: 2.1\nName: brokenpkg\nVersion: 0.2\n",
+    "brokenpkg-0.2.dist-info/entry_points.txt": """
+        [tuneup.stages]
+        ghost = brokenpkg.missing:STAGE
+        future = brokenpkg:FUTURE
+        amp = brokenpkg:AMP
+
+        [tuneup.trainers]
+        text = brokenpkg:NOT_A_TRAINER
+    """,
+}
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip(), encoding="utf-8")
+
+
+@pytest.fixture
+def installed(tmp_path, monkeypatch):
+    """Install packages (name -> files) into a fresh folder on sys.path; returns the folder."""
+    root = tmp_path / "site"
+    root.mkdir()
+    monkeypatch.syspath_prepend(str(root))
+
+    def install(*packages: dict[str, str]) -> Path:
+        for files in packages:
+            _write(root, files)
+        return root
+
+    yield install
+    for name in [m for m in sys.modules if m.split(".")[0] in ("goodpkg", "brokenpkg")]:
+        del sys.modules[name]
+
+
+def test_builtins_declare_the_current_api_version():
+    assert PLUGIN_API_VERSION == 1
+    assert load_stage("workers").api_version == PLUGIN_API_VERSION
+    assert load_trainer("sim").api_version == PLUGIN_API_VERSION
+    assert {"unet", "sim", "command"} <= set(trainer_names())
+    trainers, warnings = scan_trainers()
+    assert warnings == [] and {"unet", "sim", "command"} <= set(trainers)
+
+
+def test_listing_names_imports_no_plugin(installed):
+    root = installed(GOOD, BROKEN)
+    code = (
+        "import sys\n"
+        "from tuneup.probe.stages import stage_names\n"
+        "from tuneup.probe.adapters import trainer_names\n"
+        "print(stage_names(), trainer_names())\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('goodpkg', 'brokenpkg', 'tuneup_plugins')))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), *sys.path])}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    names, imported = done.stdout.splitlines()
+    for name in ("prefetch", "ghost", "future", "workers", "echo", "text", "command"):
+        assert f"'{name}'" in names
+    assert imported == "[]"
+
+
+def test_a_third_party_stage_and_trainer_load_by_name(installed):
+    installed(GOOD)
+    stage = load_stage("prefetch")
+    assert [c.values for c in stage.candidates] == [{"prefetch_factor": 4}, {"prefetch_factor": 8}]
+    trainer = load_trainer("echo")
+    assert isinstance(trainer, TrainerAdapter)
+    backend = trainer.backend(TrainerContext(workdir=Path("unused"), seed=3))
+    assert callable(backend)
+
+
+def test_broken_plugins_are_clear_errors_by_name_and_skipped_when_scanning(installed):
+    installed(GOOD, BROKEN)
+    with pytest.raises(UsageError, match="failed to import: ModuleNotFoundError"):
+        load_stage("ghost")
+    with pytest.raises(UsageError, match="plugin API version 99; this tuneup supports version 1"):
+        load_stage("future")
+    with pytest.raises(
+        UsageError, match=r"is a str, not a tuneup\.probe\.adapters\.TrainerAdapter"
+    ):
+        load_trainer("text")
+    # The built-in wins a name clash, whatever order the metadata lists them in.
+    assert load_stage("amp").title != "Hijacked AMP"
+
+    stages, warnings = scan_stages()
+    assert "prefetch" in stages and "workers" in stages
+    assert "ghost" not in stages and "future" not in stages
+    assert stages["amp"].title != "Hijacked AMP"
+    joined = "\n".join(warnings)
+    assert len(warnings) == 3, joined
+    assert "'ghost'" in joined and "'future'" in joined
+    assert "'amp' (brokenpkg:AMP) from brokenpkg 0.2 repeats a name already loaded" in joined
+    assert all(w.endswith("skipped") and "\n" not in w for w in warnings)
+    trainers, warnings = scan_trainers()
+    assert "echo" in trainers and "text" not in trainers and len(warnings) == 1
+
+
+def test_unknown_names_list_the_known_ones(installed):
+    installed(GOOD)
+    with pytest.raises(UsageError, match=r"unknown stage 'prefetc': did you mean 'prefetch'\?"):
+        load_stage("prefetc")
+    with pytest.raises(UsageError, match=r"unknown trainer 'nope': known trainers are .*echo"):
+        load_trainer("nope")
+
+
+def test_plugins_list_shows_origin_and_status(installed, capsys):
+    installed(GOOD, BROKEN)
+    assert run_plugins_list() == 0
+    out, err = capsys.readouterr()
+    rows = {(r.kind, r.name, r.origin): r for r in plugin_rows()}
+    assert rows[("stage", "prefetch", "goodpkg 0.1")].ok
+    assert rows[("trainer", "echo", "goodpkg 0.1")].ok
+    assert rows[("stage", "workers", BUILTIN)].ok
+    assert rows[("stage", "amp", BUILTIN)].ok
+    assert not rows[("stage", "amp", "brokenpkg 0.2")].ok
+    assert "failed to import" in rows[("stage", "ghost", "brokenpkg 0.2")].status
+    assert "API version 99" in rows[("stage", "future", "brokenpkg 0.2")].status
+
+    lines = out.splitlines()
+    assert lines[0].split() == ["KIND", "NAME", "ORIGIN", "STATUS"]
+    prefetch = next(line for line in lines if " prefetch " in line)
+    assert prefetch.split() == ["stage", "prefetch", "goodpkg", "0.1", "ok"]
+    ghost = next(line for line in lines if " ghost " in line)
+    assert "brokenpkg 0.2" in ghost and "ModuleNotFoundError" in ghost
+    # Every row starts its status in the same column.
+    column = lines[0].index("STATUS")
+    assert all(len(line) > column and line[column - 2 : column] == "  " for line in lines)
+    assert "4 plugin(s) skipped" in err and "stage 'ghost'" in err and "trainer 'text'" in err
+
+
+def test_format_table_has_a_row_per_entry_point_and_survives_none():
+    lines = format_table(plugin_rows())
+    assert len(lines) == 1 + len(stage_names()) + len(trainer_names())
+    assert format_table([]) == ["KIND  NAME  ORIGIN  STATUS"]
+
+
+def test_warn_broken_plugins_prints_each_on_stderr(installed, capsys):
+    installed(BROKEN)
+    assert warn_broken_plugins() == 4
+    err = capsys.readouterr().err
+    assert err.count("tuneup: warning: ") == 4
+
+
+def _sim_ladder(tmp_path: Path, stages: str, capsys) -> dict:
+    from tuneup.cli import main
+
+    code = main(
+        [
+            "probe",
+            "--trainer",
+            "sim",
+            "--preset",
+            "cpu-smoke",
+            "--stages",
+            stages,
+            "--seed",
+            "5",
+            "--out",
+            str(tmp_path / "run"),
+            "--json",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0, out
+    return json.loads(out)
+
+
+def test_a_third_party_stage_runs_in_a_sim_ladder_beside_broken_plugins(
+    installed, tmp_path, capsys
+):
+    installed(GOOD, BROKEN)
+    document = _sim_ladder(tmp_path, "workers,prefetch,amp", capsys)
+    probes = document["probes"]
+    stages = {p["stage"] for p in probes}
+    assert {"baseline", "prefetch", "confirm"} <= stages
+    prefetch = [p for p in probes if p["stage"] == "prefetch"]
+    tried = {p["variant"].get("prefetch_factor") for p in prefetch if p["variant"]}
+    assert tried == {4, 8}  # a close call may also re-measure the incumbent (variant {})
+    assert all(p["status"] == "ok" and p["full_sps"] > 0 for p in prefetch)
+    # The built-in amp stage ran; the clashing third-party 'amp' (which sets another knob) not.
+    amp = [p["variant"] for p in probes if p["stage"] == "amp" and p["variant"]]
+    assert amp and all(set(v) == {"amp_mode"} for v in amp)
+    journal = (tmp_path / "run" / "journal.jsonl").read_text().splitlines()
+    assert any(json.loads(line)["stage"] == "prefetch" for line in journal)
+
+
+def test_naming_a_broken_stage_in_the_ladder_is_one_clear_error(installed, tmp_path, capsys):
+    installed(BROKEN)
+    from tuneup.cli import main
+
+    argv = ["probe", "--trainer", "sim", "--preset", "cpu-smoke", "--stages", "workers,ghost"]
+    assert main([*argv, "--out", str(tmp_path / "run"), "--json"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "ghost" in err and "\n" not in err
+
+
+def _readme_example() -> dict[str, str]:
+    """The README's example package, as files: its module and its entry points."""
+    import re
+
+    import tuneup_plugins
+
+    readme = (Path(tuneup_plugins.__file__).parent / "README.md").read_text(encoding="utf-8")
+    module = re.search(r"`tuneup_prefetch/__init__.py`:\n\n```python\n(.*?)```", readme, re.S)
+    toml = re.search(r"`pyproject.toml`:\n\n```toml\n(.*?)```", readme, re.S)
+    assert module and toml, "the README's example package moved"
+    groups = re.findall(r'\[project\.entry-points\."([^"]+)"\]\n((?:\w+ = "[^"]+"\n)+)', toml[1])
+    entry_points = "".join(
+        "[" + group + "]\n" + lines.replace('"', "") + "\n" for group, lines in groups
+    )
+    info = "tuneup_prefetch-0.1.dist-info"
+    return {
+        "tuneup_prefetch/__init__.py": module[1],
+        f"{info}/METADATA": "Metadata-Version: 2.1\nName: tuneup-prefetch\nVersion: 0.1\n",
+        f"{info}/entry_points.txt": entry_points,
+    }
+
+
+def test_the_readme_example_package_works_as_written(installed, tmp_path, monkeypatch):
+    installed(_readme_example())
+    rows = {(r.kind, r.name): r for r in plugin_rows()}
+    for key in (("stage", "prefetch"), ("trainer", "replay")):
+        assert rows[key].ok and rows[key].origin == "tuneup-prefetch 0.1", rows[key]
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "measured.json").write_text('{"8": 130.0}')
+    backend = load_trainer("replay").backend(TrainerContext(tmp_path))
+    stage = load_stage("prefetch")
+    fast = backend("prefetch", stage.candidates[1], {"prefetch_factor": 8})
+    assert fast.ok and fast.full_sps == 130.0
+    assert backend("prefetch", stage.candidates[0], {"prefetch_factor": 4}).status.value == (
+        "unsupported"
+    )
+
+
+def test_builtin_trainers_take_the_session_layout(tmp_path):
+    from tuneup.cluster.launch import LaunchPlan
+    from tuneup.probe.types import Candidate
+
+    plan = LaunchPlan(nproc=4)
+    sim = load_trainer("sim").backend(TrainerContext(tmp_path, seed=2, launch=plan))
+    assert sim("ddp", Candidate("all", {}), {}).ranks == 4
+    single = load_trainer("sim").backend(TrainerContext(tmp_path, seed=2))
+    assert single("ddp", Candidate("all", {}), {}).ranks == 1
+    unet = load_trainer("unet").backend(TrainerContext(tmp_path / "probes", launch=plan))
+    assert unet.launch is plan
