@@ -86,7 +86,9 @@ class WorkerBackend:
             config=probe_config(values, self.budget), budget=self.budget, seed=self.seed
         )
         ranks = self.launch.world_size if candidate.ranks is None else candidate.ranks
-        launcher = self.launch.launcher_for(ranks, self.job)
+        # A one-process session keeps the runner's own launcher (tests swap it for a script).
+        single = ranks == 1 and self.launch.world_size == 1
+        launcher = None if single else self.launch.launcher_for(ranks, self.job)
         if self.telemetry is not None:
             self.telemetry.reset()
         result = self.runner.run(stage, dict(candidate.values), spec, launcher=launcher)
