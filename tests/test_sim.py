@@ -120,3 +120,42 @@ def test_stage_plans_skip_gpu_stages_on_a_cpu_machine():
     assert "loader=dali-lowmem" in [c.label for c in gpu["loader"].candidates]
     assert "loader=dali-lowmem" not in [c.label for c in cpu["loader"].candidates]
     assert max(c.values["num_data_workers"] for c in cpu["workers"].candidates) <= 8
+
+
+def test_ddp_knobs_on_four_gpus_are_shaped_like_the_tutorial():
+    # 4 GPUs in one node, local batch 16 (the tutorial: 1272 -> 1315 -> 1316 samples/s).
+    four = SimTrainer(world_size=4, cores=128)
+    base = {"local_batch_size": 16, "num_data_workers": 8}
+
+    def gain(values, phase="synthetic"):
+        return four.expected_sps({**base, **values})[phase] / four.expected_sps(base)[phase] - 1
+
+    assert gain({"broadcast_buffers": False}) == pytest.approx(0.03, abs=0.01)
+    assert 0 < gain({"bucket_cap_mb": 100}) < 0.005
+    assert gain({"bucket_cap_mb": 10}) < 0 and gain({"bucket_cap_mb": 200}) < 0
+    assert 0 < gain({"gradient_as_bucket_view": True}) < 0.02
+    # without gradient exchange a step is a few percent faster within one node
+    assert 0.03 < gain({"noddp": True}) < 0.2
+    # more ranks, more samples/s, though less than 4x one GPU at the same local batch
+    one = four.expected_sps(base, ranks=1)["full"]
+    assert 3.2 * one < four.expected_sps(base)["full"] < 4 * one
+
+
+def test_one_rank_answers_as_before_ranks_existed():
+    assert SimTrainer(world_size=1).expected_sps({"num_data_workers": 8}) == sps(
+        {"num_data_workers": 8}
+    )
+    assert SimTrainer().communication_s({}) == 0.0
+    assert SimTrainer(world_size=4).communication_s({"noddp": True}) == 0.0
+
+
+def test_ranks_come_from_the_candidate_or_the_trainer():
+    sim = SimTrainer(seed=2, world_size=4, cores=128)
+    job = probe(sim, {"global_batch_size": 64})
+    single = sim.measure("ddp", Candidate("1 rank", {}, ranks=1), {"local_batch_size": 16})
+    assert job.ranks == 4 and len(job.rank_sps) == 4 and job.stragglers == []
+    assert single.ranks == 1 and single.rank_sps == [single.full_sps]
+    # the global batch is shared out: 64 over 4 ranks is the single rank's 16
+    assert job.full_sps > 3 * single.full_sps
+    too_small = probe(sim, {"global_batch_size": 2})
+    assert too_small.status is Status.UNSUPPORTED and "4 ranks" in too_small.reason

@@ -27,6 +27,7 @@ BUILTINS: dict[str, Stage] = {
         builtin.CUDA_GRAPHS,
         builtin.CHANNELS_LAST,
         builtin.BATCH_SIZE,
+        builtin.DDP,
     )
 }
 
@@ -81,7 +82,24 @@ def test_workers_are_capped_by_the_usable_cpus():
     assert labels(builtin.WORKERS.candidates_for(six, {})) == ["2 workers", "4 workers"]
     assert len(builtin.WORKERS.candidates_for(GPU_NODE, {})) == 4
     plan = builtin.WORKERS.propose(MachineInfo(cpus_usable=1), {})
-    assert plan.skipped and "1 CPU" in plan.reason
+    assert plan.skipped and "CPUs per GPU/rank: only 1;" in plan.reason
+
+
+def test_workers_are_capped_by_the_cpus_per_rank():
+    # Perlmutter-like: 64 usable CPUs shared by 4 ranks on the node, 16 each.
+    node = MachineInfo(cuda=True, gpu_count=4, cpus_usable=64, world_size=4)
+    assert labels(builtin.WORKERS.candidates_for(node, {})) == [
+        "2 workers",
+        "4 workers",
+        "8 workers",
+        "16 workers",
+    ]
+    two_nodes = MachineInfo(cuda=True, gpu_count=4, cpus_usable=16, world_size=8, nodes=2)
+    assert labels(builtin.WORKERS.candidates_for(two_nodes, {})) == ["2 workers", "4 workers"]
+    crowded = MachineInfo(cuda=True, gpu_count=4, cpus_usable=4, world_size=4)
+    plan = builtin.WORKERS.propose(crowded, {})
+    assert plan.skipped
+    assert plan.reason.startswith("CPUs per GPU/rank: only 1 (4 usable over 4 ranks per node)")
 
 
 def test_plan_drops_the_variant_the_incumbent_already_is():

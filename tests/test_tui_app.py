@@ -132,6 +132,38 @@ def test_start_runs_the_sim_ladder_on_the_tune_screen(tmp_path: Path) -> None:
     assert (tmp_path / "session" / "journal.jsonl").read_text().count("\n") >= 2
 
 
+def test_two_ranks_in_setup_open_the_ddp_stage_and_run_it(tmp_path: Path) -> None:
+    import json
+
+    async def scenario() -> None:
+        app = make_app(tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(lambda: isinstance(app.screen, SetupScreen), pilot)
+            stages = app.screen.query_one("#stages", SelectionList)
+
+            def ddp_option() -> Any:
+                return next(
+                    stages.get_option_at_index(i)
+                    for i in range(stages.option_count)
+                    if stages.get_option_at_index(i).value == "ddp"
+                )
+
+            assert ddp_option().disabled and "multi-rank" in str(ddp_option().prompt)
+            app.screen.query_one("#nproc").value = "2"
+            await until(lambda: not ddp_option().disabled, pilot)
+            assert "2 ranks" in text(app, "#layout-note")
+            app.screen.query_one("#stages", SelectionList).select("ddp")
+            await pilot.click("#start")
+            await until(lambda: app.driver is not None and app.driver.finished.is_set(), pilot, 20)
+
+    run(scenario)
+    session = json.loads((tmp_path / "session" / "session.json").read_text())
+    assert session["launch"]["world_size"] == 2 and session["machine"]["world_size"] == 2
+    journal = [json.loads(line) for line in (tmp_path / "session" / "journal.jsonl").open()]
+    ddp = [p for p in journal if p["stage"] == "ddp"]
+    assert any(p["ranks"] == 1 for p in ddp) and any(p["variant"].get("noddp") for p in ddp)
+
+
 def test_a_bad_data_file_is_named_before_anything_starts(tmp_path: Path) -> None:
     async def scenario() -> None:
         app = make_app(tmp_path)

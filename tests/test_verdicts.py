@@ -69,6 +69,7 @@ def test_summary_holds_before_after_speedup_and_stages():
     assert set(rec["changes"]) == {k for c in outcome.path for k in _values_of(c)}
     assert [s["stage"] for s in summary["stages"]] == [p.name for p in sim_stage_plans(GPU)]
     assert summary["probes"]["ok"] >= 10
+    assert summary["ddp"] is None and summary["stragglers"] is None  # one GPU, no DDP stage
     line = headline(outcome)
     assert line.startswith("recommendation: workers=8 + loader=dali-lowmem")
     assert f"{speedup['value']:.2f}x faster" in line and "3 interleaved pairs" in line

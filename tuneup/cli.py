@@ -56,7 +56,72 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data(commands)
     _add_export(commands)
     _add_monitor(commands)
+    _add_presets(commands)
+    _add_plugins(commands)
     return parser
+
+
+def _add_presets(commands: argparse._SubParsersAction) -> None:
+    presets = commands.add_parser(
+        "presets",
+        help="list the presets (bundled, your config folder) or show one",
+        description="Presets hold a base training config, the stage plan, the probe budget "
+        "and SLURM hints for a machine. Lookup order: bundled, then your config folder "
+        "($TUNEUP_CONFIG_DIR or ~/.config/tuneup/presets), then a path.",
+    )
+    actions = presets.add_subparsers(dest="presets_command", metavar="ACTION", parser_class=_Parser)
+    actions.required = True
+    actions.add_parser("list", help="name, origin and description of every preset")
+    show = actions.add_parser("show", help="a preset as it will be used, and where it came from")
+    show.add_argument("name", metavar="NAME", help="preset name or YAML path")
+    presets.set_defaults(handler=_run_presets)
+
+
+def _run_presets(args: argparse.Namespace) -> int:
+    from tuneup.presets_command import run_presets_list, run_presets_show
+
+    if args.presets_command == "show":
+        return run_presets_show(args.name)
+    return run_presets_list()
+
+
+def _add_plugins(commands: argparse._SubParsersAction) -> None:
+    plugins = commands.add_parser(
+        "plugins",
+        help="list probe stages and trainer adapters with their origin and status",
+        description="Stages (entry-point group tuneup.stages) and trainer adapters "
+        "(tuneup.trainers), built-in or from installed packages; see plugins/README.md.",
+    )
+    actions = plugins.add_subparsers(dest="plugins_command", metavar="ACTION", parser_class=_Parser)
+    actions.required = True
+    actions.add_parser("list", help="every stage and trainer: name, origin, status")
+    plugins.set_defaults(handler=_run_plugins)
+
+
+def _run_plugins(args: argparse.Namespace) -> int:
+    from tuneup.plugins_command import run_plugins_list
+
+    return run_plugins_list()
+
+
+def _add_layout(parser: argparse.ArgumentParser) -> None:
+    """--nproc and --nodes: the ranks each probe runs with."""
+    parser.add_argument(
+        "--nproc",
+        type=int,
+        default=None,
+        metavar="N",
+        help="ranks per node, one per GPU (default: the GPUs the allocation gives, 1 on a "
+        "CPU-only machine); more than 1 runs each probe under torchrun",
+    )
+    parser.add_argument(
+        "--nodes",
+        type=int,
+        default=None,
+        metavar="M",
+        help="nodes per probe (default: the nodes of the SLURM allocation, else 1); more "
+        "than 1 runs each probe through srun",
+    )
 
 
 def _add_monitor(commands: argparse._SubParsersAction) -> None:
@@ -166,11 +231,13 @@ def _add_probe(commands: argparse._SubParsersAction) -> None:
     probe.add_argument("--stages", metavar="a,b,...", help="only these stages, in this order")
     probe.add_argument(
         "--trainer",
-        choices=("unet", "sim"),
         default=None,
-        help="unet (the real trainer, default) or sim (a synthetic response "
-        "surface that answers in milliseconds)",
+        metavar="T",
+        help="unet (the real trainer, default), sim (a synthetic response surface that "
+        "answers in milliseconds), command (any training script, set up in the preset's "
+        "command section) or an installed plugin's (see `tuneup plugins list`)",
     )
+    _add_layout(probe)
     probe.add_argument(
         "--search",
         choices=("staged", "grid"),
@@ -329,6 +396,8 @@ def _run_probe(args: argparse.Namespace) -> int:
         out=args.out,
         resume=args.resume,
         as_json=args.json,
+        nproc=args.nproc,
+        nodes=args.nodes,
     )
 
 

@@ -12,8 +12,6 @@ from typing import Any
 
 from tuneup.errors import ExitCode, UsageError
 
-TRAINERS = ("unet", "sim")
-
 
 def _default_out(preset: str) -> Path:
     return Path("tuneup-results") / f"{preset}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -53,20 +51,73 @@ def _pick_stages(preset_stages: tuple[str, ...], chosen: str | None) -> tuple[st
     return names
 
 
+def choose_layout(
+    nproc: int | None,
+    nodes: int | None,
+    preset: Any,
+    job: Any,
+    machine: Any,
+) -> Any:
+    """The ranks each probe runs with: the flags, else the preset's, else what the job gives.
+
+    Raises:
+        UsageError: a layout the job cannot run (tuneup.cluster.launch.check_plan), or
+            more ranks per node than GPUs on a CUDA run.
+    """
+    from tuneup.cluster.job import default_layout
+    from tuneup.cluster.launch import LaunchPlan, check_plan
+
+    given_nproc, given_nodes = default_layout(job)
+    launch = getattr(preset, "launch", None)
+    plan = LaunchPlan(
+        nproc=_first(nproc, getattr(launch, "nproc", None), given_nproc),
+        nodes=_first(nodes, getattr(launch, "nodes", None), given_nodes),
+    )
+    check_plan(plan, job)
+    on_gpu = machine.cuda and preset.train.get("device", "auto") != "cpu"
+    if on_gpu and plan.nproc > max(1, machine.gpu_count):
+        raise UsageError(
+            f"{plan.nproc} ranks per node but {machine.gpu_count} GPU(s) visible: lower "
+            "--nproc (one rank per GPU)"
+        )
+    return plan
+
+
+def _first(*values: int | None) -> int:
+    return next(v for v in values if v is not None)
+
+
+def pick_preset(preset_name: str | None, machine: Any) -> tuple[str, str | None]:
+    """The preset to load, and why when tuneup chose it (auto-pick by the GPUs found)."""
+    if preset_name is not None:
+        return preset_name, None
+    from tuneup.probe.autopick import auto_pick, gpu_inventory
+
+    inventory = gpu_inventory() if machine.gpu_count else []
+    pick = auto_pick(inventory, machine.cpus_usable, cuda=machine.cuda)
+    return pick.name, pick.reason
+
+
 def run_probe_command(
     *,
     preset_name: str | None,
     stages: str | None,
-    trainer: str,
-    search: str,
-    seed: int,
+    trainer: str | None,
+    search: str | None,
+    seed: int | None,
     out: Path | None,
     resume: Path | None,
     as_json: bool,
+    nproc: int | None = None,
+    nodes: int | None = None,
 ) -> int:
+    import dataclasses
+
+    from tuneup.cluster.job import describe, read_job_env
+    from tuneup.probe.adapters import TrainerContext, load_trainer
     from tuneup.probe.journal import ResultsDir
     from tuneup.probe.machine import machine_info
-    from tuneup.probe.preset import default_preset_name, load_preset
+    from tuneup.probe.preset import load_preset, preset_warnings
 
     machine = machine_info()
     if resume is not None:
@@ -90,50 +141,55 @@ def run_probe_command(
         stages = stages or ",".join(previous.get("stages", [])) or None
         seed = previous.get("seed", seed) if seed is None else seed
         search = previous.get("search", search) if search is None else search
+        launched = previous.get("launch") or {}
+        nproc = launched.get("nproc", nproc) if nproc is None else nproc
+        nodes = launched.get("nodes", nodes) if nodes is None else nodes
     trainer = trainer or "unet"
     search = search or "staged"
     seed = 0 if seed is None else seed
-    chosen_for_user = preset_name is None
-    if chosen_for_user:
-        preset_name = default_preset_name(machine.cuda)
+    adapter = load_trainer(trainer)  # an unknown name lists the known ones
+    preset_name, why = pick_preset(preset_name, machine)
     preset = load_preset(preset_name)
     names = _pick_stages(preset.stages, stages)
-    if chosen_for_user and not as_json:
-        gpu = "a CUDA GPU" if machine.cuda else "no CUDA GPU"
-        print(f"tuneup: no --preset given: using {preset_name} ({gpu} visible)", file=sys.stderr)
+    job = read_job_env(gpu_count=machine.gpu_count if machine.cuda else 0)
+    plan = choose_layout(nproc, nodes, preset, job, machine)
+    machine = dataclasses.replace(machine, world_size=plan.world_size, nodes=plan.nodes)
+    if not as_json:
+        if why is not None:
+            print(f"tuneup: no --preset given: using {preset_name} ({why})", file=sys.stderr)
+        print(f"tuneup: {describe(job)}; {layout_text(plan)}", file=sys.stderr)
+        for warning in preset_warnings(preset, machine):
+            print(f"tuneup: warning: {warning}", file=sys.stderr)
     base = _base_values(preset, trainer)
 
     from tuneup.probe.session import ProbeSession, SessionInterrupted, stage_plans
 
-    plans = stage_plans(names, machine, base)
+    plans = stage_plans(names, machine, base, preset)
     results = ResultsDir(resume if resume is not None else (out or _default_out(preset.name)))
     reporter = _reporter(as_json)
     stop = {"requested": False}
 
     gpu_backend = None
     sampler = None
-    if trainer == "sim":
-        from tuneup.probe.backends import sim_backend
-
-        backend: Any = sim_backend(seed)
-        interrupt = None
-    else:
+    if trainer == "unet" and machine.cuda:  # telemetry only where NVML can see GPUs
         from tuneup.monitor.backends import choose_backend
         from tuneup.monitor.slurm import visible_gpu_indices
-        from tuneup.probe.backends import WorkerBackend
         from tuneup.probe.session import gpu_sampler
 
-        if machine.cuda:  # telemetry only where NVML can see GPUs
-            gpu_backend = choose_backend(visible=visible_gpu_indices())
-            sampler = gpu_sampler(trainer, gpu_backend)
-        backend = WorkerBackend(
-            results.path / "probes",
-            preset.budget,
-            seed,
-            on_event=getattr(reporter, "event", None),
-            sampler=sampler,
-        )
-        interrupt = backend.interrupt
+        gpu_backend = choose_backend(visible=visible_gpu_indices())
+        sampler = gpu_sampler(trainer, gpu_backend)
+    context = TrainerContext(
+        workdir=results.path / "probes",
+        budget=preset.budget,
+        seed=seed,
+        on_event=getattr(reporter, "event", None),
+        sampler=sampler,
+        preset=preset,
+        launch=plan,
+        job=job,
+    )
+    backend: Any = adapter.backend(context)
+    interrupt = getattr(backend, "interrupt", None)
 
     session = ProbeSession(
         preset=preset,
@@ -148,6 +204,8 @@ def run_probe_command(
         seed=seed,
         stop_requested=lambda: stop["requested"],
         sampler=sampler,
+        job=job.to_dict(),
+        launch=launch_info(plan),
     )
 
     def on_sigint(signum: int, frame: FrameType | None) -> None:
@@ -192,6 +250,28 @@ def run_probe_command(
     return ExitCode.OK
 
 
+def layout_text(plan: Any) -> str:
+    """One line saying how each probe's ranks are started."""
+    if plan.world_size == 1:
+        return "each probe runs as one process (--nproc 1)"
+    how = "srun across the allocation" if plan.nodes > 1 else "torchrun on this node"
+    return (
+        f"each probe runs {plan.world_size} ranks ({plan.nproc} per node x {plan.nodes} "
+        f"node(s)) through {how}"
+    )
+
+
+def launch_info(plan: Any) -> dict[str, Any]:
+    """The layout as session.json records it (export and --resume read it back)."""
+    launcher = "local" if plan.world_size == 1 else ("srun" if plan.nodes > 1 else "torchrun")
+    return {
+        "nproc": plan.nproc,
+        "nodes": plan.nodes,
+        "world_size": plan.world_size,
+        "launcher": launcher,
+    }
+
+
 def _reporter(as_json: bool) -> Any:
     from tuneup.probe.report import PlainReporter, RichReporter
     from tuneup.probe.session import SilentReporter
@@ -215,6 +295,11 @@ def _print_outcome(outcome: Any, summary: dict[str, Any], folder: Path) -> None:
         sentence = verdict.get(moment, {}).get("sentence") if isinstance(verdict, dict) else None
         if sentence:
             print(f"{moment}: {sentence}")
+    scaling = summary.get("scaling") or {}
+    for line in scaling.get("lines") or (
+        [f"scaling estimate: {scaling['error']}"] if scaling.get("error") else []
+    ):
+        print(line)
     headline = summary.get("recommendation", {}).get("headline")
     if headline:
         print(headline)

@@ -6,9 +6,11 @@ Textual is imported only inside `run_tui_command`, so `tuneup --help` stays fast
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from tuneup.errors import ExitCode, UsageError
 
+# The app drives the U-Net worker or the sim surface; other trainers run headless.
 TRAINERS = ("unet", "sim")
 
 
@@ -39,6 +41,11 @@ def run_tui_command(
     from tuneup.tui.app import TuneupApp, replayed_gpus
 
     machine = machine_info()
+    if preset_name is None:
+        from tuneup.probe_command import pick_preset
+
+        preset_name, _why = pick_preset(None, machine)
+    machine = _with_layout(machine, preset_name)
     app = TuneupApp(
         machine,
         trainer=trainer,
@@ -51,6 +58,22 @@ def run_tui_command(
     )
     app.run()
     return ExitCode.OK
+
+
+def _with_layout(machine: Any, preset_name: str) -> Any:
+    """The machine with the rank layout the setup screen offers first (job or preset)."""
+    import dataclasses
+
+    from tuneup.cluster.job import read_job_env
+    from tuneup.probe.preset import load_preset
+    from tuneup.probe_command import choose_layout
+
+    job = read_job_env(gpu_count=machine.gpu_count if machine.cuda else 0)
+    try:
+        plan = choose_layout(None, None, load_preset(preset_name), job, machine)
+    except UsageError:
+        return machine  # the screen offers one rank; the user may change it
+    return dataclasses.replace(machine, world_size=plan.world_size, nodes=plan.nodes)
 
 
 def _gpu_memory_gib() -> tuple[float, ...]:

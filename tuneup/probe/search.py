@@ -13,6 +13,19 @@ otherwise the incumbent, the simpler configuration, stays. Close calls are
 measured again before deciding (see `staged_search`). At the end, baseline
 and recommendation run interleaved (A B A B ...) to confirm the speedup with
 its spread.
+
+Reference candidates (Candidate.reference: the DDP stage's compute-only
+`noddp` run and its single-rank run) are measured once, with their stage's
+other candidates, and kept on the StageDecision for the figures they give
+(verdicts.py: communication overhead, scaling efficiency); they are never
+adopted, never re-measured, never guarded against the baseline's loss, and a
+stage whose real candidates all failed says so whatever its references did.
+The grid search skips them: they are not configurations to combine, and it
+exists to check the staged search's choice.
+
+Probes are told apart by their knob values and their ranks: a candidate's
+`ranks` (None: the session's own) is part of every dedup key, so a 1-rank
+reference is never mistaken for the incumbent it shares its values with.
 """
 
 from __future__ import annotations
@@ -51,15 +64,29 @@ class StagePlan:
     refresh: Callable[[dict[str, Any]], StagePlan] | None = None
 
 
+@dataclass(frozen=True)
+class ReferenceRun:
+    """A reference candidate and its probe: measured for comparison, never adopted."""
+
+    candidate: Candidate
+    result: ProbeResult
+
+
 @dataclass
 class StageDecision:
-    """What one stage decided: the adopted label (None: incumbent kept), its gain and why."""
+    """What one stage decided: the adopted label (None: incumbent kept), its gain and why.
+
+    `references` holds the stage's reference runs and `incumbent` the probe they
+    compare with (the incumbent the stage started from, pooled over its re-measures).
+    """
 
     stage: str
     winner: str | None
     gain_pct: float | None
     reason: str
     failed: list[str] = field(default_factory=list)  # "label: status (reason)" of variants
+    references: list[ReferenceRun] = field(default_factory=list)
+    incumbent: ProbeResult | None = None
 
 
 @dataclass
@@ -199,6 +226,7 @@ def grid_search(
 
     Identical configurations are measured once; the best `ok` one by FULL wins
     outright (the grid checks the staged search; it applies no margin).
+    Reference candidates are skipped (see the module docstring).
     """
     runner = _Runner(measure, already)
     baseline = runner.baseline(base_values, 1)
@@ -210,17 +238,20 @@ def grid_search(
             active.append(plan)
     best, best_values, best_choice = baseline, dict(base_values), [None] * len(active)
     seen = {_key(base_values)}
-    for choice in itertools.product(*[[None, *plan.candidates] for plan in active]):
+    options = [[None, *(c for c in plan.candidates if not c.reference)] for plan in active]
+    for choice in itertools.product(*options):
         picked = [c for c in choice if c is not None]
         variant: dict[str, Any] = {}
+        ranks = None
         for cand in picked:
             variant.update(cand.values)
+            ranks = cand.ranks if cand.ranks is not None else ranks
         merged = {**base_values, **variant}
-        if _key(merged) in seen:
+        if _key(merged, ranks) in seen:
             continue
-        seen.add(_key(merged))
+        seen.add(_key(merged, ranks))
         label = "+".join(c.label for c in picked)
-        result = runner.run(GRID, Candidate(label, variant), merged)
+        result = runner.run(GRID, Candidate(label, variant, ranks=ranks), merged)
         if _comparable(result) and result.full_sps > best.full_sps:  # type: ignore[operator]
             best, best_values, best_choice = result, merged, list(choice)
 
@@ -266,7 +297,8 @@ class _Runner:
         result = self.already(stage, cand.label) if (self.already and resume) else None
         if result is None:
             result = self.measure(stage, cand, values)
-        result = self._guard(result, values)
+        if not cand.reference:  # a reference changes the arithmetic on purpose (noddp)
+            result = self._guard(result, values)
         self.probes.append(result)
         return result
 
@@ -395,21 +427,34 @@ def _run_stage(
 ) -> tuple[StageDecision, tuple[Candidate, _Pool] | None]:
     """Measure a stage's candidates on the incumbent; adopt the best only past the margin."""
     tried: list[tuple[Candidate, ProbeResult]] = []
+    references: list[ReferenceRun] = []
     seen = {_key(values)}
     for cand in plan.candidates:
         merged = {**values, **cand.values}
-        if _key(merged) in seen:
+        key = _key(merged, cand.ranks)
+        if key in seen:
             continue  # the incumbent (or an earlier candidate) already stands for it
-        seen.add(_key(merged))
-        tried.append((cand, runner.run(plan.name, cand, merged)))
-    if not tried:
-        return StageDecision(
-            plan.name, None, None, "every candidate equals the current config"
-        ), None
+        seen.add(key)
+        result = runner.run(plan.name, cand, merged)
+        if cand.reference:
+            references.append(ReferenceRun(cand, result))
+        else:
+            tried.append((cand, result))
     failed = [_failure(c, r) for c, r in tried if not _comparable(r)]
+    failed += [_failure(r.candidate, r.result) for r in references if not _comparable(r.result)]
+
+    def decided(winner: str | None, gain: float | None, reason: str) -> StageDecision:
+        return StageDecision(
+            plan.name, winner, gain, reason, failed, references, incumbent.summary()
+        )
+
+    if not tried:
+        if references:
+            return decided(None, None, "reference runs only: nothing to adopt"), None
+        return decided(None, None, "every candidate equals the current config"), None
     pools = {c.label: (c, _Pool.of(r)) for c, r in tried if _comparable(r)}
     if not pools:
-        return StageDecision(plan.name, None, None, "no candidate ran ok", failed), None
+        return decided(None, None, "no candidate ran ok"), None
 
     rounds = 0
     while True:
@@ -422,8 +467,7 @@ def _run_stage(
             + (f", pooled over {pool.probes} and {incumbent.probes} probes)" if rounds else ")")
         )
         if gain > margin:
-            reason = f"{cand.label} wins: {numbers}"
-            return StageDecision(plan.name, cand.label, 100 * gain, reason, failed), (cand, pool)
+            return decided(cand.label, 100 * gain, f"{cand.label} wins: {numbers}"), (cand, pool)
         if rounds >= max_remeasure or noise.hopeless(gain, pool.probes, incumbent):
             break
         # A close call: measure both again, interleaved, and decide on the pooled trials.
@@ -443,12 +487,13 @@ def _run_stage(
         why = f"{cand.label} is faster but within the noise margin, kept the simpler config"
     else:
         why = f"no candidate is faster (best {cand.label})"
-    return StageDecision(plan.name, None, 100 * gain, f"{why}: {numbers}", failed), None
+    return decided(None, 100 * gain, f"{why}: {numbers}"), None
 
 
 def _failure(cand: Candidate, result: ProbeResult) -> str:
     detail = f" ({result.reason})" if result.reason else ""
-    return f"{cand.label}: {result.status.value}{detail}"
+    kind = " (reference)" if cand.reference else ""
+    return f"{cand.label}{kind}: {result.status.value}{detail}"
 
 
 def _sps(value: float) -> str:
@@ -464,5 +509,7 @@ def _batch_changed(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return any(a.get(k) != b.get(k) for k in BATCH_KNOBS)
 
 
-def _key(values: dict[str, Any]) -> str:
-    return json.dumps(values, sort_keys=True, default=str)
+def _key(values: dict[str, Any], ranks: int | None = None) -> str:
+    """One probe's identity: its knob values, and its ranks when it sets its own."""
+    key = json.dumps(values, sort_keys=True, default=str)
+    return key if ranks is None else f"{key}|ranks={ranks}"

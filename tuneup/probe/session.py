@@ -4,6 +4,11 @@ The search is pure (search.py); this module supplies its `measure`: it runs
 the trainer backend (the U-Net worker in a child process, or the `sim`
 surface), applies the loss guard against the baseline, journals every result
 as it arrives and reuses journaled results when a session is resumed.
+
+A probe is known by its stage, its knob values and its ranks (the
+candidate's own, else the session's world size), so a resumed multi-rank
+session tells the 1-rank reference apart from the N-rank probe of the same
+values.
 """
 
 from __future__ import annotations
@@ -104,19 +109,31 @@ class SilentReporter:
         pass
 
 
-def _key(stage: str, values: dict[str, Any]) -> str:
-    return stage + "|" + json.dumps(values, sort_keys=True, default=str)
+def _key(stage: str, values: dict[str, Any], ranks: int) -> str:
+    return f"{stage}|{ranks}|" + json.dumps(values, sort_keys=True, default=str)
 
 
 def stage_plans(
-    names: tuple[str, ...], machine: MachineInfo, base: dict[str, Any]
+    names: tuple[str, ...],
+    machine: MachineInfo,
+    base: dict[str, Any],
+    preset: ProbePreset | None = None,
 ) -> list[StagePlan]:
     """The preset's ladder as search plans; an unavailable stage carries its reason.
 
     Each plan re-proposes on the incumbent when its turn comes, so a stage sees
-    what earlier stages adopted.
+    what earlier stages adopted. With `preset`, a stage it gives candidate
+    values for proposes those instead of its own.
     """
     from tuneup.probe.stages import load_stage
+
+    if preset is not None:
+        from tuneup.probe.preset import preset_stage
+
+        def load(name: str) -> Any:
+            return preset_stage(name, preset)
+    else:
+        load = load_stage
 
     def plan_for(stage: Any, values: dict[str, Any]) -> StagePlan:
         proposal = stage.propose(machine, values)
@@ -127,7 +144,7 @@ def stage_plans(
             refresh=lambda incumbent: plan_for(stage, incumbent),
         )
 
-    return [plan_for(load_stage(name), base) for name in names]
+    return [plan_for(load(name), base) for name in names]
 
 
 def gpu_sampler(
@@ -169,6 +186,11 @@ class ProbeSession:
     stop_requested: Callable[[], bool] = lambda: False
     control: SessionControl = field(default_factory=SessionControl)
     sampler: Sampler | None = None  # started by start(), stopped when run() ends
+    # How the probes run on several GPUs, for session.json and the reporter: the
+    # scheduler's job (JobEnv.to_dict()) and the launch, e.g. {"nproc": 4,
+    # "nodes": 1, "world_size": 4, "launcher": "torchrun"}. None: not known.
+    job: dict[str, Any] | None = None
+    launch: dict[str, Any] | None = None
     _journaled: dict[str, list[ProbeResult]] = field(default_factory=dict)
     _served: Counter = field(default_factory=Counter)
     _baseline_losses: list[float] | None = None
@@ -184,6 +206,8 @@ class ProbeSession:
             "machine": self.machine.to_dict(),
             "base_config": self.base_values,
             "hints": self.preset.hints,
+            "job": self.job,
+            "launch": self.launch,
             "tuneup_version": __version__,
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
@@ -201,7 +225,8 @@ class ProbeSession:
                     )
             self.results.repair()
             for result in self.results.results():
-                self._journaled.setdefault(_key(result.stage, result.config), []).append(result)
+                key = _key(result.stage, result.config, result.ranks)
+                self._journaled.setdefault(key, []).append(result)
         else:
             self.results.create(self.session_info())
         total = (
@@ -215,7 +240,8 @@ class ProbeSession:
 
     def measure(self, stage: str, candidate: Candidate, values: dict[str, Any]) -> ProbeResult:
         """The search's measure: reuse a journaled probe, or run, guard and journal one."""
-        key = _key(stage, values)
+        ranks = candidate.ranks or self.machine.world_size
+        key = _key(stage, values, ranks)
         served = self._served[key]
         self._served[key] += 1
         earlier = self._journaled.get(key, [])
@@ -230,7 +256,12 @@ class ProbeSession:
         self.control.current_stage = stage
         if self.control.skipping(stage):
             result = ProbeResult(
-                stage, dict(candidate.values), values, Status.SKIPPED, "skipped by the user"
+                stage,
+                dict(candidate.values),
+                values,
+                Status.SKIPPED,
+                "skipped by the user",
+                ranks=ranks,
             )
             self.reporter.probe_done(result, reused=False)
             return result
@@ -238,7 +269,12 @@ class ProbeSession:
         result = self.backend(stage, candidate, values)
         if self.stop_requested() or self.control.stopped:
             raise SessionInterrupted  # the probe was cut short: not journaled
-        self._guard(stage, result, values)
+        if result.ranks == 1 and not result.rank_sps:
+            # A backend that does not report ranks (a failed launch, a plain command):
+            # journal what was asked for, so a resume finds this probe again.
+            result.ranks = ranks
+        if not candidate.reference:  # noddp changes the arithmetic on purpose
+            self._guard(stage, result, values)
         self._remember_baseline(stage, result)
         self.results.append(result)
         self.reporter.probe_done(result, reused=False)
@@ -277,10 +313,18 @@ class ProbeSession:
         finally:
             if self.sampler is not None:
                 self.sampler.stop()
+        from tuneup.probe.scaling_report import scaling_summary
         from tuneup.probe.verdicts import summary_dict
 
         summary = summary_dict(outcome)
         summary["preset"] = self.preset.name
         summary["trainer"] = self.trainer
+        summary["scaling"] = scaling_summary(
+            summary.get("ddp"),
+            outcome.best_values,
+            self.preset.hints,
+            nodes=self.machine.nodes,
+            ranks_per_node=self.machine.ranks_per_node,
+        )
         self.results.write_summary(summary)
         return outcome

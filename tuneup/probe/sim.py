@@ -7,8 +7,9 @@ baseline (2 lowmem workers, fp32 + TF32, batch 64) gives IO ~89, SYNTHETIC
 compile + channels_last + batch 128 reaches ~615 (the tutorial's
 hand-tuned run: 539).
 
-Response surface (samples/s; w = num_data_workers, c = simulated cores, B =
-global batch, or local_batch_size when set):
+Response surface for one rank (samples/s; w = num_data_workers, c = the
+rank's simulated cores, B = its batch: global batch, or local_batch_size
+when set; Ranks below for several):
 
 IO, the loader alone:
     per-worker rate r: lowmem 44.6, inmem 1.6 r, synthetic 4 r.
@@ -51,10 +52,42 @@ Losses (20 recorded steps, from the fixed training seed, not the noise seed):
     lr exceeds 5e-3 the run is unstable: the loss grows by 30% x (lr / 5e-3)
     per step and turns NaN once above 1e3.
 
+Ranks (world_size N, or a candidate's own `ranks`): one node, every rank
+with its own GPU and loader. The per-rank batch b is local_batch_size, else
+global_batch_size // N. Each rank's loader has cores / world_size cores (its
+share of the allocation, as --cpus-per-task gives it, also when a reference
+probe runs on fewer ranks). A rank's step takes b / R + O (SYNTHETIC above,
+at batch b) plus its communication C; the job's rates are N times a rank's:
+    IO = N IO_rank, SYNTHETIC = N b / (b / R + O + C),
+    FULL = N (IO_rank^-p + SYNTHETIC_rank^-p)^(-1/p).
+
+Communication C per step (DDP; 0 with noddp or a single rank):
+    gradients G = 117 M parameters x 4 B = 468 MB, all-reduced over a ring
+    at a fixed intra-node bandwidth W = 100 GB/s (2 GB/s over gloo when the
+    device is the CPU): ring = 2 (N - 1) / N x G / W (7.0 ms on 4 GPUs);
+    buckets n = ceil(G / bucket_cap_mb MiB), each costing 80 us of launch
+    and synchronisation; DDP overlaps all but the last bucket with the
+    backward pass, hiding 80% of their time, so the exposed all-reduce is
+        0.2 ring (1 - f) + ring f + 80 us n, f = min(1, bucket / G);
+    broadcast_buffers adds 1.8 ms (a broadcast call every step, though the
+    model has no buffers); without gradient_as_bucket_view the gradients
+    are copied into the buckets, G / 1 TB/s = 0.47 ms.
+    On 4 GPUs at local batch 16 (the tutorial's multi-GPU run, compute
+    58 ms a step) communication costs ~8% of SYNTHETIC; broadcast_buffers
+    off gains ~3% (tutorial: 1272 -> 1315), bucket 100 ~+0.15% (tutorial:
+    1315 -> 1316), 50 ~+0.6%, 10 and 200 lose 3% and 1.6%,
+    gradient_as_bucket_view ~+0.7%. Without gradient_as_bucket_view the
+    buckets also take G of GPU memory.
+
+Stragglers: SimTrainer(straggler=r) makes rank r's step 15% slower; the
+ranks wait for it at every all-reduce, so the job's SYNTHETIC and FULL drop
+by that much, `rank_sps` shows rank r behind and `stragglers` names it.
+
 Noise: each phase's T trials are the true rate times exp(noise x N(0, 1)),
-drawn from a generator seeded by (seed, knob values, how many times this
-trainer has measured these values), so a run is reproducible and a repeated
-measurement (baseline repeats, confirmation pairs) draws fresh noise.
+drawn from a generator seeded by (seed, knob values, ranks when not 1, how
+many times this trainer has measured these values), so a run is
+reproducible and a repeated measurement (baseline repeats, confirmation
+pairs) draws fresh noise.
 """
 
 from __future__ import annotations
@@ -88,6 +121,8 @@ MODELED_KNOBS = (
     "base_batch_size",
     "lr_schedule",
 )
+DDP_KNOBS = ("bucket_cap_mb", "broadcast_buffers", "gradient_as_bucket_view", "noddp")
+MODELED_KNOBS += DDP_KNOBS
 LOWMEM_RATE = 44.6
 LOADER_FACTOR = {"lowmem": 1.0, "inmem": 1.6, "synthetic": 4.0}
 DALI_IO = 790.0
@@ -98,12 +133,27 @@ TRIAL_STEPS = 10
 DEFAULT_LR = 2e-4
 UNSTABLE_LR = 5e-3
 
+# The communication model (module docstring, Communication).
+GRADIENT_BYTES = 117e6 * 4
+RING_BANDWIDTH = 100e9  # B/s between the GPUs of one node
+GLOO_BANDWIDTH = 2e9  # B/s between CPU ranks
+BUCKET_LATENCY_S = 80e-6
+OVERLAP = 0.8  # share of the all-reduce of all buckets but the last hidden behind backward
+BROADCAST_S = 1.8e-3
+COPY_BANDWIDTH = 1e12  # B/s of the gradient-to-bucket copy
+STRAGGLER_SLOWDOWN = 0.15
+
 
 def _defaults() -> dict[str, Any]:
     return {name: getattr(TrainConfig(), name) for name in MODELED_KNOBS}
 
 
 _DEFAULTS = _defaults()
+
+
+def buckets(bucket_cap_mb: float) -> int:
+    """Gradient buckets DDP all-reduces each step: one NCCL call each."""
+    return math.ceil(GRADIENT_BYTES / (bucket_cap_mb * 2**20))
 
 
 class SimTrainer:
@@ -113,11 +163,13 @@ class SimTrainer:
         seed: seeds the measurement noise (the surface itself is fixed).
         noise: relative standard deviation of one trial (0.03: 3%).
         trials: T, trials per phase.
-        cores: CPU cores the loader workers share.
+        cores: CPU cores of the node, shared by its ranks' loader workers.
         gpu_memory_gb: memory of the simulated GPU (0 or cuda=False: no GPU).
         cuda: whether the simulated machine has a GPU.
         dali: whether DALI is installed.
         apex: whether NVIDIA apex is importable.
+        world_size: the ranks a probe runs with unless its candidate sets its own.
+        straggler: a rank whose steps are 15% slower (None: all ranks alike).
     """
 
     def __init__(
@@ -131,9 +183,11 @@ class SimTrainer:
         cuda: bool = True,
         dali: bool = True,
         apex: bool = False,
+        world_size: int = 1,
+        straggler: int | None = None,
     ) -> None:
-        if noise < 0 or trials < 1 or cores < 1:
-            raise ValueError("noise must be >= 0, trials and cores >= 1")
+        if noise < 0 or trials < 1 or cores < 1 or world_size < 1:
+            raise ValueError("noise must be >= 0, trials, cores and world_size >= 1")
         self.seed = seed
         self.noise = noise
         self.trials = trials
@@ -142,8 +196,15 @@ class SimTrainer:
         self.cuda = cuda
         self.dali = dali
         self.apex = apex
+        self.world_size = world_size
+        self.straggler = straggler
         self.calls = 0
         self._repeats: dict[str, int] = {}
+
+    @property
+    def rank_cores(self) -> int:
+        """Cores each rank's loader has: its share of the node."""
+        return max(1, self.cores // self.world_size)
 
     def knobs(self, values: dict[str, Any]) -> dict[str, Any]:
         """The modeled knobs of `values`, defaults filled in from TrainConfig."""
@@ -151,12 +212,19 @@ class SimTrainer:
         knobs["lr_schedule"] = {**_DEFAULTS["lr_schedule"], **dict(knobs["lr_schedule"])}
         return knobs
 
-    def problem(self, values: dict[str, Any]) -> tuple[Status, str] | None:
+    def problem(
+        self, values: dict[str, Any], ranks: int | None = None
+    ) -> tuple[Status, str] | None:
         """Why these values cannot run here (`unsupported` or `oom`), or None."""
+        ranks = ranks or self.world_size
         k = self.knobs(values)
         gpu = self._on_gpu(k)
         if k["device"] == "cuda" and not self.cuda:
             return Status.UNSUPPORTED, "device=cuda but the simulated machine has no GPU"
+        if k["local_batch_size"] is None and k["global_batch_size"] < ranks:
+            return Status.UNSUPPORTED, (
+                f"global_batch_size {k['global_batch_size']} is smaller than the {ranks} ranks"
+            )
         if k["cuda_graphs"] and not gpu:
             return Status.UNSUPPORTED, "cuda_graphs needs a CUDA device"
         if k["data_loader_config"] == "dali-lowmem" and not (gpu and self.dali):
@@ -167,52 +235,81 @@ class SimTrainer:
             return Status.UNSUPPORTED, "cuda_graphs cannot capture the fp16 GradScaler's checks"
         if k["cuda_graphs"] and k["jit"] == "compile" and k["compile_mode"] == "reduce-overhead":
             return Status.UNSUPPORTED, "cuda_graphs and compile_mode=reduce-overhead both capture"
-        if gpu and self.memory_gb(values) > self.gpu_memory_gb:
-            need = self.memory_gb(values)
+        if gpu and self.memory_gb(values, ranks) > self.gpu_memory_gb:
+            need = self.memory_gb(values, ranks)
             return Status.OOM, f"needs {need:.0f} GB of the GPU's {self.gpu_memory_gb:.0f} GB"
         return None
 
-    def memory_gb(self, values: dict[str, Any]) -> float:
-        """Peak GPU memory of a step (see Memory in the module docstring)."""
+    def memory_gb(self, values: dict[str, Any], ranks: int | None = None) -> float:
+        """Peak GPU memory of one rank's step (see Memory and Communication in the docstring)."""
+        ranks = ranks or self.world_size
         k = self.knobs(values)
         per_sample = 0.45 * (0.55 if k["amp_mode"] != "none" else 1.0)
         per_sample *= 1.05 if k["cuda_graphs"] else 1.0
-        return 2.0 + _batch(k) * per_sample
+        buckets_gb = 0.0
+        if _exchanges(k, ranks) and not k["gradient_as_bucket_view"]:
+            buckets_gb = GRADIENT_BYTES / 1e9
+        return 2.0 + _batch(k, ranks) * per_sample + buckets_gb
 
-    def expected_sps(self, values: dict[str, Any]) -> dict[str, float]:
-        """Noise-free IO, SYNTHETIC and FULL samples/s (the surface itself)."""
+    def communication_s(self, values: dict[str, Any], ranks: int | None = None) -> float:
+        """Seconds of a rank's step spent on gradient exchange (Communication in the docstring)."""
+        ranks = ranks or self.world_size
         k = self.knobs(values)
+        if not _exchanges(k, ranks):
+            return 0.0
+        bandwidth = RING_BANDWIDTH if self._on_gpu(k) else GLOO_BANDWIDTH
+        ring = 2 * (ranks - 1) / ranks * GRADIENT_BYTES / bandwidth
+        last = min(1.0, k["bucket_cap_mb"] * 2**20 / GRADIENT_BYTES)
+        exposed = (1 - OVERLAP) * ring * (1 - last) + ring * last
+        exposed += BUCKET_LATENCY_S * buckets(k["bucket_cap_mb"])
+        broadcast = BROADCAST_S if k["broadcast_buffers"] else 0.0
+        copy = 0.0 if k["gradient_as_bucket_view"] else GRADIENT_BYTES / COPY_BANDWIDTH
+        return exposed + broadcast + copy
+
+    def expected_sps(self, values: dict[str, Any], ranks: int | None = None) -> dict[str, float]:
+        """Noise-free IO, SYNTHETIC and FULL samples/s of the job (the surface itself)."""
+        ranks = ranks or self.world_size
+        k = self.knobs(values)
+        batch = _batch(k, ranks)
         io = self._io(k)
-        syn = self._synthetic(k)
+        step = batch / self._synthetic(k, batch) + self.communication_s(values, ranks)
+        if self.straggler is not None and self.straggler < ranks:
+            step *= 1 + STRAGGLER_SLOWDOWN  # every rank waits for the slowest
+        syn = batch / step
         p = 1.0 if k["num_data_workers"] == 0 and k["data_loader_config"] != "dali-lowmem" else 2.5
         full = (io**-p + syn**-p) ** (-1.0 / p)
-        return {"io": io, "synthetic": syn, "full": full}
+        return {"io": ranks * io, "synthetic": ranks * syn, "full": ranks * full}
 
     def measure(self, stage: str, candidate: Candidate, values: dict[str, Any]) -> ProbeResult:
         """Answer like a real probe (a `Measure` for the search)."""
         self.calls += 1
+        ranks = candidate.ranks or self.world_size
         k = self.knobs(values)
         variant = dict(candidate.values)
-        problem = self.problem(values)
+        problem = self.problem(values, ranks)
         if problem is not None:
             status, reason = problem
-            return ProbeResult(stage, variant, dict(values), status, f"simulated: {reason}")
-        key = json.dumps(k, sort_keys=True, default=str)
+            return ProbeResult(
+                stage, variant, dict(values), status, f"simulated: {reason}", ranks=ranks
+            )
+        key = _noise_key(k, ranks)
         repeat = self._repeats.get(key, 0)
         self._repeats[key] = repeat + 1
         rng = random.Random(_digest(f"{self.seed}|{repeat}|{key}"))
-        sps = self.expected_sps(values)
+        sps = self.expected_sps(values, ranks)
         trials = {
             phase: [rate * math.exp(self.noise * rng.gauss(0.0, 1.0)) for _ in range(self.trials)]
             for phase, rate in sps.items()
         }
-        losses = self.losses(values)
+        losses = self.losses(values, ranks)
         one_time = self._one_time(k)
         warmup_s = sum(one_time.values()) + 5.0
-        batch = _batch(k)
+        batch = _batch(k, ranks) * ranks
         wall = warmup_s + sum(
             batch * TRIAL_STEPS / t for phase_trials in trials.values() for t in phase_trials
         )
+        full = median(trials["full"])
+        rank_sps, stragglers = self._ranks(full, ranks)
         return ProbeResult(
             stage=stage,
             variant=variant,
@@ -220,7 +317,7 @@ class SimTrainer:
             status=Status.OK,
             io_sps=median(trials["io"]),
             synthetic_sps=median(trials["synthetic"]),
-            full_sps=median(trials["full"]),
+            full_sps=full,
             full_sps_trials=trials["full"],
             iqr_pct=iqr_pct(trials["full"]),
             warmup_s=warmup_s,
@@ -229,15 +326,19 @@ class SimTrainer:
             loss_end=losses[-1] if losses else None,
             losses=losses,
             gpu_util_mean=100.0 * sps["full"] / sps["synthetic"] if self._on_gpu(k) else None,
-            mem_peak_mb=1024.0 * self.memory_gb(values) if self._on_gpu(k) else None,
+            mem_peak_mb=1024.0 * self.memory_gb(values, ranks) if self._on_gpu(k) else None,
             wall_s=wall,
+            ranks=ranks,
+            rank_sps=rank_sps,
+            stragglers=stragglers,
         )
 
-    def losses(self, values: dict[str, Any]) -> list[float]:
+    def losses(self, values: dict[str, Any], ranks: int | None = None) -> list[float]:
         """The fixed-seed loss curve (see Losses in the module docstring)."""
+        ranks = ranks or self.world_size
         k = self.knobs(values)
         sched = k["lr_schedule"]
-        batch = _batch(k)
+        batch = _batch(k, ranks) * ranks  # the global batch sets the learning rate
         base = k["base_batch_size"]
         peak = initial_lr(sched["start_lr"], sched["scaling"], batch, base)
         warmup = sched["warmup_steps"] if batch > base and sched["scaling"] != "none" else 0
@@ -259,6 +360,17 @@ class SimTrainer:
                 losses.append(value * (1.0 + jitter))
         return losses
 
+    def _ranks(self, full: float, ranks: int) -> tuple[list[float], list[int]]:
+        """Each rank's own FULL samples/s and the stragglers, from the job's FULL."""
+        if ranks == 1:
+            return [full], []
+        own = [full / ranks] * ranks
+        if self.straggler is None or self.straggler >= ranks:
+            return own, []
+        # The job runs at the straggler's pace; the others would go faster on their own.
+        fast = full / ranks * (1 + STRAGGLER_SLOWDOWN)
+        return [own[0] if r == self.straggler else fast for r in range(ranks)], [self.straggler]
+
     def _on_gpu(self, k: dict[str, Any]) -> bool:
         return self.cuda and k["device"] in ("auto", "cuda")
 
@@ -270,11 +382,12 @@ class SimTrainer:
         workers = k["num_data_workers"]
         if workers == 0:
             return 0.9 * rate
-        half = 14.2 * math.sqrt(self.cores / 32)
-        return rate * workers / (1 + (workers / half) ** 3) * min(1.0, self.cores / workers)
+        cores = self.rank_cores
+        half = 14.2 * math.sqrt(cores / 32)
+        return rate * workers / (1 + (workers / half) ** 3) * min(1.0, cores / workers)
 
-    def _synthetic(self, k: dict[str, Any]) -> float:
-        batch = _batch(k)
+    def _synthetic(self, k: dict[str, Any], batch: int) -> float:
+        """One rank's SYNTHETIC samples/s at `batch`, before any communication."""
         amp = k["amp_mode"] != "none"
         if not self._on_gpu(k):
             prec = {"none": 1.0, "bf16": 1.05, "fp16": 0.6}[k["amp_mode"]]
@@ -305,9 +418,27 @@ class SimTrainer:
         return costs
 
 
-def _batch(k: dict[str, Any]) -> int:
+def _batch(k: dict[str, Any], ranks: int = 1) -> int:
+    """The per-rank batch: local_batch_size, else the global batch shared out."""
     local = k.get("local_batch_size")
-    return int(local) if local else int(k["global_batch_size"])
+    return int(local) if local else max(1, int(k["global_batch_size"]) // ranks)
+
+
+def _exchanges(k: dict[str, Any], ranks: int) -> bool:
+    """Whether the ranks all-reduce gradients (DDP on, several ranks)."""
+    return ranks > 1 and not k["noddp"]
+
+
+def _noise_key(k: dict[str, Any], ranks: int) -> str:
+    """What seeds a probe's noise: its knobs, and its ranks and DDP knobs when several.
+
+    On one rank the DDP knobs change nothing, and leaving them out keeps
+    single-rank draws what they were before the sim knew about ranks.
+    """
+    if ranks == 1:
+        single = {name: v for name, v in k.items() if name not in DDP_KNOBS}
+        return json.dumps(single, sort_keys=True, default=str)
+    return json.dumps(k, sort_keys=True, default=str) + f"|ranks={ranks}"
 
 
 def _digest(text: str) -> int:

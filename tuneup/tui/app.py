@@ -19,7 +19,6 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 
-from tuneup.bundled import bundled_preset_names, read_bundled_preset
 from tuneup.monitor.slurm import JobInfo
 from tuneup.monitor.types import GpuBackend
 from tuneup.probe.estimate import StepModel
@@ -55,30 +54,48 @@ EngineFactory = Callable[[str, MachineInfo, ResultsDir, Budget, int], Engine]
 def default_engine(
     trainer: str, machine: MachineInfo, results: ResultsDir, budget: Budget, seed: int
 ) -> Engine:
-    """The backends of `tuneup probe`: the sim surface, or U-Net workers with GPU telemetry."""
+    """The backends of `tuneup probe`: the sim surface, or U-Net workers with GPU telemetry.
+
+    The ranks each probe runs with are the machine's (`world_size` over `nodes`,
+    as the setup screen chose them).
+    """
+    from tuneup.cluster.job import read_job_env
+    from tuneup.cluster.launch import LaunchPlan
+    from tuneup.probe.adapters import TrainerContext, load_trainer
     from tuneup.tui.driver import EventRelay
 
+    launch = LaunchPlan(nproc=machine.ranks_per_node, nodes=machine.nodes)
+    job = read_job_env(gpu_count=machine.gpu_count if machine.cuda else 0)
     if trainer == "sim":
-        from tuneup.probe.backends import sim_backend
-
-        return Engine(sim_backend(seed))
+        context = TrainerContext(results.path / "probes", budget, seed, launch=launch, job=job)
+        return Engine(load_trainer("sim").backend(context))
     from tuneup.monitor.backends import choose_backend
     from tuneup.monitor.slurm import visible_gpu_indices
-    from tuneup.probe.backends import WorkerBackend
     from tuneup.probe.session import gpu_sampler
 
     gpu_backend = choose_backend(visible=visible_gpu_indices()) if machine.cuda else None
     sampler = gpu_sampler(trainer, gpu_backend)
     relay = EventRelay()
-    backend = WorkerBackend(results.path / "probes", budget, seed, on_event=relay, sampler=sampler)
-    return Engine(backend, sampler, gpu_backend, relay)
+    context = TrainerContext(
+        results.path / "probes",
+        budget,
+        seed,
+        on_event=relay,
+        sampler=sampler,
+        launch=launch,
+        job=job,
+    )
+    return Engine(load_trainer(trainer).backend(context), sampler, gpu_backend, relay)
 
 
 def preset_choices() -> list[tuple[str, str]]:
-    """(name, description) of the bundled presets, for the picker."""
+    """(name, description) of the presets that load (bundled, then the user's), for the picker."""
+    from tuneup.probe.preset import list_presets
+
     return [
-        (name, str(read_bundled_preset(name).get("description", "")))
-        for name in bundled_preset_names()
+        (entry.name, entry.description)
+        for entry in list_presets()
+        if entry.error is None and not entry.shadowed
     ]
 
 
@@ -99,6 +116,17 @@ def base_values(preset: ProbePreset, trainer: str, data_path: Path | None) -> di
         "train_path": str(data_path),
         "val_path": str(val if val.is_file() else data_path),
     }
+
+
+def _layout_fields(machine: MachineInfo) -> dict[str, Any]:
+    """The session's `job` and `launch` records, as `tuneup probe` writes them."""
+    from tuneup.cluster.job import read_job_env
+    from tuneup.cluster.launch import LaunchPlan
+    from tuneup.probe_command import launch_info
+
+    job = read_job_env(gpu_count=machine.gpu_count if machine.cuda else 0)
+    plan = LaunchPlan(nproc=machine.ranks_per_node, nodes=machine.nodes)
+    return {"job": job.to_dict(), "launch": launch_info(plan)}
 
 
 def _default_tune_screen(driver: Any, start: bool) -> Screen[Any]:
@@ -185,6 +213,8 @@ class TuneupApp(App[None]):
                 time_budget_s=self.time_budget_s,
                 clock=self.clock,
                 gpu_memory_gib=self.gpu_memory_gib,
+                nproc=self.machine.ranks_per_node,
+                nodes=self.machine.nodes,
             )
         )
         if self.review is not None:
@@ -217,22 +247,24 @@ class TuneupApp(App[None]):
 
         preset = dataclasses.replace(choice.preset, budget=choice.budget)
         base = base_values(preset, self.trainer, choice.data_path)
-        plans = stage_plans(choice.stages, self.machine, base)
+        machine = dataclasses.replace(
+            self.machine, world_size=choice.nproc * choice.nodes, nodes=choice.nodes
+        )
+        plans = stage_plans(choice.stages, machine, base, preset)
         stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(self.clock()))
         results = ResultsDir(self.out or self.results_root / f"{preset.name}-{stamp}")
-        self.engine = self.engine_factory(
-            self.trainer, self.machine, results, preset.budget, self.seed
-        )
+        self.engine = self.engine_factory(self.trainer, machine, results, preset.budget, self.seed)
         session = ProbeSession(
             preset=preset,
             trainer=self.trainer,
             backend=self.engine.backend,
             results=results,
-            machine=self.machine,
+            machine=machine,
             base_values=base,
             plans=plans,
             seed=self.seed,
             sampler=self.engine.sampler or self._demo_sampler(),
+            **_layout_fields(machine),
         )
         return SessionDriver(session, relay=self.engine.relay)
 
@@ -279,19 +311,26 @@ class TuneupApp(App[None]):
         # The journal is keyed by config: resume from the very base the session ran.
         base = dict(info.get("base_config") or base_values(preset, trainer, None))
         seed = int(info.get("seed", self.seed))
-        plans = stage_plans(tuple(info.get("stages", preset.stages)), self.machine, base)
-        self.engine = self.engine_factory(trainer, self.machine, results, preset.budget, seed)
+        launch = info.get("launch") or {}
+        machine = dataclasses.replace(
+            self.machine,
+            world_size=int(launch.get("world_size", self.machine.world_size)),
+            nodes=int(launch.get("nodes", self.machine.nodes)),
+        )
+        plans = stage_plans(tuple(info.get("stages", preset.stages)), machine, base, preset)
+        self.engine = self.engine_factory(trainer, machine, results, preset.budget, seed)
         session = ProbeSession(
             preset=preset,
             trainer=trainer,
             backend=self.engine.backend,
             results=results,
-            machine=self.machine,
+            machine=machine,
             base_values=base,
             plans=plans,
             search=str(info.get("search", "staged")),
             seed=seed,
             sampler=self.engine.sampler,
+            **_layout_fields(machine),
         )
         return SessionDriver(session, resume=True, relay=self.engine.relay)
 

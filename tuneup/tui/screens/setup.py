@@ -33,8 +33,8 @@ from tuneup.probe.estimate import (
     time_limit,
     trim,
 )
-from tuneup.probe.preset import ProbePreset, load_preset
-from tuneup.probe.stages import Proposal, load_stage
+from tuneup.probe.preset import ProbePreset, load_preset, preset_stage
+from tuneup.probe.stages import Proposal
 from tuneup.probe.types import Budget, MachineInfo
 
 
@@ -47,12 +47,27 @@ class SetupChoice:
         stages: the checked stages, in the preset's order.
         budget: the per-probe budget (T may have been lowered by trimming).
         data_path: the tutorial's training HDF5, or None to synthesize the preset's box.
+        nproc: ranks per node each probe runs with (torchrun when more than 1).
+        nodes: nodes each probe spans (srun when more than 1).
     """
 
     preset: ProbePreset
     stages: tuple[str, ...]
     budget: Budget
     data_path: Path | None = None
+    nproc: int = 1
+    nodes: int = 1
+
+
+def parse_layout(nproc_text: str, nodes_text: str) -> tuple[int, int]:
+    """The ranks row as (nproc, nodes); a UsageError names a field that is not a positive count."""
+    values = []
+    for name, text in (("ranks per node", nproc_text), ("nodes", nodes_text)):
+        text = text.strip() or "1"
+        if not text.isdigit() or int(text) < 1:
+            raise UsageError(f"{name} must be a whole number of at least 1, got {text!r}")
+        values.append(int(text))
+    return values[0], values[1]
 
 
 def machine_lines(
@@ -128,6 +143,7 @@ class SetupScreen(Screen[None]):
         time_budget_s: the session's time budget, if the user gave one.
         clock: epoch seconds now (tests freeze it).
         gpu_memory_gib: each GPU's memory, when known.
+        nproc, nodes: the rank layout offered first (what the allocation gives).
     """
 
     DEFAULT_CSS = """
@@ -143,6 +159,9 @@ class SetupScreen(Screen[None]):
     SetupScreen #preset-description { padding: 0 1; width: 1fr; }
     SetupScreen #data { width: 1fr; }
     SetupScreen #time-budget { width: 24; }
+    SetupScreen #layout-row { height: auto; }
+    SetupScreen #nproc, SetupScreen #nodes { width: 20; }
+    SetupScreen #layout-note { padding: 0 1; width: 1fr; }
     SetupScreen #data-error { color: $error; padding: 0 1; }
     SetupScreen #estimate { padding: 0 1; height: auto; }
     SetupScreen #estimate.over { color: $warning; }
@@ -172,9 +191,12 @@ class SetupScreen(Screen[None]):
         time_budget_s: float | None = None,
         clock: Callable[[], float] = time.time,
         gpu_memory_gib: tuple[float, ...] = (),
+        nproc: int = 1,
+        nodes: int = 1,
     ) -> None:
         super().__init__()
-        self.machine = machine
+        self.nproc, self.nodes = nproc, nodes
+        self.machine = dataclasses.replace(machine, world_size=nproc * nodes, nodes=nodes)
         self.job = job
         self.presets = presets
         self.step_model = step_model
@@ -206,6 +228,11 @@ class SetupScreen(Screen[None]):
                 )
                 yield Input(placeholder="time budget, min", id="time-budget", type="number")
             yield Static("", id="data-error")
+            yield Label("Ranks", classes="section")
+            with Horizontal(id="layout-row"):
+                yield Input(str(self.nproc), placeholder="ranks per node", id="nproc")
+                yield Input(str(self.nodes), placeholder="nodes", id="nodes")
+                yield Static(self._layout_text(), id="layout-note")
             yield Label("Stages", classes="section")
             yield SelectionList[str](id="stages")
             yield Static(budget_text(self.budget), id="budget")
@@ -226,9 +253,18 @@ class SetupScreen(Screen[None]):
     def _machine_text(self) -> str:
         return "\n".join(machine_lines(self.machine, self.job, self.clock(), self.gpu_memory_gib))
 
+    def _layout_text(self) -> str:
+        ranks = self.nproc * self.nodes
+        if ranks == 1:
+            return "1 rank: each probe is one process"
+        how = "srun across the allocation" if self.nodes > 1 else "torchrun on this node"
+        return f"{ranks} ranks ({self.nproc} per node x {self.nodes} node(s)) through {how}"
+
     def _fill_stages(self) -> None:
         base = dict(self.preset.train)
-        self.proposals = [load_stage(n).propose(self.machine, base) for n in self.preset.stages]
+        self.proposals = [
+            preset_stage(n, self.preset).propose(self.machine, base) for n in self.preset.stages
+        ]
         stages = self.query_one("#stages", SelectionList)
         stages.clear_options()
         stages.add_options(
@@ -293,6 +329,21 @@ class SetupScreen(Screen[None]):
             self._show_estimate()
         elif event.input.id == "data":
             self.query_one("#data-error", Static).update("")
+        elif event.input.id in ("nproc", "nodes"):
+            try:
+                nproc, nodes = parse_layout(
+                    self.query_one("#nproc", Input).value, self.query_one("#nodes", Input).value
+                )
+            except UsageError as exc:
+                self.query_one("#layout-note", Static).update(str(exc))
+                return
+            if (nproc, nodes) != (self.nproc, self.nodes):
+                self.nproc, self.nodes = nproc, nodes
+                self.machine = dataclasses.replace(
+                    self.machine, world_size=nproc * nodes, nodes=nodes
+                )
+                self._fill_stages()  # the ddp stage runs only with several ranks
+            self.query_one("#layout-note", Static).update(self._layout_text())
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "trim":
@@ -325,5 +376,13 @@ class SetupScreen(Screen[None]):
         # they re-propose on the incumbent and may run once an earlier stage has won.
         selected = set(self.query_one("#stages", SelectionList).selected)
         stages = tuple(p.stage for p in self.proposals if p.skipped or p.stage in selected)
+        try:
+            nproc, nodes = parse_layout(
+                self.query_one("#nproc", Input).value, self.query_one("#nodes", Input).value
+            )
+        except UsageError as exc:
+            self.notify(str(exc), severity="error")
+            return
         budget = dataclasses.replace(self.budget)
-        self.post_message(self.Start(SetupChoice(self.preset, stages, budget, data)))
+        choice = SetupChoice(self.preset, stages, budget, data, nproc=nproc, nodes=nodes)
+        self.post_message(self.Start(choice))

@@ -15,7 +15,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, ProgressBar, RichLog, Static
 
 from tuneup.monitor.widgets.chart import Chart, Series
-from tuneup.probe.report import result_line
+from tuneup.probe.report import result_line, session_ranks
 from tuneup.probe.verdicts import bottleneck
 from tuneup.tui.driver import SessionDriver
 from tuneup.tui.screens.results import ResultsScreen, export_all, session_hints
@@ -91,6 +91,7 @@ class TuneScreen(Screen[None]):
         self.gpu_feed = gpu_feed  # a Sampler (live or replayed): GPU charts when given
         self.start_on_mount = start
         self.results_on_finish = results_on_finish
+        self.ranks = 1  # the session's ranks, from its start
         self.done = 0
         self.total = 0
         self.finished = False
@@ -133,8 +134,10 @@ class TuneScreen(Screen[None]):
     def on_session_driver_started(self, message: SessionDriver.Started) -> None:
         info = message.info
         self.total = message.total
+        self.ranks = session_ranks(info)
+        ranks = f" · {self.ranks} ranks" if self.ranks > 1 else ""
         self.query_one("#tune-title", Static).update(
-            f"tuneup: preset {info.get('preset')} · trainer {info.get('trainer')} · "
+            f"tuneup: preset {info.get('preset')} · trainer {info.get('trainer')}{ranks} · "
             f"{info.get('search')} search over {', '.join(info.get('stages', []))}"
         )
         self.query_one(ProgressBar).update(total=message.total, progress=0)
@@ -156,7 +159,7 @@ class TuneScreen(Screen[None]):
         self.done += 1
         bar = self.query_one(ProgressBar)
         bar.update(total=max(self.total, self.done), progress=self.done)
-        line = result_line(result, ladder.baseline_sps, message.reused)
+        line = result_line(result, ladder.baseline_sps, message.reused, ranks=self.ranks)
         self.query_one(RichLog).write(f"[{self.done}/~{max(self.total, self.done)}] {line}")
         if result.ok and result.full_sps is not None:
             self._points.append((float(self.done), float(result.full_sps)))
