@@ -44,12 +44,16 @@ def load_results(folder: Path) -> tuple[dict[str, Any], list[ProbeResult]]:
 
 
 def session_hints(folder: Path) -> dict[str, Any]:
-    """The preset's machine hints recorded in session.json (empty when unreadable)."""
+    """Export hints from session.json: the preset's, with the probed layout and job over them.
+
+    Empty when session.json is unreadable, as `tuneup export` would fail on it.
+    """
+    from tuneup.export.slurm import hints_from_session
+
     try:
-        hints = ResultsDir(Path(folder)).session().get("hints") or {}
+        return hints_from_session(ResultsDir(Path(folder)).session())
     except UsageError:
         return {}
-    return dict(hints) if isinstance(hints, Mapping) else {}
 
 
 def export_all(

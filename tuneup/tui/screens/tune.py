@@ -203,7 +203,7 @@ class TuneScreen(Screen[None]):
                     message.summary,
                     message.outcome.probes if message.outcome else [],
                     self.driver.session.results.path,
-                    hints=self.driver.session.preset.hints,
+                    hints=session_hints(self.driver.session.results.path),
                 )
             )
 
@@ -239,7 +239,7 @@ class TuneScreen(Screen[None]):
             self.notify("export is possible once the ladder has finished", severity="warning")
             return
         folder = self.driver.session.results.path
-        hints = self.driver.session.preset.hints or session_hints(folder)
+        hints = session_hints(folder)
         self.exported = export_all(summary["recommendation"]["values"], folder, hints)
         for path in self.exported:
             self.query_one(RichLog).write(f"exported {path}")
