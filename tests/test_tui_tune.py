@@ -223,7 +223,15 @@ def test_screenshot_of_the_finished_ladder(
         await until(lambda: app.screen.finished, pilot)  # type: ignore[attr-defined]
         table = ladder(app)
         await until(lambda: table.row_count == len(driver.outcome.probes), pilot)  # type: ignore[union-attr]
-        await pilot.pause(0.3)
+        # Column widths grow on a later refresh than the rows arrive (slower on a loaded
+        # machine): wait until the table's width has held still for a few looks.
+        steady, last = 0, None
+        for _ in range(50):
+            await pilot.pause(0.1)
+            width = table.virtual_size.width
+            steady, last = (steady + 1 if width == last else 0), width
+            if steady >= 3:
+                break
         # the table follows new rows; pin its view so the picture does not depend on timing
         table.scroll_end(animate=False, immediate=True)
         await pilot.wait_for_scheduled_animations()
