@@ -114,3 +114,21 @@ def test_throttled_probes_are_flagged_as_noisy() -> None:
     assert summary_dict(outcome)["throttled_probes"] == [
         {"stage": "amp", "variant": {"amp_mode": "bf16"}}
     ]
+
+
+def test_a_negative_communication_overhead_is_called_noise_not_a_cost() -> None:
+    from tuneup.probe.verdicts import ddp_sentence
+
+    figures = {
+        "ranks": 2,
+        "overhead_pct": -19.6,
+        "overhead_phase": "synthetic",
+        "efficiency_pct": None,
+        "figures": {"ddp_sps": 343.0, "noddp_sps": 287.0},
+        "notes": [],
+    }
+    sentence = ddp_sentence(figures)
+    assert "no measurable cost" in sentence and "noise" in sentence
+    assert "costs -" not in sentence
+    figures["overhead_pct"] = 8.5
+    assert "costs 8.5% of SYNTHETIC on 2 ranks" in ddp_sentence(figures)

@@ -157,7 +157,7 @@ def run_probe_command(
     if not as_json:
         if why is not None:
             print(f"tuneup: no --preset given: using {preset_name} ({why})", file=sys.stderr)
-        print(f"tuneup: {describe(job)}; {layout_text(plan)}", file=sys.stderr)
+        print(f"tuneup: {describe(job)}", file=sys.stderr)  # the reporter says the layout
         for warning in preset_warnings(preset, machine):
             print(f"tuneup: warning: {warning}", file=sys.stderr)
     base = _base_values(preset, trainer)
@@ -248,17 +248,6 @@ def run_probe_command(
         return ExitCode.OK
     _print_outcome(outcome, summary, results.path)
     return ExitCode.OK
-
-
-def layout_text(plan: Any) -> str:
-    """One line saying how each probe's ranks are started."""
-    if plan.world_size == 1:
-        return "each probe runs as one process (--nproc 1)"
-    how = "srun across the allocation" if plan.nodes > 1 else "torchrun on this node"
-    return (
-        f"each probe runs {plan.world_size} ranks ({plan.nproc} per node x {plan.nodes} "
-        f"node(s)) through {how}"
-    )
 
 
 def launch_info(plan: Any) -> dict[str, Any]:

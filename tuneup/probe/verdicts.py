@@ -187,11 +187,18 @@ def ddp_sentence(figures: Mapping[str, Any]) -> str:
     ranks = figures["ranks"]
     if figures["overhead_pct"] is not None:
         used = figures["figures"]
-        parts.append(
-            f"gradient exchange costs {figures['overhead_pct']:.1f}% of "
-            f"{str(figures['overhead_phase']).upper()} on {ranks} ranks "
-            f"({_n(used['ddp_sps'])} samples/s vs {_n(used['noddp_sps'])} without it)"
-        )
+        phase = str(figures["overhead_phase"]).upper()
+        pair = f"{_n(used['ddp_sps'])} samples/s vs {_n(used['noddp_sps'])} without it"
+        if figures["overhead_pct"] >= 0:
+            parts.append(
+                f"gradient exchange costs {figures['overhead_pct']:.1f}% of {phase} on "
+                f"{ranks} ranks ({pair})"
+            )
+        else:  # the run without exchange came out slower: the probes' noise, not a gain
+            parts.append(
+                f"gradient exchange shows no measurable cost in {phase} on {ranks} ranks "
+                f"({pair}: the difference is run-to-run noise)"
+            )
     if figures["efficiency_pct"] is not None:
         used = figures["figures"]
         few = used["reference_ranks"]
