@@ -7,14 +7,10 @@ through NVML, which talks to the driver only and never starts CUDA.
 
 from __future__ import annotations
 
-import contextlib
-import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-
-_GIB = 2**30
 
 
 @dataclass(frozen=True)
@@ -109,44 +105,6 @@ def gpu_inventory(nvml: Any = None, environ: Mapping[str, str] | None = None) ->
         nvml: the pynvml module (tests pass a fake); imported when None.
         environ: for CUDA_VISIBLE_DEVICES; os.environ when None.
     """
-    from tuneup.probe.machine import _visible
+    from tuneup.probe.machine import nvml_visible_gpus
 
-    env = os.environ if environ is None else environ
-    if nvml is None:
-        try:
-            import pynvml as nvml  # type: ignore[import-not-found]
-        except Exception:
-            return []
-    try:
-        nvml.nvmlInit()
-    except Exception:  # no driver, no library, no permission: no GPUs, never a crash
-        return []
-    try:
-        models: list[GpuModel] = []
-        uuids: list[str] = []
-        for index in range(nvml.nvmlDeviceGetCount()):
-            handle = nvml.nvmlDeviceGetHandleByIndex(index)
-            models.append(GpuModel(_text(nvml.nvmlDeviceGetName(handle)), _memory(nvml, handle)))
-            try:
-                uuids.append(_text(nvml.nvmlDeviceGetUUID(handle)))
-            except Exception:
-                uuids.append("")
-    except Exception:
-        return []
-    finally:
-        with contextlib.suppress(Exception):
-            nvml.nvmlShutdown()
-    # The visibility rules work on names; index strings map the chosen ones back.
-    chosen = _visible([str(i) for i in range(len(models))], uuids, env.get("CUDA_VISIBLE_DEVICES"))
-    return [models[int(c)] if c.isdigit() else GpuModel(c) for c in chosen]
-
-
-def _memory(nvml: Any, handle: Any) -> float | None:
-    try:
-        return round(nvml.nvmlDeviceGetMemoryInfo(handle).total / _GIB, 1)
-    except Exception:  # not supported on this GPU
-        return None
-
-
-def _text(value: str | bytes) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+    return [GpuModel(name, memory) for name, memory in nvml_visible_gpus(nvml, environ)]

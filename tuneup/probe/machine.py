@@ -92,8 +92,13 @@ def _visible(names: list[str], uuids: list[str], cuda_visible: str | None) -> li
     return chosen
 
 
-def nvml_gpu_names(nvml: Any = None, environ: Mapping[str, str] | None = None) -> list[str]:
-    """Names of the GPUs this process may use, through NVML; [] on any NVML failure.
+def nvml_visible_gpus(
+    nvml: Any = None, environ: Mapping[str, str] | None = None
+) -> list[tuple[str, float | None]]:
+    """(name, memory in GiB or None) of the GPUs this process may use; [] on any NVML failure.
+
+    The one NVML reader of this module: `nvml_gpu_names` and the preset
+    auto-pick both use it. CUDA_VISIBLE_DEVICES is applied (see `_visible`).
 
     Args:
         nvml: the pynvml module (tests pass a fake); imported when None.
@@ -110,11 +115,11 @@ def nvml_gpu_names(nvml: Any = None, environ: Mapping[str, str] | None = None) -
     except Exception:  # no driver, no library, no permission: zero GPUs, never a crash
         return []
     try:
-        names: list[str] = []
+        gpus: list[tuple[str, float | None]] = []
         uuids: list[str] = []
         for index in range(nvml.nvmlDeviceGetCount()):
             handle = nvml.nvmlDeviceGetHandleByIndex(index)
-            names.append(_text(nvml.nvmlDeviceGetName(handle)))
+            gpus.append((_text(nvml.nvmlDeviceGetName(handle)), _memory_gib(nvml, handle)))
             try:
                 uuids.append(_text(nvml.nvmlDeviceGetUUID(handle)))
             except Exception:
@@ -124,7 +129,21 @@ def nvml_gpu_names(nvml: Any = None, environ: Mapping[str, str] | None = None) -
     finally:
         with contextlib.suppress(Exception):
             nvml.nvmlShutdown()
-    return _visible(names, uuids, env.get("CUDA_VISIBLE_DEVICES"))
+    # The visibility rules work on names; index strings map the chosen ones back.
+    chosen = _visible([str(i) for i in range(len(gpus))], uuids, env.get("CUDA_VISIBLE_DEVICES"))
+    return [gpus[int(c)] if c.isdigit() else (c, None) for c in chosen]
+
+
+def nvml_gpu_names(nvml: Any = None, environ: Mapping[str, str] | None = None) -> list[str]:
+    """Names of the GPUs this process may use, through NVML; [] on any NVML failure."""
+    return [name for name, _memory in nvml_visible_gpus(nvml, environ)]
+
+
+def _memory_gib(nvml: Any, handle: Any) -> float | None:
+    try:
+        return round(nvml.nvmlDeviceGetMemoryInfo(handle).total / 2**30, 1)
+    except Exception:  # not supported on this GPU
+        return None
 
 
 def _text(value: str | bytes) -> str:
