@@ -114,7 +114,8 @@ def run_probe_command(
     import dataclasses
 
     from tuneup.cluster.job import describe, read_job_env
-    from tuneup.probe.adapters import TrainerContext, load_trainer
+    from tuneup.probe.adapters import load_trainer
+    from tuneup.probe.engine import build_engine
     from tuneup.probe.journal import ResultsDir
     from tuneup.probe.machine import machine_info
     from tuneup.probe.preset import load_preset, preset_warnings
@@ -147,7 +148,7 @@ def run_probe_command(
     trainer = trainer or "unet"
     search = search or "staged"
     seed = 0 if seed is None else seed
-    adapter = load_trainer(trainer)  # an unknown name lists the known ones
+    load_trainer(trainer)  # fails early, listing the known ones, before any data is made
     preset_name, why = pick_preset(preset_name, machine)
     preset = load_preset(preset_name)
     names = _pick_stages(preset.stages, stages)
@@ -169,26 +170,18 @@ def run_probe_command(
     reporter = _reporter(as_json)
     stop = {"requested": False}
 
-    gpu_backend = None
-    sampler = None
-    if trainer == "unet" and machine.cuda:  # telemetry only where NVML can see GPUs
-        from tuneup.monitor.backends import choose_backend
-        from tuneup.monitor.slurm import visible_gpu_indices
-        from tuneup.probe.session import gpu_sampler
-
-        gpu_backend = choose_backend(visible=visible_gpu_indices())
-        sampler = gpu_sampler(trainer, gpu_backend)
-    context = TrainerContext(
-        workdir=results.path / "probes",
-        budget=preset.budget,
-        seed=seed,
-        on_event=getattr(reporter, "event", None),
-        sampler=sampler,
-        preset=preset,
+    engine = build_engine(
+        trainer,
+        machine,
+        results.path / "probes",
+        preset.budget,
+        seed,
         launch=plan,
         job=job,
+        on_event=getattr(reporter, "event", None),
+        preset=preset,
     )
-    backend: Any = adapter.backend(context)
+    backend, sampler = engine.backend, engine.sampler
     interrupt = getattr(backend, "interrupt", None)
 
     session = ProbeSession(
@@ -229,10 +222,7 @@ def run_probe_command(
         return ExitCode.INTERRUPTED
     finally:
         signal.signal(signal.SIGINT, previous_handler)
-        if sampler is not None:
-            sampler.stop()
-        if gpu_backend is not None:
-            gpu_backend.close()
+        engine.close()
         close = getattr(reporter, "close", None)
         if close is not None:
             close()

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -21,6 +20,7 @@ from textual.screen import Screen
 
 from tuneup.monitor.slurm import JobInfo
 from tuneup.monitor.types import GpuBackend
+from tuneup.probe.engine import Engine
 from tuneup.probe.estimate import StepModel
 from tuneup.probe.journal import ResultsDir
 from tuneup.probe.preset import ProbePreset, default_preset_name, load_preset
@@ -32,60 +32,32 @@ from tuneup.tui.screens.setup import SetupChoice, SetupScreen
 STEP_MODELS = {"sim": StepModel(startup_s=0.1, step_s=0.001), "unet": StepModel()}
 
 
-@dataclass
-class Engine:
-    """What a session probes with: the backend, and the GPU telemetry to stop at the end."""
-
-    backend: Any
-    sampler: Any = None
-    gpu_backend: GpuBackend | None = None
-    relay: Any = None
-
-    def close(self) -> None:
-        if self.sampler is not None:
-            self.sampler.stop()
-        if self.gpu_backend is not None:
-            self.gpu_backend.close()
-
-
 EngineFactory = Callable[[str, MachineInfo, ResultsDir, Budget, int], Engine]
 
 
 def default_engine(
     trainer: str, machine: MachineInfo, results: ResultsDir, budget: Budget, seed: int
 ) -> Engine:
-    """The backends of `tuneup probe`: the sim surface, or U-Net workers with GPU telemetry.
+    """The backends of `tuneup probe` (tuneup.probe.engine), events relayed to the app.
 
     The ranks each probe runs with are the machine's (`world_size` over `nodes`,
     as the setup screen chose them).
     """
     from tuneup.cluster.job import read_job_env
     from tuneup.cluster.launch import LaunchPlan
-    from tuneup.probe.adapters import TrainerContext, load_trainer
+    from tuneup.probe.engine import build_engine
     from tuneup.tui.driver import EventRelay
 
-    launch = LaunchPlan(nproc=machine.ranks_per_node, nodes=machine.nodes)
-    job = read_job_env(gpu_count=machine.gpu_count if machine.cuda else 0)
-    if trainer == "sim":
-        context = TrainerContext(results.path / "probes", budget, seed, launch=launch, job=job)
-        return Engine(load_trainer("sim").backend(context))
-    from tuneup.monitor.backends import choose_backend
-    from tuneup.monitor.slurm import visible_gpu_indices
-    from tuneup.probe.session import gpu_sampler
-
-    gpu_backend = choose_backend(visible=visible_gpu_indices()) if machine.cuda else None
-    sampler = gpu_sampler(trainer, gpu_backend)
-    relay = EventRelay()
-    context = TrainerContext(
+    return build_engine(
+        trainer,
+        machine,
         results.path / "probes",
         budget,
         seed,
-        on_event=relay,
-        sampler=sampler,
-        launch=launch,
-        job=job,
+        launch=LaunchPlan(nproc=machine.ranks_per_node, nodes=machine.nodes),
+        job=read_job_env(gpu_count=machine.gpu_count if machine.cuda else 0),
+        on_event=None if trainer == "sim" else EventRelay(),  # the sim trainer sends none
     )
-    return Engine(load_trainer(trainer).backend(context), sampler, gpu_backend, relay)
 
 
 def preset_choices() -> list[tuple[str, str]]:
