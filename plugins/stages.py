@@ -232,12 +232,13 @@ class BatchSizeStage(Stage):
             else ("global_batch_size", current(base, "global_batch_size"))
         )
         ranks = 1 if knob == "local_batch_size" else max(1, machine.world_size)
+        rule = _lr_rule(base, size * (max(1, machine.world_size) if local is not None else 1))
         proposed = []
         for factor in self.factors:
             new = round(size * factor)
             if new < ranks or new == size or new % ranks:
                 continue  # every rank needs an equal, non-empty share
-            proposed.append(Candidate(f"x{factor:g} ({knob} {new})", {knob: new}))
+            proposed.append(Candidate(f"x{factor:g} ({knob} {new})", {knob: new, **rule}))
         return proposed
 
     def incumbent_reason(self, machine: MachineInfo, base: Mapping[str, Any]) -> str | None:
@@ -246,14 +247,33 @@ class BatchSizeStage(Stage):
         return f"the batch cannot be scaled by {list(self.factors)} into equal shares per rank"
 
 
+def _lr_rule(base: Mapping[str, Any], global_batch: int) -> dict[str, Any]:
+    """The knobs that make the learning rate follow the batch: none when the config has a rule.
+
+    A config that scales by no rule (`lr_schedule.scaling: none`) would run a
+    bigger batch at the same learning rate; the candidate then carries the
+    tutorial's rule, sqrt of global/base batch, anchored at the incumbent's
+    batch so the incumbent's own learning rate is unchanged.
+    """
+    schedule = dict(current(base, "lr_schedule") or {})
+    if schedule.get("scaling", "sqrt") != "none":
+        return {}
+    return {
+        "lr_schedule": {**schedule, "scaling": "sqrt"},
+        "base_batch_size": int(global_batch),
+    }
+
+
 BATCH_SIZE = BatchSizeStage(
     name="batch_size",
     title="Batch size",
     description=(
         "Half and double the incumbent's batch (per rank when local_batch_size is set). "
         "Samples/s is compared, and the learning rate follows lr_schedule.scaling (sqrt by "
-        "default) of global/base batch; convergence per sample is not measured here, and a "
-        "batch too big for memory ends as oom."
+        "default) of global/base batch; a config that scales by no rule gets the tutorial's "
+        "sqrt rule from the incumbent's batch. The loss is compared at equal samples seen, "
+        "and the verdict says to check time-to-accuracy. A batch too big for memory ends as "
+        "oom."
     ),
     knobs=("global_batch_size", "local_batch_size"),
 )

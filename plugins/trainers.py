@@ -47,7 +47,7 @@ class SimTrainer(TrainerAdapter):
             return sim_backend(ctx.seed)
         from tuneup.probe.sim import SimTrainer as Surface
 
-        return Surface(seed=ctx.seed, world_size=ranks).measure
+        return Surface(seed=ctx.seed, world_size=ranks)
 
 
 @dataclass(frozen=True)

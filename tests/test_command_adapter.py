@@ -401,8 +401,9 @@ def test_a_workers_ladder_on_the_tutorial_script_recommends_eight_workers(script
     base = {"num_data_workers": 1}
     plans = stage_plans(("workers",), MachineInfo(cpus_usable=16), base)
     outcome = staged_search(base, plans, backend, confirm_pairs=1)
+    # The stage's probes: its candidates, and the incumbent (no variant) measured around them.
     tried = {p.variant.get("num_data_workers") for p in outcome.probes if p.stage == "workers"}
-    assert tried == {2, 4, 8, 16}
+    assert tried == {2, 4, 8, 16, None}
     assert outcome.best_values["num_data_workers"] == 8
     assert outcome.baseline.full_sps == 10.0 and outcome.best.full_sps == 80.0
 
@@ -439,7 +440,11 @@ def test_tuneup_probe_points_at_the_tutorial_script(scripts, tmp_path, capsys):
     document = json.loads(capsys.readouterr().out)
     probes = document["probes"]
     assert probes[0]["stage"] == "baseline" and probes[0]["full_sps"] == 10.0
-    tried = {p["variant"]["num_data_workers"] for p in probes if p["stage"] == "workers"}
+    tried = {
+        p["variant"]["num_data_workers"]
+        for p in probes
+        if p["stage"] == "workers" and p["variant"]  # not the incumbent's re-measures
+    }
     assert tried and all(p["status"] == "ok" for p in probes)
     # The script's throughput rises with workers up to 8 and then stays flat.
     best = min(tried, key=lambda w: (-min(w, 8), w))

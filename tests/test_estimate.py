@@ -26,9 +26,10 @@ def test_a_probe_never_costs_more_than_its_limit() -> None:
     assert probe_seconds(BUDGET, slow) == BUDGET.limit_s
 
 
-def test_probes_are_baselines_candidates_confirmation_and_a_close_call_margin() -> None:
-    # 2 baselines + 10 candidates + 3 confirm pairs + 2 re-measured (15% of 10, in pairs)
-    assert probe_count([4, 3, 3]) == 2 + 10 + 6 + 2
+def test_probes_are_baselines_screens_pairs_and_the_confirmation() -> None:
+    # 2 baselines + 10 candidates + per stage 2 anchors and one pair + 3 confirm pairs
+    assert probe_count([4, 3, 3]) == 2 + 10 + 3 * (2 + 2) + 6
+    assert probe_count([4, 0, 3]) == 2 + 7 + 2 * (2 + 2) + 6  # a skipped stage costs nothing
     assert probe_count([0, 0]) == 2  # nothing to try: only the baseline runs
 
 

@@ -270,10 +270,12 @@ def test_a_third_party_stage_runs_in_a_sim_ladder_beside_broken_plugins(
     document = _sim_ladder(tmp_path, "workers,prefetch,amp", capsys)
     probes = document["probes"]
     stages = {p["stage"] for p in probes}
-    assert {"baseline", "prefetch", "confirm"} <= stages
+    assert {"baseline", "prefetch"} <= stages
+    if document["summary"]["confirmation"] is not None:  # something was adopted
+        assert "confirm" in stages
     prefetch = [p for p in probes if p["stage"] == "prefetch"]
     tried = {p["variant"].get("prefetch_factor") for p in prefetch if p["variant"]}
-    assert tried == {4, 8}  # a close call may also re-measure the incumbent (variant {})
+    assert tried == {4, 8}  # the incumbent's probes around them have variant {}
     assert all(p["status"] == "ok" and p["full_sps"] > 0 for p in prefetch)
     # The built-in amp stage ran; the clashing third-party 'amp' (which sets another knob) not.
     amp = [p["variant"] for p in probes if p["stage"] == "amp" and p["variant"]]

@@ -58,12 +58,14 @@ def test_worker_streams_a_full_probe_on_the_cpu(
     assert len(events) == len(lines), "stdout must hold only event lines"
 
     kinds = [e["event"] for e in events]
-    assert kinds == ["start"] + ["loss"] * 5 + ["warmup"] + ["trial"] * 9 + ["result"]
     start, result = events[0], events[-1]
+    # 3 trials a phase, plus one for each leading trial dropped as an outlier.
+    extra = result["trials_discarded"]
+    assert kinds == ["start"] + ["loss"] * 5 + ["warmup"] + ["trial"] * (9 + extra) + ["result"]
     assert start["config"]["width"] == 4 and start["device"] == "cpu"
     assert start["torch"] and start["tuneup"]
     trials = [e for e in events if e["event"] == "trial"]
-    assert [t["phase"] for t in trials] == [p for p in PHASES for _ in range(3)]
+    assert [t["phase"] for t in trials if t["index"] <= 3] == [p for p in PHASES for _ in range(3)]
     assert all(t["samples_per_s"] > 0 and t["seconds"] > 0 and t["batches"] == 3 for t in trials)
 
     losses = [e for e in events if e["event"] == "loss"]

@@ -264,10 +264,14 @@ def _reporter(as_json: bool) -> Any:
 
 def _print_outcome(outcome: Any, summary: dict[str, Any], folder: Path) -> None:
     from tuneup.probe.report import final_table
-    from tuneup.probe.verdicts import stage_summary
+    from tuneup.probe.verdicts import confirmation_lines, stage_summary
 
+    for note in (summary.get("stability") or {}).get("notes") or []:
+        print(f"note: {note}")
     final_table(outcome.probes)
     for line in stage_summary(outcome):
+        print(line)
+    for line in confirmation_lines(outcome):
         print(line)
     verdict = summary.get("bottleneck", {})
     for moment in ("before", "after"):
@@ -279,6 +283,9 @@ def _print_outcome(outcome: Any, summary: dict[str, Any], folder: Path) -> None:
         [f"scaling estimate: {scaling['error']}"] if scaling.get("error") else []
     ):
         print(line)
+    batch = summary.get("recommendation", {}).get("batch_note")
+    if batch:
+        print(f"batch: {batch}")
     headline = summary.get("recommendation", {}).get("headline")
     if headline:
         print(headline)

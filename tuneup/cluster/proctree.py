@@ -35,6 +35,7 @@ class ProcStat:
     pgid: int
     sid: int
     start_ticks: int  # since boot, in clock ticks: with the pid, names the process
+    cpu_ticks: int = 0  # utime + stime + cutime + cstime: its CPU time and its reaped children's
 
     @property
     def key(self) -> tuple[int, int]:
@@ -58,7 +59,8 @@ def parse_stat(text: str) -> ProcStat | None:
     if not sep or not pid_text.strip().isdigit() or len(fields) < 20:
         return None
     try:
-        # fields[0] is field 3 (state) of proc(5): ppid 4, pgrp 5, session 6, starttime 22.
+        # fields[0] is field 3 (state) of proc(5): ppid 4, pgrp 5, session 6, utime 14,
+        # stime 15, cutime 16, cstime 17, starttime 22.
         return ProcStat(
             pid=int(pid_text),
             comm=comm,
@@ -67,6 +69,7 @@ def parse_stat(text: str) -> ProcStat | None:
             pgid=int(fields[2]),
             sid=int(fields[3]),
             start_ticks=int(fields[19]),
+            cpu_ticks=sum(int(x) for x in fields[11:15]),
         )
     except ValueError:
         return None

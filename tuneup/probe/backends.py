@@ -25,7 +25,7 @@ def sim_backend(seed: int, noise: float = 0.03) -> Backend:
     """The documented synthetic response surface: answers in milliseconds."""
     from tuneup.probe.sim import SimTrainer
 
-    return SimTrainer(seed=seed, noise=noise).measure
+    return SimTrainer(seed=seed, noise=noise)
 
 
 def probe_config(values: dict[str, Any], budget: Budget) -> dict[str, Any]:

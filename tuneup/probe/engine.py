@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tuneup.probe.hostload import ContentionWatch, HostLoadSampler
+
 if TYPE_CHECKING:
     from tuneup.cluster.job import JobEnv
     from tuneup.cluster.launch import LaunchPlan
@@ -25,8 +27,11 @@ class Engine:
     sampler: Any = None
     gpu_backend: GpuBackend | None = None
     relay: Any = None
+    host: HostLoadSampler | None = None
 
     def close(self) -> None:
+        if self.host is not None:
+            self.host.stop()
         if self.sampler is not None:
             self.sampler.stop()
         if self.gpu_backend is not None:
@@ -47,6 +52,9 @@ def build_engine(
 ) -> Engine:
     """The registered trainer's backend, with a GPU sampler where the U-Net runs on GPUs.
 
+    Every trainer's probes are watched for other processes using the host
+    (hostload.ContentionWatch): a contended probe is measured again by the search.
+
     Raises:
         UsageError: an unknown trainer, or settings the trainer cannot work with.
     """
@@ -62,14 +70,26 @@ def build_engine(
 
         gpu_backend = choose_backend(visible=visible_gpu_indices())
         sampler = gpu_sampler(trainer, gpu_backend)
+    host = HostLoadSampler()
+    watch_events: list[Callable[[dict[str, Any]], None]] = []
+
+    def events(event: dict[str, Any]) -> None:
+        for hear in watch_events:
+            hear(event)
+        if on_event is not None:
+            on_event(event)
+
     context = TrainerContext(
         workdir=workdir,
         budget=budget,
         seed=seed,
-        on_event=on_event,
+        on_event=events,
         sampler=sampler,
         preset=preset,
         launch=launch,
         job=job,
     )
-    return Engine(adapter.backend(context), sampler, gpu_backend, on_event)
+    watch = ContentionWatch(adapter.backend(context), host)
+    watch_events.append(watch.on_event)
+    host.start()
+    return Engine(watch, sampler, gpu_backend, on_event, host)

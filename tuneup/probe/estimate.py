@@ -2,10 +2,12 @@
 
 The model, so the number can be checked by hand:
 
-* probes = baseline repeats (2) + every stage's candidates + 2 x confirm
-  pairs (3) + a margin for close calls, re-measured as an incumbent and a
-  candidate pair (`REMEASURE_FRACTION` of the candidate probes, rounded up;
-  none when no stage has candidates).
+* probes = baseline repeats (2) + for every stage with candidates: its
+  candidates, the incumbent measured before and after them (2), and one
+  more pair for the comparison that decides (`PAIRS_PER_STAGE`, 2 probes)
+  + 2 x confirm pairs (3) (none of these when no stage has candidates).
+  The search (search.py) runs more pairs for a close call, and fewer probes
+  when the last one was already the incumbent.
 * one probe = process start-up + (loss steps + the warm-up cap + 3 phases x
   T trials x K steps) x the step time, never more than the budget's per-probe
   limit (the worker is stopped there).
@@ -17,7 +19,6 @@ the ladder measures. Pure: values in, values out.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -25,7 +26,8 @@ from tuneup.probe.types import PHASES, Budget
 
 BASELINE_REPEATS = 2
 CONFIRM_PAIRS = 3
-REMEASURE_FRACTION = 0.15
+ANCHORS_PER_STAGE = 2  # the incumbent before and after a stage's candidates
+PAIRS_PER_STAGE = 1  # the pairs a decision usually takes beyond the screen's own
 MIN_TRIALS = 2  # below two trials there is no spread to judge the noise by
 
 
@@ -57,12 +59,12 @@ def probe_count(
     baseline_repeats: int = BASELINE_REPEATS,
     confirm_pairs: int = CONFIRM_PAIRS,
 ) -> int:
-    """Probes the ladder runs: baselines, candidates, the confirmation and a close-call margin."""
-    candidates = sum(candidate_counts)
-    if candidates == 0:
-        return baseline_repeats  # nothing to adopt: no confirmation, no close calls
-    remeasured = 2 * math.ceil(REMEASURE_FRACTION * candidates / 2)
-    return baseline_repeats + candidates + 2 * confirm_pairs + remeasured
+    """Probes the ladder runs: baselines, each stage's screen and pairs, the confirmation."""
+    active = [n for n in candidate_counts if n > 0]
+    if not active:
+        return baseline_repeats  # nothing to adopt: no confirmation, no pairs
+    per_stage = ANCHORS_PER_STAGE + 2 * PAIRS_PER_STAGE
+    return baseline_repeats + sum(active) + per_stage * len(active) + 2 * confirm_pairs
 
 
 def estimate_ladder_seconds(

@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tuneup.errors import UsageError
-from tuneup.probe.stats import iqr_pct, median, quantile  # noqa: F401  (re-exported)
+from tuneup.probe.stats import iqr_pct, median, quantile, relative_spread  # noqa: F401
 from tuneup.probe.types import PHASES, Budget
 
 if TYPE_CHECKING:
@@ -269,6 +269,22 @@ def rank_rates(
     return rates, stragglers
 
 
+def leading_outlier(rates: list[float]) -> bool:
+    """Whether the first trial is far slower than the rest: late one-time work, not speed.
+
+    Slower than the others' median by more than 10% and by more than four of
+    their own relative deviations (a compile or an autotune that finished
+    after the warm-up, or the first batches of a fresh loader epoch).
+    """
+    if len(rates) < 3:
+        return False
+    rest = rates[1:]
+    centre = median(rest)
+    if centre <= 0 or not math.isfinite(centre):
+        return False
+    return rates[0] < centre * (1.0 - max(0.10, 4.0 * relative_spread(rest)))
+
+
 def run_trials(
     phase: str,
     work: Callable[[int], int],
@@ -279,13 +295,25 @@ def run_trials(
     timer: Timer,
     emit: Emit,
     gather: Gather = _alone,
+    extend: int | None = None,
 ) -> list[Trial]:
     """T trials of ``work(steps)``, the device synchronised only at each trial's edges.
 
-    Each trial's rate is the global batch over the slowest rank's seconds.
+    Each trial's rate is the global batch over the slowest rank's seconds. A
+    leading trial far slower than the rest (`leading_outlier`) is dropped and
+    one more trial run in its place, up to `extend` times (default: T), so
+    one-time work that outlasted the warm-up never reaches the figures; every
+    trial, dropped or not, is still emitted as an event.
     """
-    results = []
-    for index in range(1, trials + 1):
+    results: list[Trial] = []
+    budget = trials + (trials if extend is None else extend)
+    index = 0
+    while len(results) < trials or leading_outlier([t.samples_per_s for t in results]):
+        if leading_outlier([t.samples_per_s for t in results]):
+            results.pop(0)
+        if index >= budget:
+            break
+        index += 1
         timer.sync()
         start = timer.now()
         batches = work(steps)
@@ -386,6 +414,7 @@ def run_probe(
     }
     rates: dict[str, list[float]] = {}
     full_trials: list[Trial] = []
+    discarded = 0
     for phase in phases:
         workload.prepare(phase)
         trials = run_trials(
@@ -399,6 +428,7 @@ def run_probe(
             gather=gathered,
         )
         rates[phase] = [t.samples_per_s for t in trials]
+        discarded += trials[0].index - 1 if trials else 0
         if phase == "full":
             full_trials = trials
     full = rates.get("full", [])
@@ -424,6 +454,7 @@ def run_probe(
         "ranks": world,
         "rank_sps": rank_sps,
         "stragglers": stragglers,
+        "trials_discarded": discarded,
     }
     emit("result", **result)
     return result

@@ -92,6 +92,8 @@ def result_line(
     status = result.status.value if result.ok else f"{result.status.value}: {result.reason}"
     if result.ok and result.throttled:
         status += " (throttled: noisy)"
+    if result.ok and result.contention is not None and result.contention.contended:
+        status += f" (contended: {result.contention.note})"
     status += _stragglers(result)
     again = " [from journal]" if reused else ""
     return (

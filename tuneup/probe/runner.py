@@ -392,6 +392,7 @@ def build_result(
     overflows = _count(measured.get("scaler_overflows"))
     if overflows is not None:
         result.scaler_overflows = overflows
+    result.trials_discarded = _count(measured.get("trials_discarded")) or 0
     result.ranks = _count(measured.get("ranks")) or result.ranks
     stragglers = measured.get("stragglers")
     if isinstance(stragglers, list):

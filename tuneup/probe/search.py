@@ -4,15 +4,28 @@ Pure logic: it never runs anything itself. `measure(stage, candidate, values)`
 runs one probe (a child process, or the sim trainer in tests) and returns its
 ProbeResult, so the same code is tested in milliseconds and used for real.
 
-Staged search (design.md, Search): the baseline first; then each stage's
-candidates on top of the incumbent (the best configuration so far). A
-candidate replaces the incumbent only if it ran `ok`, passed the loss guard
-(guard.py: a NaN or clearly worse loss marks it `diverged`), and its FULL
-median beats the incumbent's by more than the noise margin (stats.py);
-otherwise the incumbent, the simpler configuration, stays. Close calls are
-measured again before deciding (see `staged_search`). At the end, baseline
-and recommendation run interleaved (A B A B ...) to confirm the speedup with
-its spread.
+Staged search (design.md, Search): the baseline first (repeated, so the
+session knows its noise); then each stage's candidates on top of the
+incumbent (the best configuration so far). Every adopt/reject decision is
+paired (paired.py): the incumbent is measured right before a stage's
+candidates, each candidate once (the screen), and the most promising one is
+then measured against the incumbent in alternating pairs (A B, B A, ...)
+until the paired rule adopts it, rejects it, or runs out of pairs. A
+candidate must have run `ok`, passed the loss guard (guard.py: a NaN or
+clearly worse loss at equal samples seen marks it `diverged`), and cleared
+the session's needed gain (the floor, or the instability repeats showed)
+with confidence; otherwise the incumbent, the simpler configuration, stays.
+
+A probe measured while something else loaded the machine (its `contention`
+note) is measured again, up to `CONTENDED_RETRIES` times, before it counts.
+
+At the end the **confirmation decides**: baseline and the search's pick run
+in alternating pairs, judged by the same rule with at least `confirm_pairs`
+pairs. When the pick is not upheld, the adopted changes are dropped from the
+last one backwards (each shorter path was itself an incumbent, so it runs)
+and confirmed in turn; the recommendation is the longest upheld path, or the
+baseline. Everything downstream (headline, "after" verdict, summary.json,
+exports) reads the confirmed values and figures.
 
 Reference candidates (Candidate.reference: the DDP stage's compute-only
 `noddp` run and its single-rank run) are measured once, with their stage's
@@ -33,13 +46,15 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from tuneup.errors import UsageError
-from tuneup.probe.guard import check_loss
-from tuneup.probe.stats import Z_MARGIN, iqr_pct, median, noise_margin
+from tuneup.probe.guard import batch_ratio, check_loss, lr_warming_up
+from tuneup.probe.paired import FLOOR, NoiseTracker, PairedEvidence, Verdict, judge
+from tuneup.probe.stats import iqr_pct, median, noise_margin
 from tuneup.probe.types import Candidate, ProbeResult, Status
 
 Measure = Callable[[str, Candidate, dict[str, Any]], ProbeResult]
@@ -48,8 +63,10 @@ Already = Callable[[str, str], ProbeResult | None]
 BASELINE = "baseline"
 CONFIRM = "confirm"
 GRID = "grid"
-# Knobs that change the samples per step: the loss at step N is then not comparable.
-BATCH_KNOBS = ("global_batch_size", "local_batch_size")
+INCUMBENT = "incumbent"
+MAX_PAIRS = 5  # the most pairs one stage's comparison takes
+PURSUED = 2  # candidates of one stage compared in pairs at most
+CONTENDED_RETRIES = 2  # re-measures of a probe that ran under contention
 
 
 @dataclass
@@ -78,6 +95,7 @@ class StageDecision:
 
     `references` holds the stage's reference runs and `incumbent` the probe they
     compare with (the incumbent the stage started from, pooled over its re-measures).
+    `evidence` is the paired comparison that decided (None: no candidate got that far).
     """
 
     stage: str
@@ -87,11 +105,33 @@ class StageDecision:
     failed: list[str] = field(default_factory=list)  # "label: status (reason)" of variants
     references: list[ReferenceRun] = field(default_factory=list)
     incumbent: ProbeResult | None = None
+    evidence: PairedEvidence | None = None
+
+
+@dataclass(frozen=True)
+class ConfirmAttempt:
+    """One path confirmed against the baseline in interleaved pairs, and what the pairs said."""
+
+    path: tuple[str, ...]
+    values: dict[str, Any]
+    evidence: PairedEvidence
+    baseline_sps: tuple[float, ...]
+    best_sps: tuple[float, ...]
+    failed: int = 0
+
+    @property
+    def upheld(self) -> bool:
+        return self.evidence.verdict is Verdict.ADOPT
 
 
 @dataclass
 class Confirmation:
-    """Interleaved A/B runs of baseline and recommendation: per-pair FULL samples/s and ratios."""
+    """Interleaved A/B runs of baseline and recommendation: per-pair FULL samples/s and ratios.
+
+    `attempts` are every path tried, the search's pick first; the figures
+    above them are the upheld attempt's (or, when none was upheld, the
+    search's pick's, so the screen can say by how much it failed).
+    """
 
     baseline_sps: list[float]
     best_sps: list[float]
@@ -100,22 +140,43 @@ class Confirmation:
     low: float | None  # smallest per-pair ratio
     high: float | None  # largest per-pair ratio
     failed: int = 0  # pairs dropped because one of the two probes did not run ok
+    attempts: list[ConfirmAttempt] = field(default_factory=list)
+    search_path: list[str] = field(default_factory=list)  # what the search adopted
+    path: list[str] = field(default_factory=list)  # what the confirmation upheld
+
+    @property
+    def upheld(self) -> ConfirmAttempt | None:
+        return next((a for a in self.attempts if a.upheld), None)
+
+    @property
+    def status(self) -> str:
+        """ "confirmed" (the search's pick), "partly confirmed" or "not confirmed"."""
+        if not self.path:
+            return "not confirmed"
+        return "confirmed" if self.path == self.search_path else "partly confirmed"
 
 
 @dataclass
 class SearchOutcome:
-    """Everything a search found, in the order it happened."""
+    """Everything a search found, in the order it happened.
+
+    `best_values`, `best` and `path` are the recommendation: what the
+    confirmation upheld (the search's own pick is `confirmation.search_path`).
+    """
 
     baseline: ProbeResult
     best_values: dict[str, Any]
     best: ProbeResult
     probes: list[ProbeResult]
     stage_decisions: list[StageDecision]
-    margin: float
+    margin: float  # the smallest gain the session could have adopted (paired.resolvable)
     confirmation: Confirmation | None
     base_values: dict[str, Any] = field(default_factory=dict)
-    path: list[str] = field(default_factory=list)  # labels adopted, in stage order
+    path: list[str] = field(default_factory=list)  # labels recommended, in stage order
     search: str = "staged"
+    noise: NoiseTracker | None = None
+    search_gain: float | None = None  # the search's pick over the baseline, from its own probes
+    drift: float | None = None  # the baseline's last probe over its first, minus 1
 
     @property
     def measured(self) -> int:
@@ -141,48 +202,51 @@ def staged_search(
     measure: Measure,
     *,
     confirm_pairs: int = 3,
-    baseline_repeats: int = 1,
+    baseline_repeats: int = 2,
     already: Already | None = None,
-    max_remeasure: int = 4,
-    floor: float = 0.02,
+    max_pairs: int = MAX_PAIRS,
+    floor: float = FLOOR,
+    max_confirm_attempts: int = 3,
 ) -> SearchOutcome:
     """Greedy search, one stage at a time, each on top of the best configuration so far.
 
-    Close calls are measured again, incumbent then candidate, up to
-    `max_remeasure` times: when the best candidate has not cleared the margin
-    but its gain plus two standard errors still reaches the floor, one noisy
-    probe (of the candidate, or a lucky one of the incumbent) may be hiding
-    a real few-percent gain. Pooling trials shrinks the margin towards its
-    floor; a gain below the floor never wins. With low noise (1% per trial)
-    close calls are rare; with 3% they cost a few probes per session. The
-    repeated looks let a variant with no real effect through a little more
-    often than z = 2 alone would (a few percent of the time); it costs no speed.
+    Each stage: the incumbent (unless the last probe already was it), each
+    candidate once, then the most promising candidates (at most two, best
+    screen first, only while one could still reach the needed gain) against
+    the incumbent in alternating pairs until paired.judge decides. Then the
+    confirmation (module docstring) decides what is recommended.
 
     Args:
         base_values: the full knob values of the baseline.
         stages: the stage plan, in the preset's order.
         measure: runs one probe: (stage name, candidate, full knob values) -> ProbeResult.
-        confirm_pairs: A/B pairs of the final confirmation (0: none).
-        baseline_repeats: baseline probes whose trials are pooled for the noise margin.
+        confirm_pairs: the confirmation's fewest A/B pairs (it may run twice as many);
+            0 skips it and recommends the search's pick unconfirmed.
+        baseline_repeats: baseline probes: their pooled trials and their
+            repeat start the session's noise estimate.
         already: for resuming: returns the journaled result of (stage, label), or None
             to measure it. It is asked once per planned probe in order, so a repeated
-            (stage, label) (baseline repeats, re-measured close calls, whose incumbent
-            runs as label "incumbent") should get its next entry each time.
+            (stage, label) (baseline repeats, the incumbent's re-measures, which run as
+            label "incumbent", a candidate's pairs) should get its next entry each time.
             Confirmation pairs always run afresh (they must be interleaved in one go).
-        max_remeasure: extra rounds for a close call in one stage.
-        floor: the smallest noise margin (stats.noise_margin).
+        max_pairs: the most pairs one stage's comparison may take.
+        floor: the smallest gain ever adopted.
+        max_confirm_attempts: paths the confirmation tries before keeping the baseline.
 
     Raises:
         BaselineFailed: the baseline did not run ok, so no variant can be judged.
     """
     if baseline_repeats < 1:
         raise UsageError(f"baseline_repeats must be at least 1, got {baseline_repeats}")
-    runner = _Runner(measure, already)
+    noise = NoiseTracker(floor=floor)
+    runner = _Runner(measure, already, noise)
     baseline = runner.baseline(base_values, baseline_repeats)
-    trials = baseline.full_sps_trials
-    noise = _Noise(trials, max(len(trials) // baseline_repeats, 1), floor)
+    noise.set_trials([r.full_sps_trials for r in runner.baseline_runs])
 
-    values, incumbent, path = dict(base_values), _Pool.of(baseline, baseline_repeats), []
+    values = dict(base_values)
+    incumbent = _Series(runner.baseline_runs)
+    path: list[str] = []
+    steps: list[tuple[str, dict[str, Any]]] = []  # (label, values after adopting it)
     decisions: list[StageDecision] = []
     for plan in stages:
         if plan.refresh is not None:
@@ -191,27 +255,37 @@ def staged_search(
             runner.skip(plan, values)
             decisions.append(StageDecision(plan.name, None, None, f"skipped: {plan.skip_reason}"))
             continue
-        decision, winner = _run_stage(plan, values, incumbent, runner, noise, max_remeasure)
+        decision, winner = _run_stage(plan, values, incumbent, runner, max_pairs)
         decisions.append(decision)
         if winner is not None:
             cand, incumbent = winner
             values = {**values, **cand.values}
             path.append(cand.label)
+            steps.append((cand.label, dict(values)))
 
-    confirmation = None
-    if confirm_pairs > 0 and _key(values) != _key(base_values):
-        confirmation = runner.confirm(base_values, values, confirm_pairs)
+    search_gain = _search_gain(decisions)
+    best_values, best, confirmation = values, incumbent.summary(), None
+    if confirm_pairs > 0 and steps:
+        confirmation, best_values, best = runner.confirm(
+            base_values, steps, confirm_pairs, max_confirm_attempts
+        )
+        path = list(confirmation.path)
+        if not path:
+            best = baseline
     return SearchOutcome(
         baseline=baseline,
-        best_values=values,
-        best=incumbent.summary(),
+        best_values=best_values,
+        best=best,
         probes=runner.probes,
         stage_decisions=decisions,
-        margin=noise.margin(1, 1),
+        margin=noise.resolvable(max_pairs),
         confirmation=confirmation,
         base_values=dict(base_values),
         path=path,
         search="staged",
+        noise=noise,
+        search_gain=search_gain,
+        drift=noise.moved(_key(base_values)),
     )
 
 
@@ -228,7 +302,7 @@ def grid_search(
     outright (the grid checks the staged search; it applies no margin).
     Reference candidates are skipped (see the module docstring).
     """
-    runner = _Runner(measure, already)
+    runner = _Runner(measure, already, NoiseTracker())
     baseline = runner.baseline(base_values, 1)
     active = []
     for plan in stages:
@@ -282,17 +356,38 @@ def grid_search(
 
 
 class _Runner:
-    """Runs probes through `measure` (or takes them from `already`), guards and records them."""
+    """Runs probes through `measure` (or takes them from `already`), guards and records them.
 
-    def __init__(self, measure: Measure, already: Already | None) -> None:
+    Every comparable measurement is told to the noise tracker; one that ran
+    under contention is measured again first (CONTENDED_RETRIES times at most).
+    """
+
+    def __init__(self, measure: Measure, already: Already | None, noise: NoiseTracker) -> None:
         self.measure = measure
         self.already = already
+        self.noise = noise
         self.probes: list[ProbeResult] = []
         self.reference: ProbeResult | None = None
         self.reference_values: dict[str, Any] = {}
+        self.baseline_runs: list[ProbeResult] = []
+        self.last_key: str | None = None  # the configuration of the latest probe
 
     def run(
         self, stage: str, cand: Candidate, values: dict[str, Any], *, resume: bool = True
+    ) -> ProbeResult:
+        for attempt in range(CONTENDED_RETRIES + 1):
+            result = self._once(stage, cand, values, resume=resume)
+            if not (result.ok and result.contended) or attempt == CONTENDED_RETRIES:
+                break
+        if result.ok and result.contended:
+            self.noise.contended += 1  # it stayed contended: it counts, and says so
+        self.last_key = _key(values, cand.ranks)
+        if _comparable(result) and not cand.reference:
+            self.noise.seen(self.last_key, result.full_sps)  # type: ignore[arg-type]
+        return result
+
+    def _once(
+        self, stage: str, cand: Candidate, values: dict[str, Any], *, resume: bool
     ) -> ProbeResult:
         result = self.already(stage, cand.label) if (self.already and resume) else None
         if result is None:
@@ -305,17 +400,10 @@ class _Runner:
     def baseline(self, values: dict[str, Any], repeats: int) -> ProbeResult:
         runs = [self.run(BASELINE, Candidate(BASELINE, {}), values) for _ in range(repeats)]
         for result in runs:
-            if not _comparable(result):
+            if not _ran(result):  # a contended baseline still counts: it is all there is
                 raise BaselineFailed(result)
-        first = runs[0]
-        if repeats > 1:
-            pooled = [t for r in runs for t in r.full_sps_trials]
-            first = dataclasses.replace(
-                first,
-                full_sps=median(pooled) if pooled else median([r.full_sps for r in runs]),
-                full_sps_trials=pooled,
-                iqr_pct=iqr_pct(pooled),
-            )
+        self.baseline_runs = runs
+        first = _Series(runs).summary()
         self.reference, self.reference_values = first, dict(values)
         return first
 
@@ -324,40 +412,131 @@ class _Runner:
             ProbeResult(plan.name, {}, dict(values), Status.SKIPPED, plan.skip_reason or "")
         )
 
+    def pair(
+        self,
+        stage: str,
+        values: dict[str, Any],
+        cand: Candidate,
+        cand_values: dict[str, Any],
+        *,
+        candidate_first: bool,
+        base: Candidate | None = None,
+        resume: bool = True,
+    ) -> tuple[ProbeResult, ProbeResult]:
+        """One A/B pair, in the order asked: (incumbent's probe, candidate's probe)."""
+        base = base or Candidate(INCUMBENT, {})
+        if candidate_first:
+            b = self.run(stage, cand, cand_values, resume=resume)
+            a = self.run(stage, base, values, resume=resume)
+        else:
+            a = self.run(stage, base, values, resume=resume)
+            b = self.run(stage, cand, cand_values, resume=resume)
+        return a, b
+
     def confirm(
-        self, base_values: dict[str, Any], best_values: dict[str, Any], pairs: int
-    ) -> Confirmation:
-        variant = {k: v for k, v in best_values.items() if base_values.get(k, _NOTHING) != v}
-        base_sps: list[float] = []
-        best_sps: list[float] = []
-        failed = 0
-        for _ in range(pairs):
-            a = self.run(CONFIRM, Candidate(BASELINE, {}), base_values, resume=False)
-            b = self.run(CONFIRM, Candidate("recommended", variant), best_values, resume=False)
-            if _comparable(a) and _comparable(b) and a.full_sps:
-                base_sps.append(a.full_sps)
-                best_sps.append(b.full_sps)  # type: ignore[arg-type]
-            else:
-                failed += 1
-        ratios = [b / a for a, b in zip(base_sps, best_sps, strict=True)]
-        return Confirmation(
-            baseline_sps=base_sps,
-            best_sps=best_sps,
+        self,
+        base_values: dict[str, Any],
+        steps: list[tuple[str, dict[str, Any]]],
+        pairs: int,
+        attempts: int,
+    ) -> tuple[Confirmation, dict[str, Any], ProbeResult]:
+        """Confirm the search's path, then shorter ones; the upheld values and their probe."""
+        tried: list[ConfirmAttempt] = []
+        upheld_series: _Series | None = None
+        for drop in range(min(len(steps), max(attempts, 1))):
+            kept = steps[: len(steps) - drop]
+            labels = tuple(label for label, _ in kept)
+            values = kept[-1][1]
+            attempt, series = self._confirm_one(base_values, labels, values, pairs)
+            tried.append(attempt)
+            if attempt.upheld:
+                upheld_series = series
+                break
+        search_path = [label for label, _ in steps]
+        shown = next((a for a in tried if a.upheld), tried[0])
+        ratios = list(shown.evidence.ratios)
+        confirmation = Confirmation(
+            baseline_sps=list(shown.baseline_sps),
+            best_sps=list(shown.best_sps),
             ratios=ratios,
-            speedup=median(ratios) if ratios else None,
+            speedup=shown.evidence.speedup,
             low=min(ratios) if ratios else None,
             high=max(ratios) if ratios else None,
+            failed=shown.failed,
+            attempts=tried,
+            search_path=search_path,
+            path=list(shown.path) if shown.upheld else [],
+        )
+        if upheld_series is None:
+            return confirmation, dict(base_values), self.reference  # type: ignore[return-value]
+        return confirmation, dict(shown.values), upheld_series.summary()
+
+    def _confirm_one(
+        self,
+        base_values: dict[str, Any],
+        labels: tuple[str, ...],
+        values: dict[str, Any],
+        pairs: int,
+    ) -> tuple[ConfirmAttempt, _Series]:
+        variant = {k: v for k, v in values.items() if base_values.get(k, _NOTHING) != v}
+        cand = Candidate("recommended", variant)
+        measured: list[tuple[float, float]] = []
+        best = _Series([])
+        failed = 0
+        evidence = judge([], sigma=self.noise.sigma, needed=self.noise.needed)
+        for index in range(4 * pairs):  # failed pairs count too: the loop always ends
+            a, b = self.pair(
+                CONFIRM,
+                base_values,
+                cand,
+                values,
+                candidate_first=index % 2 == 1,
+                base=Candidate(BASELINE, {}),
+                resume=False,
+            )
+            if _comparable(a) and _comparable(b):
+                measured.append((a.full_sps, b.full_sps))  # type: ignore[arg-type]
+                best.add(b)
+            else:
+                failed += 1
+                if failed > pairs:
+                    break
+            evidence = judge(
+                measured,
+                sigma=self.noise.sigma,
+                needed=self.noise.needed,
+                floor=self.noise.floor,
+                min_pairs=max(2, pairs),
+                max_pairs=2 * max(2, pairs),
+            )
+            if evidence.verdict is not Verdict.MORE:
+                break
+        if evidence.verdict is Verdict.MORE:  # every pair failed, or too many did
+            evidence = dataclasses.replace(
+                evidence, verdict=Verdict.REJECT, why=f"{failed} pair(s) did not run ok"
+            )
+        attempt = ConfirmAttempt(
+            path=labels,
+            values=dict(values),
+            evidence=evidence,
+            baseline_sps=tuple(a for a, _ in measured),
+            best_sps=tuple(b for _, b in measured),
             failed=failed,
         )
+        return attempt, best
 
     def _guard(self, result: ProbeResult, values: dict[str, Any]) -> ProbeResult:
-        """Mark an ok probe whose loss went wrong as diverged (guard.py says when)."""
+        """Mark an ok probe whose loss went wrong as diverged (guard.py says when).
+
+        Another batch size is compared at equal samples seen, not at equal steps.
+        """
         if result.status is not Status.OK:
             return result
-        reference = None
-        if self.reference is not None and not _batch_changed(self.reference_values, values):
-            reference = self.reference.losses
-        reason = check_loss(result.losses, reference)
+        reference = self.reference.losses if self.reference is not None else None
+        ratio = batch_ratio(values, self.reference_values) if reference else 1.0
+        if ratio != 1.0 and lr_warming_up(values):
+            reference = None  # slower per sample by design: reported, not judged (guard.py)
+        reason = check_loss(result.losses, reference, batch_ratio=ratio)
         if reason is None:
             return result
         return dataclasses.replace(result, status=Status.DIVERGED, reason=reason)
@@ -367,66 +546,78 @@ _NOTHING = object()
 
 
 @dataclass
-class _Noise:
-    """The session's noise model: the baseline's trials and the margin's floor."""
+class _Series:
+    """Every comparable probe of one configuration, in the order measured."""
 
-    trials: list[float]
-    per_probe: int
-    floor: float
-
-    def margin(self, a: int, b: int) -> float:
-        """The margin for comparing a pool of `a` probes with one of `b`."""
-        return noise_margin(self.trials, self.floor, per_probe=self.per_probe, pooled=(a, b))
-
-    def hopeless(self, gain: float, a: int, incumbent: _Pool) -> bool:
-        """True when even the gain's optimistic bound stays under the floor: stop measuring."""
-        stderr = noise_margin(
-            self.trials, 0.0, per_probe=self.per_probe, pooled=(a, incumbent.probes), z=1.0
-        )
-        return gain + Z_MARGIN * stderr < self.floor
-
-
-@dataclass
-class _Pool:
-    """One configuration's FULL trials pooled over every probe of it."""
-
-    result: ProbeResult
-    trials: list[float]
-    probes: int
-
-    @classmethod
-    def of(cls, result: ProbeResult, probes: int = 1) -> _Pool:
-        return cls(result, list(result.full_sps_trials) or [result.full_sps or 0.0], probes)
-
-    @property
-    def sps(self) -> float:
-        return median(self.trials)
+    results: list[ProbeResult]
 
     def add(self, result: ProbeResult) -> None:
-        self.trials.extend(result.full_sps_trials or [result.full_sps or 0.0])
-        self.probes += 1
+        if _comparable(result):
+            self.results.append(result)
+
+    @property
+    def latest(self) -> float | None:
+        return self.results[-1].full_sps if self.results else None
 
     def summary(self) -> ProbeResult:
-        if self.probes == 1:
-            return self.result
+        """One result for the configuration: medians over its probes, trials pooled."""
+        if len(self.results) == 1:
+            return self.results[0]
+        first = self.results[0]
+
+        def mid(name: str) -> float | None:
+            found = [getattr(r, name) for r in self.results if getattr(r, name) is not None]
+            return median(found) if found else None
+
+        pooled = [t for r in self.results for t in r.full_sps_trials]
         return dataclasses.replace(
-            self.result,
-            full_sps=self.sps,
-            full_sps_trials=list(self.trials),
-            iqr_pct=iqr_pct(self.trials),
+            first,
+            io_sps=mid("io_sps"),
+            synthetic_sps=mid("synthetic_sps"),
+            full_sps=mid("full_sps"),
+            full_sps_trials=pooled,
+            iqr_pct=iqr_pct(pooled) if pooled else first.iqr_pct,
         )
+
+
+@dataclass(frozen=True)
+class _Screen:
+    """A candidate's first probe, what the incumbent stood at then, and the pairs it makes."""
+
+    cand: Candidate
+    result: ProbeResult
+    incumbent_sps: float  # the incumbent at that moment: between the two anchors
+    pairs: tuple[tuple[float, float], ...]  # with an anchor measured right before or after
+
+    @property
+    def gain(self) -> float:
+        """ln(screen / incumbent then)."""
+        return math.log((self.result.full_sps or 0.0) / self.incumbent_sps)
 
 
 def _run_stage(
     plan: StagePlan,
     values: dict[str, Any],
-    incumbent: _Pool,
+    incumbent: _Series,
     runner: _Runner,
-    noise: _Noise,
-    max_remeasure: int,
-) -> tuple[StageDecision, tuple[Candidate, _Pool] | None]:
-    """Measure a stage's candidates on the incumbent; adopt the best only past the margin."""
-    tried: list[tuple[Candidate, ProbeResult]] = []
+    max_pairs: int,
+) -> tuple[StageDecision, tuple[Candidate, _Series] | None]:
+    """Screen a stage's candidates between two incumbent probes (A B.. A); adopt on pairs only.
+
+    The incumbent is measured before the candidates (unless the last probe
+    was it) and again after them, so each screen is compared with the
+    incumbent as it stood at that moment (interpolated on the log scale), and
+    a candidate next to an anchor already forms a pair with it (one pair per
+    probe: pairs never share a probe). When the two anchors disagree by more
+    than two pairs' noise (and the floor) the machine changed speed during the
+    screen: the screen runs once more, and if the anchors disagree again no
+    candidate is given up on its screen alone.
+    """
+    noise = runner.noise
+    if runner.last_key != _key(values) or incumbent.latest is None:
+        incumbent.add(runner.run(plan.name, Candidate(INCUMBENT, {}), values))
+    anchor, anchor_at = incumbent.latest, len(runner.probes) - 1
+    measured: list[tuple[Candidate, ProbeResult, int]] = []
     references: list[ReferenceRun] = []
     seen = {_key(values)}
     for cand in plan.candidates:
@@ -439,60 +630,184 @@ def _run_stage(
         if cand.reference:
             references.append(ReferenceRun(cand, result))
         else:
-            tried.append((cand, result))
-    failed = [_failure(c, r) for c, r in tried if not _comparable(r)]
-    failed += [_failure(r.candidate, r.result) for r in references if not _comparable(r.result)]
+            measured.append((cand, result, len(runner.probes) - 1))
+    failed = [_failure(c, r) for c, r, _ in measured if not _comparable(r)]
+    failed += [_failure(r.candidate, r.result) for r in references if not _ran(r.result)]
 
-    def decided(winner: str | None, gain: float | None, reason: str) -> StageDecision:
+    def decided(
+        winner: str | None, gain: float | None, reason: str, evidence: PairedEvidence | None = None
+    ) -> StageDecision:
         return StageDecision(
-            plan.name, winner, gain, reason, failed, references, incumbent.summary()
+            plan.name, winner, gain, reason, failed, references, incumbent.summary(), evidence
         )
 
-    if not tried:
+    if not measured:
         if references:
             return decided(None, None, "reference runs only: nothing to adopt"), None
         return decided(None, None, "every candidate equals the current config"), None
-    pools = {c.label: (c, _Pool.of(r)) for c, r in tried if _comparable(r)}
-    if not pools:
+    ok = [(c, r, at) for c, r, at in measured if _comparable(r)]
+    if not ok or anchor is None:
         return decided(None, None, "no candidate ran ok"), None
 
-    rounds = 0
-    while True:
-        cand, pool = max(pools.values(), key=lambda cp: cp[1].sps)
-        gain = pool.sps / incumbent.sps - 1.0
-        margin = noise.margin(pool.probes, incumbent.probes)
-        numbers = (
-            f"{_sps(incumbent.sps)} -> {_sps(pool.sps)} samples/s "
-            f"({100 * gain:+.1f}%, margin {100 * margin:.1f}%"
-            + (f", pooled over {pool.probes} and {incumbent.probes} probes)" if rounds else ")")
-        )
-        if gain > margin:
-            return decided(cand.label, 100 * gain, f"{cand.label} wins: {numbers}"), (cand, pool)
-        if rounds >= max_remeasure or noise.hopeless(gain, pool.probes, incumbent):
-            break
-        # A close call: measure both again, interleaved, and decide on the pooled trials.
-        rounds += 1
-        again = runner.run(plan.name, Candidate("incumbent", {}), values)
-        if _comparable(again):
-            incumbent.add(again)
-        again = runner.run(plan.name, cand, {**values, **cand.values})
-        if _comparable(again):
-            pool.add(again)
-        else:
-            failed.append(_failure(cand, again))
-            del pools[cand.label]
-            if not pools:
+    screens, shifted = _close_screen(plan, values, incumbent, runner, ok, anchor, anchor_at)
+    if shifted and incumbent.latest is not None:
+        # The machine changed speed during the screen: screen once more, from the new anchor.
+        anchor, anchor_at = incumbent.latest, len(runner.probes) - 1
+        again = []
+        for c, _, _ in ok:
+            result = runner.run(plan.name, c, {**values, **c.values})
+            if _comparable(result):
+                again.append((c, result, len(runner.probes) - 1))
+            else:
+                failed.append(_failure(c, result))
+        if again:
+            screens, shifted = _close_screen(
+                plan, values, incumbent, runner, again, anchor, anchor_at
+            )
+    screens = _by_promise(screens, noise.sigma, noise.needed)
+    last: tuple[Candidate, PairedEvidence] | None = None
+    for screen in screens[:PURSUED]:
+        if not (shifted or noise.bursty) and _hopeless(screen.gain, noise):
+            break  # best first: the rest are no closer
+        cand = screen.cand
+        series = _Series([screen.result])
+        pairs = list(screen.pairs)
+        evidence = judge(pairs, sigma=noise.sigma, needed=noise.needed, floor=noise.floor)
+        merged = {**values, **cand.values}
+        for _ in range(2 * max_pairs):  # failed incumbents count too: the loop ends
+            if evidence.verdict is not Verdict.MORE:
                 break
-    if gain > 0:
+            a, b = runner.pair(plan.name, values, cand, merged, candidate_first=len(pairs) % 2 == 1)
+            if not _ran(b):
+                failed.append(_failure(cand, b))
+                evidence = dataclasses.replace(
+                    evidence, verdict=Verdict.REJECT, why="it did not run ok when measured again"
+                )
+                break
+            if b.contended:
+                continue  # still contended after its retries: this pair says nothing
+            series.add(b)
+            incumbent.add(a)
+            if _comparable(a):
+                pairs.append((a.full_sps, b.full_sps))  # type: ignore[arg-type]
+            evidence = judge(
+                pairs,
+                sigma=noise.sigma,
+                needed=noise.needed,
+                floor=noise.floor,
+                max_pairs=max_pairs,
+            )
+        if evidence.verdict is Verdict.MORE:
+            evidence = dataclasses.replace(evidence, verdict=Verdict.REJECT)
+        last = (cand, evidence)
+        if evidence.verdict is Verdict.ADOPT:
+            gain_pct = 100 * ((evidence.speedup or 1.0) - 1.0)
+            numbers = _numbers(incumbent, series, evidence)
+            return (
+                decided(cand.label, gain_pct, f"{cand.label} wins: {numbers}", evidence),
+                (cand, series),
+            )
+    if last is None:
+        best = screens[0]
+        why = (
+            f"no candidate is faster (best {best.cand.label}: {_sps(best.incumbent_sps)} -> "
+            f"{_sps(best.result.full_sps or 0.0)} samples/s, {100 * math.expm1(best.gain):+.1f}%; "
+            f"a gain must clear {100 * noise.needed:.1f}%)"
+        )
+        return decided(None, 100 * math.expm1(best.gain), why), None
+    cand, evidence = last
+    gain_pct = 100 * ((evidence.speedup or 1.0) - 1.0)
+    if (evidence.speedup or 0.0) > 1.0:
         why = f"{cand.label} is faster but within the noise margin, kept the simpler config"
     else:
         why = f"no candidate is faster (best {cand.label})"
-    return decided(None, 100 * gain, f"{why}: {numbers}"), None
+    return decided(None, gain_pct, f"{why}: {evidence.why}", evidence), None
+
+
+def _close_screen(
+    plan: StagePlan,
+    values: dict[str, Any],
+    incumbent: _Series,
+    runner: _Runner,
+    ok: list[tuple[Candidate, ProbeResult, int]],
+    anchor: float,
+    anchor_at: int,
+) -> tuple[list[_Screen], bool]:
+    """Measure the closing anchor; the screens, and whether the anchors disagree (a shift)."""
+    closing = runner.run(plan.name, Candidate(INCUMBENT, {}), values)
+    incumbent.add(closing)
+    closing_sps = closing.full_sps if _comparable(closing) else None
+    closing_at = len(runner.probes) - 1
+    screens = [_screen(c, r, at, (anchor, anchor_at), (closing_sps, closing_at)) for c, r, at in ok]
+    shifted = closing_sps is not None and abs(
+        math.log(closing_sps / anchor)
+    ) > 2 * runner.noise.sigma + math.log1p(FLOOR)
+    return screens, shifted
+
+
+def _screen(
+    cand: Candidate,
+    result: ProbeResult,
+    at: int,
+    opening: tuple[float, int],
+    closing: tuple[float | None, int],
+) -> _Screen:
+    """A screen against the incumbent interpolated between the anchors, and its adjacent pairs."""
+    (a0, i0), (a1, i1) = opening, closing
+    b = result.full_sps or 0.0
+    if a1 is None:
+        return _Screen(cand, result, a0, ((a0, b),) if at == i0 + 1 else ())
+    weight = (at - i0) / (i1 - i0)
+    expected = math.exp((1 - weight) * math.log(a0) + weight * math.log(a1))
+    # One pair per candidate probe at most: two pairs sharing it would count its noise twice.
+    if at == i0 + 1:
+        return _Screen(cand, result, expected, ((a0, b),))
+    if at == i1 - 1:
+        return _Screen(cand, result, expected, ((a1, b),))
+    return _Screen(cand, result, expected, ())
+
+
+def _by_promise(screens: list[_Screen], sigma: float, needed: float) -> list[_Screen]:
+    """Candidates in the order to pursue them: best screen first, but screens within two
+    pairs' noise (or the needed gain, when larger) of the best count as a tie, won by the
+    one the stage lists first: two equally good variants do not swap from run to run on a
+    coin toss, and a difference too small to adopt is too small to prefer."""
+    top = max(s.gain for s in screens)
+    band = max(2 * sigma, math.log1p(needed))
+    tied = [s for s in screens if s.gain >= top - band]
+    rest = sorted((s for s in screens if s not in tied), key=lambda s: s.gain, reverse=True)
+    return tied + rest
+
+
+def _hopeless(gain: float, noise: NoiseTracker) -> bool:
+    """True when a screen's gain, even one pair's noise better, stays under the needed gain."""
+    return math.log1p(max(gain, -0.99)) + noise.sigma < math.log1p(noise.needed)
+
+
+def _numbers(incumbent: _Series, series: _Series, evidence: PairedEvidence) -> str:
+    inc, cand = incumbent.summary().full_sps, series.summary().full_sps
+    return (
+        f"{_sps(inc or 0.0)} -> {_sps(cand or 0.0)} samples/s "
+        f"({100 * ((evidence.speedup or 1.0) - 1):+.1f}% paired, {evidence.why})"
+    )
+
+
+def _search_gain(decisions: list[StageDecision]) -> float | None:
+    """The search's own estimate of its pick's gain: the product of the adopted stages' gains."""
+    gains = [d.gain_pct for d in decisions if d.winner is not None and d.gain_pct is not None]
+    if not gains:
+        return None
+    total = 1.0
+    for gain in gains:
+        total *= 1 + gain / 100
+    return total - 1
 
 
 def _failure(cand: Candidate, result: ProbeResult) -> str:
-    detail = f" ({result.reason})" if result.reason else ""
     kind = " (reference)" if cand.reference else ""
+    if _ran(result) and result.contention is not None:
+        return f"{cand.label}{kind}: contended ({result.contention.note})"
+    detail = f" ({result.reason})" if result.reason else ""
     return f"{cand.label}{kind}: {result.status.value}{detail}"
 
 
@@ -501,12 +816,14 @@ def _sps(value: float) -> str:
     return f"{value:.1f}" if value < 10 else f"{value:.0f}"
 
 
-def _comparable(result: ProbeResult) -> bool:
+def _ran(result: ProbeResult) -> bool:
+    """It ran ok and measured FULL (it may still have run under contention)."""
     return result.ok and result.full_sps is not None and result.full_sps > 0
 
 
-def _batch_changed(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    return any(a.get(k) != b.get(k) for k in BATCH_KNOBS)
+def _comparable(result: ProbeResult) -> bool:
+    """It ran ok, measured FULL, and nothing else loaded the machine while it did."""
+    return _ran(result) and not result.contended
 
 
 def _key(values: dict[str, Any], ranks: int | None = None) -> str:

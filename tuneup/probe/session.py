@@ -23,10 +23,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from tuneup import __version__
 from tuneup.errors import UsageError
-from tuneup.probe.guard import check_loss
+from tuneup.probe.estimate import probe_count
+from tuneup.probe.guard import batch_ratio, check_loss, lr_warming_up
 from tuneup.probe.journal import ResultsDir
 from tuneup.probe.preset import ProbePreset
-from tuneup.probe.search import BATCH_KNOBS, SearchOutcome, StagePlan, grid_search, staged_search
+from tuneup.probe.search import SearchOutcome, StagePlan, grid_search, staged_search
 from tuneup.probe.types import Candidate, MachineInfo, ProbeResult, Status
 
 if TYPE_CHECKING:
@@ -229,10 +230,10 @@ class ProbeSession:
                 self._journaled.setdefault(key, []).append(result)
         else:
             self.results.create(self.session_info())
-        total = (
-            sum(len(p.candidates) for p in self.plans)
-            + self.baseline_repeats
-            + 2 * self.confirm_pairs
+        total = probe_count(
+            [0 if p.skip_reason else len(p.candidates) for p in self.plans],
+            baseline_repeats=self.baseline_repeats,
+            confirm_pairs=self.confirm_pairs,
         )
         self.reporter.session_start(self.session_info(), total)
         if self.sampler is not None:
@@ -247,6 +248,9 @@ class ProbeSession:
         earlier = self._journaled.get(key, [])
         if served < len(earlier):
             result = earlier[served]
+            replayed = getattr(self.backend, "replayed", None)
+            if replayed is not None:  # a backend that keeps count (the sim) stays in step
+                replayed(stage, candidate, values)
             self._remember_baseline(stage, result)
             self.reporter.probe_done(result, reused=True)
             return result
@@ -285,11 +289,10 @@ class ProbeSession:
         if not result.ok:
             return
         baseline = None if stage == "baseline" else self._baseline_losses
-        if baseline is not None and any(
-            self.base_values.get(k) != values.get(k) for k in BATCH_KNOBS
-        ):
-            baseline = None  # another batch size: its step-N loss is not comparable
-        reason = check_loss(result.losses, baseline)
+        ratio = batch_ratio(values, self.base_values)  # another batch: equal samples seen
+        if ratio != 1.0 and lr_warming_up(values):
+            baseline = None  # slower per sample by design: reported, not judged (guard.py)
+        reason = check_loss(result.losses, baseline, batch_ratio=ratio)
         if reason:
             result.status = Status.DIVERGED
             result.reason = reason

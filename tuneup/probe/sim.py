@@ -88,6 +88,24 @@ drawn from a generator seeded by (seed, knob values, ranks when not 1, how
 many times this trainer has measured these values), so a run is
 reproducible and a repeated measurement (baseline repeats, confirmation
 pairs) draws fresh noise.
+
+Disturbances (`Disturbance`), what real machines add on top, all applied to
+every phase of the n-th probe this trainer measures (n from 0), from a
+generator seeded by (seed, n):
+    probe noise: the whole probe x exp(probe_noise x N(0, 1)) (a new process,
+        new allocations, another placement: what varies between probes and
+        not between a probe's trials);
+    drift: x (1 + drift_per_probe)^n (a node warming up, a file cache
+        filling, a neighbour's load creeping up);
+    step: x step_factor from probe step_at on (another job starts or ends);
+    bursts: with probability burst_rate a probe is hit by a contention burst,
+        x burst_factor, and (when burst_detected) its result carries a
+        `contention` note as the host-load watch would write it.
+
+Extra knobs (`effects`): a knob named there multiplies every rate by
+(1 + effect) when set truthy; an effect of 0 is a knob with no real effect.
+The repeatability benchmark (bench/repeatability.py) measures false
+adoptions and detection rates with them.
 """
 
 from __future__ import annotations
@@ -96,12 +114,13 @@ import hashlib
 import json
 import math
 import random
+from dataclasses import dataclass
 from typing import Any
 
 from tuneup.config import TrainConfig
 from tuneup.probe.search import StagePlan
 from tuneup.probe.stats import iqr_pct, median
-from tuneup.probe.types import Candidate, MachineInfo, ProbeResult, Status
+from tuneup.probe.types import Candidate, Contention, MachineInfo, ProbeResult, Status
 from tuneup.trainer.schedule import initial_lr
 
 MODELED_KNOBS = (
@@ -144,6 +163,31 @@ COPY_BANDWIDTH = 1e12  # B/s of the gradient-to-bucket copy
 STRAGGLER_SLOWDOWN = 0.15
 
 
+@dataclass(frozen=True)
+class Disturbance:
+    """What a real machine adds to the trial noise (module docstring, Disturbances)."""
+
+    probe_noise: float = 0.0
+    drift_per_probe: float = 0.0
+    step_at: int | None = None
+    step_factor: float = 1.0
+    burst_rate: float = 0.0
+    burst_factor: float = 0.5
+    burst_detected: bool = True
+
+    def factor(self, seed: int, n: int) -> tuple[float, bool]:
+        """The n-th probe's speed factor, and whether a contention burst hit it."""
+        rng = random.Random(_digest(f"disturbance|{seed}|{n}"))
+        factor = math.exp(self.probe_noise * rng.gauss(0.0, 1.0))
+        factor *= (1.0 + self.drift_per_probe) ** n
+        if self.step_at is not None and n >= self.step_at:
+            factor *= self.step_factor
+        burst = rng.random() < self.burst_rate
+        if burst:
+            factor *= self.burst_factor
+        return factor, burst
+
+
 def _defaults() -> dict[str, Any]:
     return {name: getattr(TrainConfig(), name) for name in MODELED_KNOBS}
 
@@ -170,6 +214,8 @@ class SimTrainer:
         apex: whether NVIDIA apex is importable.
         world_size: the ranks a probe runs with unless its candidate sets its own.
         straggler: a rank whose steps are 15% slower (None: all ranks alike).
+        disturbance: probe noise, drift, a step change and contention bursts.
+        effects: extra knobs and their relative effect on every rate.
     """
 
     def __init__(
@@ -185,6 +231,8 @@ class SimTrainer:
         apex: bool = False,
         world_size: int = 1,
         straggler: int | None = None,
+        disturbance: Disturbance | None = None,
+        effects: dict[str, float] | None = None,
     ) -> None:
         if noise < 0 or trials < 1 or cores < 1 or world_size < 1:
             raise ValueError("noise must be >= 0, trials, cores and world_size >= 1")
@@ -198,7 +246,10 @@ class SimTrainer:
         self.apex = apex
         self.world_size = world_size
         self.straggler = straggler
+        self.disturbance = disturbance or Disturbance()
+        self.effects = dict(effects or {})
         self.calls = 0
+        self.measured = 0  # probes that ran (the disturbances' clock)
         self._repeats: dict[str, int] = {}
 
     @property
@@ -278,7 +329,32 @@ class SimTrainer:
         syn = batch / step
         p = 1.0 if k["num_data_workers"] == 0 and k["data_loader_config"] != "dali-lowmem" else 2.5
         full = (io**-p + syn**-p) ** (-1.0 / p)
-        return {"io": ranks * io, "synthetic": ranks * syn, "full": ranks * full}
+        gain = 1.0
+        for knob, effect in self.effects.items():
+            if values.get(knob):
+                gain *= 1.0 + effect
+        return {
+            "io": ranks * io * gain,
+            "synthetic": ranks * syn * gain,
+            "full": ranks * full * gain,
+        }
+
+    def __call__(self, stage: str, candidate: Candidate, values: dict[str, Any]) -> ProbeResult:
+        return self.measure(stage, candidate, values)
+
+    def replayed(self, stage: str, candidate: Candidate, values: dict[str, Any]) -> None:
+        """A resumed session took this probe from its journal: draw as if it had run here.
+
+        The noise of a probe depends on how often its values were measured
+        before, so without this a resumed session would draw other noise than
+        the uninterrupted one and could decide otherwise.
+        """
+        ranks = candidate.ranks or self.world_size
+        if self.problem(values, ranks) is not None:
+            return
+        key = _noise_key(self.knobs(values), ranks) + _effects_key(self.effects, values)
+        self._repeats[key] = self._repeats.get(key, 0) + 1
+        self.measured += 1
 
     def measure(self, stage: str, candidate: Candidate, values: dict[str, Any]) -> ProbeResult:
         """Answer like a real probe (a `Measure` for the search)."""
@@ -292,15 +368,28 @@ class SimTrainer:
             return ProbeResult(
                 stage, variant, dict(values), status, f"simulated: {reason}", ranks=ranks
             )
-        key = _noise_key(k, ranks)
+        key = _noise_key(k, ranks) + _effects_key(self.effects, values)
         repeat = self._repeats.get(key, 0)
         self._repeats[key] = repeat + 1
         rng = random.Random(_digest(f"{self.seed}|{repeat}|{key}"))
         sps = self.expected_sps(values, ranks)
+        factor, burst = self.disturbance.factor(self.seed, self.measured)
+        self.measured += 1
         trials = {
-            phase: [rate * math.exp(self.noise * rng.gauss(0.0, 1.0)) for _ in range(self.trials)]
+            phase: [
+                rate * factor * math.exp(self.noise * rng.gauss(0.0, 1.0))
+                for _ in range(self.trials)
+            ]
             for phase, rate in sps.items()
         }
+        contention = None
+        if burst and self.disturbance.burst_detected:
+            share = 1.0 - self.disturbance.burst_factor
+            contention = Contention(
+                other_cpus=share * self.cores,
+                usable_cpus=self.cores,
+                note=f"simulated: other processes used {100 * share:.0f}% of the CPUs",
+            )
         losses = self.losses(values, ranks)
         one_time = self._one_time(k)
         warmup_s = sum(one_time.values()) + 5.0
@@ -331,6 +420,7 @@ class SimTrainer:
             ranks=ranks,
             rank_sps=rank_sps,
             stragglers=stragglers,
+            contention=contention,
         )
 
     def losses(self, values: dict[str, Any], ranks: int | None = None) -> list[float]:
@@ -439,6 +529,13 @@ def _noise_key(k: dict[str, Any], ranks: int) -> str:
         single = {name: v for name, v in k.items() if name not in DDP_KNOBS}
         return json.dumps(single, sort_keys=True, default=str)
     return json.dumps(k, sort_keys=True, default=str) + f"|ranks={ranks}"
+
+
+def _effects_key(effects: dict[str, float], values: dict[str, Any]) -> str:
+    """The extra knobs' part of the noise key (empty without any, keeping old draws)."""
+    if not effects:
+        return ""
+    return "|" + json.dumps({k: values.get(k) for k in sorted(effects)}, default=str)
 
 
 def _digest(text: str) -> int:

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from tuneup.monitor.window import WindowStats, busiest, combine
+from tuneup.probe.hostload import with_gpu_processes
 from tuneup.probe.types import ProbeResult
 
 THROTTLED_NOTE = "(throttled: noisy)"
@@ -107,6 +108,11 @@ class ProbeTelemetry:
         if stats.mem_peak_mb is not None:
             result.mem_peak_mb = stats.mem_peak_mb
         result.throttled = stats.throttled
+        with self._lock:
+            pid, size = self._pid, self._world_size
+        if pid is not None and (size or 1) == 1:  # other ranks' pids are not known here
+            others = [p for p in stats.pids if p != pid]
+            result.contention = with_gpu_processes(result.contention, len(others))
         if stats.throttled and THROTTLED_NOTE not in result.reason:
             result.reason = f"{result.reason} {THROTTLED_NOTE}".strip()
         return stats

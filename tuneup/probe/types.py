@@ -74,6 +74,38 @@ class ProbeSpec:
         )
 
 
+@dataclass(frozen=True)
+class Contention:
+    """What else used the machine while a probe was timed (hostload.py, telemetry.py).
+
+    Attributes:
+        other_cpus: CPUs' worth of time other processes took on the probe's
+            usable CPUs (not tuneup, not the probe's own processes).
+        usable_cpus: the CPUs the probe could run on (its affinity).
+        steal_pct: time the hypervisor gave to other guests, as a percentage
+            of the usable CPUs' time (a shared VM's noisy neighbours).
+        gpu_processes: compute processes of others on the probe's GPUs (NVML).
+        seconds: the window the figures cover.
+        note: why the probe counts as contended; empty when it does not.
+    """
+
+    other_cpus: float | None = None
+    usable_cpus: int | None = None
+    steal_pct: float | None = None
+    gpu_processes: int | None = None
+    seconds: float | None = None
+    note: str = ""
+
+    @property
+    def contended(self) -> bool:
+        return bool(self.note)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Contention:
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
 @dataclass
 class ProbeResult:
     """One finished probe, as journaled (design.md, Results directory)."""
@@ -107,10 +139,18 @@ class ProbeResult:
     ranks: int = 1
     rank_sps: list[float] = field(default_factory=list)
     stragglers: list[int] = field(default_factory=list)
+    # What else used the machine during the timed window (None: not watched).
+    contention: Contention | None = None
+    # Leading trials dropped as outliers (late one-time work) and replaced by more trials.
+    trials_discarded: int = 0
 
     @property
     def ok(self) -> bool:
         return self.status is Status.OK
+
+    @property
+    def contended(self) -> bool:
+        return self.contention is not None and self.contention.contended
 
     def to_journal(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -122,6 +162,8 @@ class ProbeResult:
         known = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
         values["status"] = Status(values["status"])
+        if isinstance(values.get("contention"), dict):
+            values["contention"] = Contention.from_dict(values["contention"])
         return cls(**values)
 
 

@@ -234,15 +234,36 @@ def _throttled(outcome: SearchOutcome, stage: str) -> int:
 
 
 def speedup(outcome: SearchOutcome) -> dict[str, Any]:
-    """The recommendation's speedup over the baseline, with its spread and how it was measured."""
+    """The recommendation's speedup over the baseline, with its spread and how it was measured.
+
+    Confirmed figures only: the upheld confirmation's pairs; 1.0 when the
+    confirmation upheld nothing (the baseline is the recommendation).
+    """
     conf = outcome.confirmation
-    if conf is not None and conf.speedup is not None:
+    if conf is not None:
+        upheld = conf.upheld
+        if upheld is None:
+            return {
+                "value": 1.0,
+                "low": None,
+                "high": None,
+                "ci_low": None,
+                "ci_high": None,
+                "pairs": 0,
+                "method": "baseline kept: the search's pick did not hold up in the confirmation",
+            }
+        ratios = upheld.evidence.ratios
         return {
-            "value": conf.speedup,
-            "low": conf.low,
-            "high": conf.high,
-            "pairs": len(conf.ratios),
-            "method": "interleaved A/B confirmation: median, min and max of per-pair ratios",
+            "value": upheld.evidence.speedup,
+            "low": min(ratios),
+            "high": max(ratios),
+            "ci_low": upheld.evidence.low,
+            "ci_high": upheld.evidence.high,
+            "pairs": len(ratios),
+            "method": (
+                "interleaved A/B confirmation: Hodges-Lehmann estimate of the per-pair "
+                "ratios (median below 4 pairs), their min and max, and its 2-sigma interval"
+            ),
         }
     base, best = outcome.baseline.full_sps, outcome.best.full_sps
     if outcome.best_values == outcome.base_values or not base or not best:
@@ -257,18 +278,152 @@ def speedup(outcome: SearchOutcome) -> dict[str, Any]:
 
 
 def headline(outcome: SearchOutcome) -> str:
-    """One line for the end of a session: what to change and how much faster it is."""
-    if not outcome.path:
+    """One line for the end of a session: what to change and how much faster it is, confirmed."""
+    conf = outcome.confirmation
+    searched = conf.search_path if conf is not None else outcome.path
+    if not searched:
         return "recommendation: keep the baseline (no variant beat it by the noise margin)"
+    if conf is None:
+        gain = speedup(outcome)
+        return (
+            f"recommendation: {' + '.join(outcome.path)}: {gain['value']:.2f}x faster "
+            "(search probes only: not confirmed)"
+        )
+    if conf.upheld is None:
+        return f"recommendation: keep the baseline: {_not_upheld(outcome)}"
     gain = speedup(outcome)
-    spread = ""
-    if gain["low"] is not None and gain["high"] is not None:
-        spread = f" ({gain['low']:.2f}-{gain['high']:.2f} over {gain['pairs']} interleaved pairs)"
-    return f"recommendation: {' + '.join(outcome.path)}: {gain['value']:.2f}x faster{spread}"
+    line = (
+        f"recommendation: {' + '.join(outcome.path)}: {gain['value']:.2f}x faster "
+        f"({gain['low']:.2f}-{gain['high']:.2f} over {gain['pairs']} interleaved pairs)"
+    )
+    dropped = [label for label in conf.search_path if label not in conf.path]
+    if dropped:
+        first = conf.attempts[0]
+        line += (
+            f"; {' + '.join(dropped)} did not hold up in the confirmation "
+            f"({' + '.join(first.path)}: {_ratio(first)})"
+        )
+    return line
+
+
+def confirmation_lines(outcome: SearchOutcome) -> list[str]:
+    """What the confirmation tried and found, one line per attempt, for the screen and the log."""
+    conf = outcome.confirmation
+    if conf is None:
+        return []
+    lines = []
+    for attempt in conf.attempts:
+        verdict = "upheld" if attempt.upheld else "not upheld"
+        failed = f", {attempt.failed} pair(s) did not run ok" if attempt.failed else ""
+        lines.append(
+            f"confirm {' + '.join(attempt.path)}: {verdict}: {attempt.evidence.why}{failed}"
+        )
+    return lines
+
+
+def _not_upheld(outcome: SearchOutcome) -> str:
+    """Why the search's pick is not the recommendation: its search gain against its pairs."""
+    conf = outcome.confirmation
+    assert conf is not None
+    first = conf.attempts[0]
+    search = (
+        f", {100 * outcome.search_gain:+.0f}% in the search"
+        if outcome.search_gain is not None
+        else ""
+    )
+    return (
+        f"the search's pick ({' + '.join(conf.search_path)}{search}) did not hold up in the "
+        f"interleaved confirmation ({_ratio(first)})"
+    )
+
+
+def _ratio(attempt: Any) -> str:
+    evidence = attempt.evidence
+    if evidence.speedup is None:
+        return f"{attempt.failed} pair(s) did not run ok"
+    ratios = evidence.ratios
+    return (
+        f"{evidence.speedup:.2f}x, {min(ratios):.2f}-{max(ratios):.2f} over {len(ratios)} "
+        f"pairs; a gain had to clear {evidence.needed:.2f}x"
+    )
+
+
+def stability(outcome: SearchOutcome) -> dict[str, Any]:
+    """The session's measured noise: instability, contention, drift, and the note to show first."""
+    noise = outcome.noise
+    if noise is None:
+        return {"note": None}
+    block: dict[str, Any] = dict(noise.to_dict())
+    block["drift_pct"] = None if outcome.drift is None else 100 * outcome.drift
+    notes = [n for n in (noise.note(),) if n]
+    if noise.contended:
+        notes.append(
+            f"{noise.contended} probe(s) stayed contended after being measured again: "
+            "other processes were using the machine; they were left out of comparisons"
+        )
+    if outcome.drift is not None and abs(outcome.drift) >= 0.1:
+        notes.append(
+            f"the machine's speed drifted: the baseline ran {100 * outcome.drift:+.0f}% "
+            "at the end against its first probes (comparisons are paired, so this does "
+            "not bias them)"
+        )
+    block["notes"] = notes
+    return block
+
+
+def batch_note(outcome: SearchOutcome) -> str | None:
+    """A recommended batch change in words: the throughput, the learning rate and the loss."""
+    from tuneup.probe.guard import batch_of, batch_ratio, equal_samples_note
+
+    base, best = outcome.base_values, outcome.best_values
+    ratio = batch_ratio(best, base)
+    if ratio == 1.0:
+        return None
+    gain = speedup(outcome)["value"]
+    parts = [
+        f"batch {batch_of(base)} -> {batch_of(best)}: throughput {100 * (gain - 1):+.0f}% "
+        "(samples/s, confirmed)"
+    ]
+    lr = _lr_sentence(base, best)
+    if lr:
+        parts.append(lr)
+    losses = equal_samples_note(outcome.best.losses, outcome.baseline.losses, ratio)
+    if losses:
+        parts.append(losses)
+    parts.append(
+        "a bigger batch takes fewer optimizer steps per epoch: check time-to-accuracy "
+        "(the validation loss of a full run) before relying on it"
+    )
+    return "; ".join(parts)
+
+
+def _lr_sentence(base: Mapping[str, Any], best: Mapping[str, Any]) -> str | None:
+    from tuneup.config import LR_SCHEDULE_DEFAULT, TrainConfig
+    from tuneup.trainer.schedule import initial_lr
+
+    def peak(values: Mapping[str, Any]) -> tuple[float, str, int] | None:
+        sched = {**LR_SCHEDULE_DEFAULT, **dict(values.get("lr_schedule") or {})}
+        batch = values.get("global_batch_size", TrainConfig.global_batch_size)
+        base_batch = values.get("base_batch_size", TrainConfig.base_batch_size)
+        try:
+            lr = initial_lr(float(sched["start_lr"]), str(sched["scaling"]), batch, base_batch)
+        except (TypeError, ValueError, ZeroDivisionError):
+            return None
+        return lr, str(sched["scaling"]), int(base_batch)
+
+    before, after = peak(base), peak(best)
+    if before is None or after is None:
+        return None
+    if after[1] == "none":
+        return f"the learning rate stays {after[0]:.3g} (the config scales it by no rule)"
+    return (
+        f"peak learning rate {before[0]:.3g} -> {after[0]:.3g} ({after[1]} scaling from "
+        f"base batch {after[2]}, the config's rule)"
+    )
 
 
 def summary_dict(outcome: SearchOutcome) -> dict[str, Any]:
-    """The content of summary.json (design.md, Results directory)."""
+    """The content of summary.json (design.md, Results directory): confirmed figures only."""
     before = _with_data_rate(
         bottleneck(
             outcome.baseline.io_sps, outcome.baseline.synthetic_sps, outcome.baseline.full_sps
@@ -287,6 +442,7 @@ def summary_dict(outcome: SearchOutcome) -> dict[str, Any]:
     statuses: dict[str, int] = {}
     for probe in outcome.probes:
         statuses[probe.status.value] = statuses.get(probe.status.value, 0) + 1
+    conf = outcome.confirmation
     return {
         "search": outcome.search,
         "baseline": {"values": dict(outcome.base_values), **_rates(outcome.baseline)},
@@ -295,10 +451,13 @@ def summary_dict(outcome: SearchOutcome) -> dict[str, Any]:
             "changes": changes,
             "path": list(outcome.path),
             "headline": headline(outcome),
+            "batch_note": batch_note(outcome),
             **_rates(outcome.best),
         },
         "speedup": speedup(outcome),
         "margin_pct": 100 * outcome.margin,
+        "confirmation": None if conf is None else _confirmation_block(outcome),
+        "stability": stability(outcome),
         "bottleneck": {
             "before": {"kind": before[0], "sentence": before[1]},
             "after": {"kind": after[0], "sentence": after[1]},
@@ -310,15 +469,49 @@ def summary_dict(outcome: SearchOutcome) -> dict[str, Any]:
                 "gain_pct": d.gain_pct,
                 "reason": d.reason,
                 "failed": list(d.failed),
+                "pairs": None if d.evidence is None else list(d.evidence.ratios),
             }
             for d in outcome.stage_decisions
         ],
         "probes": statuses,
+        "contended_probes": [
+            {"stage": p.stage, "variant": p.variant, "note": p.contention.note}
+            for p in outcome.probes
+            if p.contention is not None and p.contention.contended
+        ],
         "throttled_probes": [
             {"stage": p.stage, "variant": p.variant} for p in outcome.probes if p.ok and p.throttled
         ],
         "ddp": _first_ddp_block(outcome),
         "stragglers": stragglers_note(outcome.probes),
+    }
+
+
+def _confirmation_block(outcome: SearchOutcome) -> dict[str, Any]:
+    conf = outcome.confirmation
+    assert conf is not None
+    return {
+        "status": conf.status,
+        "search_path": list(conf.search_path),
+        "search_gain_pct": None if outcome.search_gain is None else 100 * outcome.search_gain,
+        "path": list(conf.path),
+        "note": None if conf.upheld is not None else _not_upheld(outcome),
+        "attempts": [
+            {
+                "path": list(a.path),
+                "upheld": a.upheld,
+                "ratios": list(a.evidence.ratios),
+                "speedup": a.evidence.speedup,
+                "ci_low": a.evidence.low,
+                "ci_high": a.evidence.high,
+                "needed": a.evidence.needed,
+                "why": a.evidence.why,
+                "baseline_sps": list(a.baseline_sps),
+                "best_sps": list(a.best_sps),
+                "failed_pairs": a.failed,
+            }
+            for a in conf.attempts
+        ],
     }
 
 

@@ -1,0 +1,296 @@
+"""Who else is using the machine while a probe is timed: CPU time that is not tuneup's.
+
+A probe's numbers are only as good as the machine was quiet. The kernel
+counts every CPU's busy time (/proc/stat) and every process's CPU time
+(/proc/PID/stat); the busy time on the CPUs tuneup may use, minus the time
+tuneup and everything it started used (its processes' own time plus that of
+their children already reaped), is what other processes took. /proc/stat's
+`steal` column is what the hypervisor gave to other guests of a shared VM.
+
+Pure: parsing (`parse_cpu_times`), the arithmetic between two readings
+(`between`) and the verdict (`contention_note`). Side effects: `read_host`
+reads /proc, and `HostLoadSampler` does so from a thread every half second.
+`ContentionWatch` joins a probe's window (its FULL trials, else its whole
+run) to the readings and puts a `Contention` on its result. Off Linux (no
+/proc) nothing is read and no probe is ever called contended.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tuneup.cluster.proctree import PROC, descendants, read_processes
+from tuneup.probe.types import Candidate, Contention, ProbeResult
+
+# Other processes taking this share of the usable CPUs (and at least half a CPU)
+# slow a probe that needs them all: its figures say more about them than about it.
+OTHER_CPU_SHARE = 0.25
+OTHER_CPU_MIN = 0.5
+STEAL_PCT = 10.0  # hypervisor steal above this: the VM's neighbours were busy
+MIN_WINDOW_S = 0.4  # a shorter window has too few clock ticks to judge
+
+
+@dataclass(frozen=True)
+class CpuTimes:
+    """Clock ticks of a set of CPUs since boot: busy (not idle, iowait or steal), steal, all."""
+
+    busy: int
+    steal: int
+    total: int
+
+
+@dataclass(frozen=True)
+class HostReading:
+    """One reading: when, the usable CPUs' ticks, and the ticks of tuneup's process tree."""
+
+    time: float
+    cpus: CpuTimes
+    own_ticks: int
+    own_pids: frozenset[int] = frozenset()
+
+
+def parse_cpu_times(text: str, cpus: Iterable[int] | None = None) -> CpuTimes | None:
+    """The `cpuN` lines of /proc/stat for `cpus` (None: the all-CPU `cpu` line), summed.
+
+    Columns (proc(5)): user nice system idle iowait irq softirq steal guest
+    guest_nice; guest time is already inside user and nice.
+    """
+    wanted = None if cpus is None else {f"cpu{c}" for c in cpus}
+    busy = steal = total = 0
+    found = False
+    for line in text.splitlines():
+        name, _, rest = line.partition(" ")
+        if not name.startswith("cpu") or (wanted is None) != (name == "cpu"):
+            continue
+        if wanted is not None and name not in wanted:
+            continue
+        try:
+            cols = [int(x) for x in rest.split()]
+        except ValueError:
+            continue
+        cols += [0] * (10 - len(cols))
+        user, nice, system, idle, iowait, irq, softirq, stolen = cols[:8]
+        busy += user + nice + system + irq + softirq
+        steal += stolen
+        total += user + nice + system + idle + iowait + irq + softirq + stolen
+        found = True
+    return CpuTimes(busy, steal, total) if found else None
+
+
+def between(
+    first: HostReading, last: HostReading, usable: int, hz: float
+) -> tuple[float, float | None, float] | None:
+    """(CPUs' worth other processes used, steal %, seconds) between two readings."""
+    seconds = last.time - first.time
+    if seconds < MIN_WINDOW_S or hz <= 0:
+        return None
+    busy = (last.cpus.busy - first.cpus.busy) / hz / seconds
+    own = (last.own_ticks - first.own_ticks) / hz / seconds
+    other = min(float(usable), max(0.0, busy - own))
+    total = last.cpus.total - first.cpus.total
+    steal = 100.0 * (last.cpus.steal - first.cpus.steal) / total if total > 0 else None
+    return other, steal, seconds
+
+
+def contention_note(
+    other_cpus: float | None,
+    usable: int | None,
+    steal_pct: float | None,
+    gpu_processes: int | None,
+) -> str:
+    """Why a probe counts as contended, in words; empty when nothing else was in its way."""
+    parts = []
+    if (
+        other_cpus is not None
+        and usable
+        and other_cpus >= max(OTHER_CPU_MIN, OTHER_CPU_SHARE * usable)
+    ):
+        parts.append(f"other processes used {other_cpus:.1f} of {usable} CPUs")
+    if steal_pct is not None and steal_pct >= STEAL_PCT:
+        parts.append(f"the hypervisor gave {steal_pct:.0f}% of the CPU time to other guests")
+    if gpu_processes:
+        parts.append(f"{gpu_processes} other process(es) ran on the probe's GPU")
+    return "; ".join(parts)
+
+
+def with_gpu_processes(contention: Contention | None, count: int) -> Contention:
+    """The contention with the other processes seen on the probe's GPUs added."""
+    base = contention or Contention()
+    note = contention_note(base.other_cpus, base.usable_cpus, base.steal_pct, count)
+    return Contention(
+        other_cpus=base.other_cpus,
+        usable_cpus=base.usable_cpus,
+        steal_pct=base.steal_pct,
+        gpu_processes=count,
+        seconds=base.seconds,
+        note=note,
+    )
+
+
+def usable_cpus() -> list[int]:
+    """The CPUs this process may run on (its affinity), else all of them."""
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return list(range(os.cpu_count() or 1))
+
+
+def read_host(cpus: Iterable[int], root: int, proc: Path = PROC) -> HostReading | None:
+    """A reading now: the CPUs' ticks and the CPU ticks of `root` and its descendants."""
+    try:
+        text = (proc / "stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    times = parse_cpu_times(text, cpus)
+    if times is None:
+        return None
+    processes = read_processes(proc)
+    tree = [processes[root]] if root in processes else []
+    tree += descendants(root, processes)
+    return HostReading(
+        time.time(), times, sum(p.cpu_ticks for p in tree), frozenset(p.pid for p in tree)
+    )
+
+
+class HostLoadSampler:
+    """Reads the host every `interval_s` in a thread, keeping the last `keep` readings.
+
+    Args:
+        read: returns a reading (tests pass a script); defaults to /proc.
+        interval_s: seconds between readings.
+        keep: readings kept (at 0.5 s, 2400 is 20 minutes: longer than any probe).
+    """
+
+    def __init__(
+        self,
+        read: Callable[[], HostReading | None] | None = None,
+        interval_s: float = 0.5,
+        keep: int = 2400,
+    ) -> None:
+        cpus = usable_cpus()
+        root = os.getpid()
+        self.usable = len(cpus)
+        self.hz = float(os.sysconf("SC_CLK_TCK")) if hasattr(os, "sysconf") else 100.0
+        self.read = read or (lambda: read_host(cpus, root))
+        self.interval_s = interval_s
+        self.readings: deque[HostReading] = deque(maxlen=keep)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._loop, name="tuneup-hostload", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2.0)
+            self._thread = None
+
+    def sample(self) -> None:
+        """Take one reading now (the thread does this; tests call it directly)."""
+        reading = self.read()
+        if reading is not None:
+            with self._lock:
+                self.readings.append(reading)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.sample()
+            self._stop.wait(self.interval_s)
+
+    def contention(self, start: float, end: float) -> Contention | None:
+        """What other processes took between `start` and `end` (epoch seconds); None: unknown.
+
+        The window widens to the readings just outside it, so it is never
+        narrower than asked.
+        """
+        with self._lock:
+            readings = list(self.readings)
+        before = [r for r in readings if r.time <= start]
+        after = [r for r in readings if r.time >= end]
+        if not before or not after:
+            return None
+        found = between(before[-1], after[0], self.usable, self.hz)
+        if found is None:
+            return None
+        other, steal, seconds = found
+        return Contention(
+            other_cpus=round(other, 2),
+            usable_cpus=self.usable,
+            steal_pct=None if steal is None else round(steal, 1),
+            seconds=round(seconds, 2),
+            note=contention_note(other, self.usable, steal, None),
+        )
+
+
+class ContentionWatch:
+    """Wraps a trainer backend: each result gets what else used the host while it was timed.
+
+    The window is the probe's FULL phase when the worker's trial events say
+    when it ran (`on_event`), else the probe's whole run (a `command` trainer).
+    Other processes on the probe's GPUs, where telemetry found them, are kept.
+    """
+
+    def __init__(self, backend: Any, sampler: HostLoadSampler) -> None:
+        self.backend = backend
+        self.sampler = sampler
+        self._lock = threading.Lock()
+        self._full: list[tuple[float, float]] = []
+
+    def on_event(self, event: Mapping[str, Any]) -> None:
+        """Remember FULL trial windows (called from the runner's reader thread; never raises)."""
+        if event.get("event") != "trial" or event.get("phase") != "full":
+            return
+        end, seconds = event.get("time"), event.get("seconds")
+        if isinstance(end, (int, float)) and isinstance(seconds, (int, float)):
+            with self._lock:
+                self._full.append((float(end) - float(seconds), float(end)))
+
+    def __call__(self, stage: str, candidate: Candidate, values: dict[str, Any]) -> ProbeResult:
+        with self._lock:
+            self._full = []
+        self.sampler.sample()  # a reading at the very start, whatever the thread's phase
+        began = time.time()
+        result = self.backend(stage, candidate, values)
+        ended = time.time()
+        self.sampler.sample()
+        if not result.ok:
+            return result
+        with self._lock:
+            full = list(self._full)
+        start, end = (min(s for s, _ in full), max(e for _, e in full)) if full else (began, ended)
+        host = self.sampler.contention(start, end)
+        if host is None:
+            return result
+        gpu = result.contention.gpu_processes if result.contention is not None else None
+        result.contention = Contention(
+            other_cpus=host.other_cpus,
+            usable_cpus=host.usable_cpus,
+            steal_pct=host.steal_pct,
+            gpu_processes=gpu,
+            seconds=host.seconds,
+            note=contention_note(host.other_cpus, host.usable_cpus, host.steal_pct, gpu),
+        )
+        return result
+
+    def interrupt(self) -> None:
+        interrupt = getattr(self.backend, "interrupt", None)
+        if interrupt is not None:
+            interrupt()
+
+    def replayed(self, stage: str, candidate: Candidate, values: dict[str, Any]) -> None:
+        """Tell a backend that keeps count (the sim) that a journaled probe stood in for one."""
+        replayed = getattr(self.backend, "replayed", None)
+        if replayed is not None:
+            replayed(stage, candidate, values)

@@ -1,0 +1,278 @@
+"""Paired decisions: is B faster than A, judged on A/B probes measured side by side?
+
+Pure statistics, no probes. Everything is on the log scale: a pair (a, b)
+of FULL samples/s gives d = ln(b / a), so a 10% gain and a 10% loss weigh
+alike and ratios multiply.
+
+Why pairs: the machine's speed moves (another job starts, a node warms up,
+a neighbour on the hypervisor gets busy). Two probes run back to back see
+nearly the same machine, so their ratio carries the configuration's effect;
+two probes minutes apart carry the drift as well. The order alternates
+(A B, B A, A B, ...) so a slow drift within the pairs cancels out.
+
+The session's noise (`NoiseTracker`) comes from configurations measured
+again: the baseline's repeats, the incumbent re-measured at each stage and in
+each pair, the candidate's own repeats. Two consecutive measurements of one
+configuration differ only by the machine, so their log ratios r give the
+noise of one pair, sigma = 1.4826 x median |r| (a normal's standard
+deviation from its median absolute value: robust to the one step change a
+session may contain; `sigma` says how), and the *instability*, the typical difference between
+repeats, median |e^r - 1|. Before any repeat, the trials' own spread stands
+in (trials within one probe vary less than probes do, so it is a floor).
+
+The rule (`judge`), with n pairs, est = the Hodges-Lehmann estimate of d
+(the median of the pairwise means (d_i + d_j) / 2, i <= j: nearly as
+efficient as the mean, and one wild pair moves it little; the plain median
+below four pairs, where one wild pair is too many for it), s = max(sigma,
+1.4826 x MAD of d), se = 1.047 s / sqrt(n) (the estimate's standard error
+for normal noise) and a needed gain g = max(floor, instability):
+
+* **adopt** when n >= min_pairs, est - z se > ln(1 + floor) (z = 2: about a
+  2% chance for a configuration with no effect, per look), est > ln(1 + g)
+  (nothing smaller than the instability the session saw), and at least three
+  pairs in four favour b (one pair hit by a burst cannot carry the rest);
+* **reject** when est + se < ln(1 + g) (even one standard error more would
+  not reach the needed gain: futile to go on), or at max_pairs;
+* otherwise measure **more** pairs.
+
+A single probe never decides (min_pairs >= 2), and a pair hit by a step
+change of the machine's speed moves the median by nothing once three pairs
+agree.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+
+from tuneup.probe.stats import MEDIAN_EFFICIENCY, median, relative_spread
+
+Z_ADOPT = 2.0  # standard errors the gain's lower bound must clear the floor by
+Z_FUTILE = 1.0  # standard errors of optimism before giving up on a comparison
+NORMAL_MAD = 1.4826  # a normal's standard deviation over its median absolute deviation
+HL_EFFICIENCY = 1.047  # the Hodges-Lehmann estimate's standard error, in sigma / sqrt(n)
+UNSTABLE = 0.08  # repeats that typically differ by more than this: say the machine is unstable
+FLOOR = 0.02  # the smallest gain ever adopted
+WILD = 0.25  # a repeat this far off (and far outside the typical ones) was hit by a burst
+
+
+class Verdict(str, Enum):
+    """What a comparison decided so far."""
+
+    ADOPT = "adopt"
+    REJECT = "reject"
+    MORE = "more"
+
+
+@dataclass(frozen=True)
+class PairedEvidence:
+    """A comparison's pairs and what they say.
+
+    Attributes:
+        ratios: b / a of each pair, in the order measured.
+        verdict: adopt, reject, or measure more.
+        speedup: the estimated ratio (Hodges-Lehmann, on the log scale).
+        low, high: the median ratio's confidence bounds (est -+ z se, as ratios).
+        needed: the gain the comparison had to clear (1 + max(floor, instability)).
+        why: one sentence with the numbers.
+    """
+
+    ratios: tuple[float, ...]
+    verdict: Verdict
+    speedup: float | None
+    low: float | None
+    high: float | None
+    needed: float
+    why: str
+
+    @property
+    def pairs(self) -> int:
+        return len(self.ratios)
+
+
+def judge(
+    pairs: Sequence[tuple[float, float]],
+    *,
+    sigma: float,
+    needed: float,
+    floor: float = FLOOR,
+    min_pairs: int = 2,
+    max_pairs: int = 4,
+    z: float = Z_ADOPT,
+) -> PairedEvidence:
+    """Decide on (a, b) pairs of samples/s: adopt b, reject it, or ask for more pairs.
+
+    Args:
+        pairs: (incumbent, candidate) FULL samples/s, measured side by side.
+        sigma: the session's noise of one pair's log ratio (NoiseTracker.sigma).
+        needed: the smallest relative gain worth adopting (NoiseTracker.needed).
+        floor: the gain the lower confidence bound must clear.
+        min_pairs: never adopt on fewer pairs (at least 2: one probe never decides).
+        max_pairs: reject once this many pairs have not shown the gain.
+        z: standard errors of the adoption bound.
+    """
+    if min_pairs < 2:
+        raise ValueError(f"min_pairs must be at least 2, got {min_pairs}")
+    need = max(needed, floor)
+    ratios = tuple(b / a for a, b in pairs if a > 0 and b > 0)
+    if not ratios:
+        return PairedEvidence((), Verdict.MORE, None, None, None, 1 + need, "no pair yet")
+    logs = [math.log(r) for r in ratios]
+    n = len(logs)
+    # Below four pairs one wild pair is more than the Hodges-Lehmann estimate can
+    # absorb (it breaks down past 29% outliers): the plain median then.
+    est = hodges_lehmann(logs) if n >= 4 else median(logs)
+    spread = NORMAL_MAD * median([abs(x - median(logs)) for x in logs]) if n >= 2 else 0.0
+    s = max(sigma, spread)
+    se = (HL_EFFICIENCY if n >= 4 else MEDIAN_EFFICIENCY) * s / math.sqrt(n)
+    agree = sum(1 for x in logs if x > 0) >= math.ceil(0.75 * n)
+    low, high = math.exp(est - z * se), math.exp(est + z * se)
+    speedup = math.exp(est)
+    numbers = (
+        f"{speedup:.3f}x over {n} pair{'s' if n != 1 else ''} "
+        f"(likely {low:.2f}-{high:.2f}x), needed above {1 + need:.3f}x"
+    )
+    if agree and n >= min_pairs and est - z * se > math.log1p(floor) and est > math.log1p(need):
+        verdict, why = Verdict.ADOPT, f"faster: {numbers}"
+    elif est + Z_FUTILE * se < math.log1p(need):
+        verdict, why = Verdict.REJECT, f"not faster: {numbers}"
+    elif n >= max_pairs:
+        verdict, why = Verdict.REJECT, f"not shown faster beyond the noise: {numbers}"
+    else:
+        verdict, why = Verdict.MORE, f"undecided: {numbers}"
+    return PairedEvidence(ratios, verdict, speedup, low, high, 1 + need, why)
+
+
+def hodges_lehmann(xs: Sequence[float]) -> float:
+    """The median of all pairwise means (x_i + x_j) / 2, i <= j: a robust centre."""
+    if not xs:
+        raise ValueError("hodges_lehmann of an empty sequence")
+    return median([(a + b) / 2 for i, a in enumerate(xs) for b in xs[i:]])
+
+
+@dataclass
+class NoiseTracker:
+    """The session's measured noise: repeats of one configuration, and the trials' spread.
+
+    Feed it every comparable measurement with `seen(key, sps)` in the order
+    they ran; consecutive measurements of the same key make a repeat.
+    """
+
+    floor: float = FLOOR
+    trial_sigma: float = 0.0
+    repeats: list[float] = field(default_factory=list)  # log ratios of consecutive repeats
+    first: dict[str, float] = field(default_factory=dict)
+    last: dict[str, float] = field(default_factory=dict)
+    contended: int = 0
+
+    def set_trials(self, probes: Sequence[Sequence[float]]) -> None:
+        """The trials' own noise: the difference of two probes' medians of their trials.
+
+        Each probe's spread is its own (the median over `probes`), so two
+        probes at different speeds do not pass for noisy trials.
+        """
+        spreads, per_probe = [], []
+        for trials in probes:
+            finite = [t for t in trials if math.isfinite(t) and t > 0]
+            if len(finite) >= 2:
+                spreads.append(relative_spread(finite))
+                per_probe.append(len(finite))
+        if not spreads:
+            return
+        self.trial_sigma = MEDIAN_EFFICIENCY * median(spreads) * math.sqrt(2.0 / median(per_probe))
+
+    def seen(self, key: str, sps: float) -> None:
+        """One more measurement of the configuration `key`."""
+        if not (sps > 0 and math.isfinite(sps)):
+            return
+        if key in self.last:
+            self.repeats.append(math.log(sps / self.last[key]))
+        self.first.setdefault(key, sps)
+        self.last[key] = sps
+
+    def moved(self, key: str) -> float | None:
+        """How far `key`'s latest measurement is from its first (drift), as a ratio - 1."""
+        if key not in self.first:
+            return None
+        return self.last[key] / self.first[key] - 1.0
+
+    @property
+    def sigma(self) -> float:
+        """Noise of one pair's log ratio: from the repeats, never below the trials' own.
+
+        The root mean square of the repeats within three robust deviations
+        (1.4826 x median |r|) of zero: nearly as efficient as the plain
+        standard deviation, while a step change of the machine's speed is left
+        out. Few repeats give a rough figure, so it is raised by its own
+        standard error (1 / sqrt(2n)) until there are more.
+        """
+        if not self.repeats:
+            return self.trial_sigma
+        robust = NORMAL_MAD * median([abs(r) for r in self.repeats])
+        kept = [r for r in self.repeats if abs(r) <= 3 * robust] or self.repeats
+        rms = math.sqrt(sum(r * r for r in kept) / len(kept))
+        return max(self.trial_sigma, rms * (1 + 1 / math.sqrt(2 * len(kept))))
+
+    @property
+    def instability(self) -> float | None:
+        """How much repeats of one configuration typically differ (None before any repeat)."""
+        if not self.repeats:
+            return None
+        return median([abs(math.expm1(r)) for r in self.repeats])
+
+    @property
+    def needed(self) -> float:
+        """The smallest gain worth adopting: the floor, or the instability when larger."""
+        return max(self.floor, self.instability or 0.0)
+
+    @property
+    def wild(self) -> int:
+        """Repeats far outside the typical ones (bursts of load nothing reported)."""
+        if len(self.repeats) < 4:
+            return 0
+        robust = NORMAL_MAD * median([abs(r) for r in self.repeats])
+        return sum(1 for r in self.repeats if abs(r) > max(3 * robust, math.log1p(WILD)))
+
+    @property
+    def bursty(self) -> bool:
+        """Whether unexplained bursts hit one repeat in ten or more: one probe is then no guide."""
+        return self.wild >= 2 and self.wild >= 0.1 * len(self.repeats)
+
+    def resolvable(self, pairs: int) -> float:
+        """The smallest gain `pairs` pairs could establish here: the session's noise margin."""
+        se = HL_EFFICIENCY * self.sigma / math.sqrt(max(pairs, 1))
+        return max(self.needed, math.expm1(math.log1p(self.floor) + Z_ADOPT * se))
+
+    @property
+    def unstable(self) -> bool:
+        return (self.instability or 0.0) >= UNSTABLE or self.bursty
+
+    def note(self) -> str | None:
+        """One line for the top of the screen when the machine is unstable; None when it is not."""
+        if (self.instability or 0.0) >= UNSTABLE:
+            return (
+                f"machine unstable: repeats of the same config differ by "
+                f"{100 * (self.instability or 0.0):.0f}%; gains below that are not reported"
+            )
+        if self.bursty:
+            return (
+                f"machine unstable: {self.wild} of {len(self.repeats)} repeats of the same "
+                f"config differed by more than {100 * WILD:.0f}% (load bursts tuneup did not "
+                "see); every candidate is measured in pairs"
+            )
+        return None
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "instability_pct": None if self.instability is None else 100 * self.instability,
+            "repeats": len(self.repeats),
+            "pair_noise_pct": 100 * math.expm1(self.sigma),
+            "needed_pct": 100 * self.needed,
+            "resolvable_pct": 100 * self.resolvable(5),
+            "unstable": self.unstable,
+            "contended_probes": self.contended,
+            "wild_repeats": self.wild,
+            "note": self.note(),
+        }
