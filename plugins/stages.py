@@ -275,7 +275,7 @@ BATCH_SIZE = BatchSizeStage(
         "and the verdict says to check time-to-accuracy. A batch too big for memory ends as "
         "oom."
     ),
-    knobs=("global_batch_size", "local_batch_size"),
+    knobs=("global_batch_size", "local_batch_size", "lr_schedule", "base_batch_size"),
 )
 
 

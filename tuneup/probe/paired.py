@@ -101,6 +101,7 @@ def judge(
     min_pairs: int = 2,
     max_pairs: int = 4,
     z: float = Z_ADOPT,
+    min_reject: int = 1,
 ) -> PairedEvidence:
     """Decide on (a, b) pairs of samples/s: adopt b, reject it, or ask for more pairs.
 
@@ -112,6 +113,8 @@ def judge(
         min_pairs: never adopt on fewer pairs (at least 2: one probe never decides).
         max_pairs: reject once this many pairs have not shown the gain.
         z: standard errors of the adoption bound.
+        min_reject: never give up on fewer pairs (the confirmation, which decides,
+            waits for min_pairs either way).
     """
     if min_pairs < 2:
         raise ValueError(f"min_pairs must be at least 2, got {min_pairs}")
@@ -136,7 +139,7 @@ def judge(
     )
     if agree and n >= min_pairs and est - z * se > math.log1p(floor) and est > math.log1p(need):
         verdict, why = Verdict.ADOPT, f"faster: {numbers}"
-    elif est + Z_FUTILE * se < math.log1p(need):
+    elif n >= min_reject and est + Z_FUTILE * se < math.log1p(need):
         verdict, why = Verdict.REJECT, f"not faster: {numbers}"
     elif n >= max_pairs:
         verdict, why = Verdict.REJECT, f"not shown faster beyond the noise: {numbers}"

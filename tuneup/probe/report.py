@@ -71,6 +71,11 @@ def session_ranks(info: dict[str, Any]) -> int:
     return 1
 
 
+def _unchanged(stage: str) -> str:
+    """What a probe that changes nothing measured: the baseline, or a stage's incumbent."""
+    return "baseline" if stage in ("baseline", "confirm") else "incumbent"
+
+
 def result_line(
     result: ProbeResult,
     baseline_sps: float | None,
@@ -83,7 +88,7 @@ def result_line(
     `ranks` is the session's world size: a probe on fewer ranks (a 1-rank
     reference) says so even when it ran on one.
     """
-    label = ", ".join(f"{k}={v}" for k, v in result.variant.items()) or "baseline"
+    label = ", ".join(f"{k}={v}" for k, v in result.variant.items()) or _unchanged(result.stage)
     label += _ranks_tag(result.ranks, ranks)
     if result.ok and result.full_sps and baseline_sps:
         change = f" ({100 * (result.full_sps / baseline_sps - 1):+.1f}% vs baseline)"

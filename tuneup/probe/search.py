@@ -508,6 +508,7 @@ class _Runner:
                 floor=self.noise.floor,
                 min_pairs=max(2, pairs),
                 max_pairs=2 * max(2, pairs),
+                min_reject=max(2, pairs),
             )
             if evidence.verdict is not Verdict.MORE:
                 break

@@ -104,6 +104,25 @@ def speedup_text(summary: Mapping[str, Any]) -> str:
     return text + f" [{gain.get('method', '')}]"
 
 
+def notes_text(summary: Mapping[str, Any]) -> str:
+    """What the session saw of the machine (unstable, contended, drifting): shown first."""
+    notes = (summary.get("stability") or {}).get("notes") or []
+    return "\n".join(f"note: {n}" for n in notes)
+
+
+def confirmation_text(summary: Mapping[str, Any]) -> str:
+    """Whether the confirmation upheld the search's pick, in one line."""
+    conf = summary.get("confirmation")
+    if not conf:
+        return "confirmation: none ran (nothing was adopted)"
+    status = conf.get("status", "?")
+    if status == "confirmed":
+        return "confirmation: the search's pick held up in interleaved pairs"
+    searched = " + ".join(conf.get("search_path") or [])
+    kept = " + ".join(conf.get("path") or []) or "the baseline"
+    return f"confirmation: {status}: the search picked {searched}; it upheld {kept}"
+
+
 def changes_text(summary: Mapping[str, Any]) -> str:
     base = summary.get("baseline", {}).get("values", {})
     changes = summary.get("recommendation", {}).get("changes", {})
@@ -142,6 +161,7 @@ class ResultsScreen(Screen[None]):
         padding: 0 1;
     }
     ResultsScreen #results-headline { text-style: bold; padding: 0 1; }
+    ResultsScreen #results-notes { color: $warning; text-style: bold; padding: 0 1; }
     ResultsScreen #results-actions { height: auto; padding: 0 1; }
     ResultsScreen #results-exported { padding: 0 1; height: auto; }
     """
@@ -183,12 +203,19 @@ class ResultsScreen(Screen[None]):
             f"noise margin {summary.get('margin_pct', 0.0):.1f}%"
         )
         with VerticalScroll(id="results-body"):
+            notes = notes_text(summary)
+            if notes:
+                yield Static(notes, id="results-notes")
             yield Static(headline, id="results-headline")
             comparison = Static(comparison_table(summary), id="results-comparison", classes="box")
             comparison.border_title = title
             yield comparison
+            batch = summary.get("recommendation", {}).get("batch_note")
             yield Static(
-                speedup_text(summary) + "\n" + changes_text(summary),
+                "\n".join(
+                    [speedup_text(summary), confirmation_text(summary), changes_text(summary)]
+                    + ([f"batch: {batch}"] if batch else [])
+                ),
                 id="results-speedup",
                 classes="box",
             )

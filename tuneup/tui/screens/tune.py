@@ -192,6 +192,8 @@ class TuneScreen(Screen[None]):
             ]
             self.query_one("#tune-verdict", Static).update("\n".join(lines))
             headline = summary.get("recommendation", {}).get("headline", "")
+            for note in (summary.get("stability") or {}).get("notes") or []:
+                log.write(f"note: {note}")
             log.write(headline)
             self._show_status("finished: " + headline)
         if self.quitting:
