@@ -42,3 +42,29 @@ def test_loss_growing_over_the_run_is_diverged_without_a_baseline():
     assert "grew" in check_loss([0.12, 0.2, 0.5, 1.3], None)
     assert check_loss([0.12, 0.11, 0.1], None) is None
     assert check_loss([], BASELINE) is None
+
+
+def test_another_batch_is_compared_at_equal_samples_seen():
+    from tuneup.probe.guard import batch_ratio, equal_samples, equal_samples_note
+
+    baseline = [0.12, 0.10, 0.09, 0.08, 0.07, 0.065, 0.06, 0.058]  # batch 8
+    doubled = [0.11, 0.075, 0.066, 0.06, 0.055, 0.05, 0.048, 0.046]  # batch 16
+    assert batch_ratio({"global_batch_size": 16}, {"global_batch_size": 8}) == 2.0
+    assert batch_ratio({}, {"global_batch_size": 64}) == 1.0  # the default batch is 64
+    assert equal_samples(doubled, baseline, 2.0) == (4, 8)  # its step 4 = the baseline's 8
+    assert check_loss(doubled, baseline, batch_ratio=2.0) is None  # 0.06 vs 0.058
+    lagging = [0.12, 0.11, 0.105, 0.10, 0.10, 0.10, 0.10, 0.10]
+    reason = check_loss(lagging, baseline, batch_ratio=2.0)
+    assert reason is not None and "(the samples of the baseline's step 8)" in reason
+    note = equal_samples_note(doubled, baseline, 2.0)
+    assert note is not None and "its loss is 0.06 against the baseline's 0.058 (+3%)" in note
+
+
+def test_a_bigger_batch_in_lr_warm_up_is_judged_on_nan_and_growth_only():
+    from tuneup.probe.guard import lr_warming_up
+
+    sqrt = {"scaling": "sqrt", "start_lr": 2e-4, "end_lr": 0.0, "warmup_steps": 128}
+    assert lr_warming_up({"global_batch_size": 128, "base_batch_size": 64, "lr_schedule": sqrt})
+    assert not lr_warming_up({"global_batch_size": 64, "base_batch_size": 64})
+    none = {**sqrt, "scaling": "none"}
+    assert not lr_warming_up({"global_batch_size": 128, "lr_schedule": none})

@@ -13,6 +13,7 @@ from tuneup.probe.phases import (
     WarmupTracker,
     check_budget,
     iqr_pct,
+    leading_outlier,
     median,
     quantile,
     rank_rates,
@@ -348,3 +349,36 @@ def test_probe_losses_match_tuneup_train_step_for_step(
     assert len(trained) == 6
     assert result["losses"] == pytest.approx(trained, rel=1e-6)
     assert all(v > 0 for v in (result["io_sps"], result["synthetic_sps"], result["full_sps"]))
+
+
+def test_a_slow_first_trial_is_dropped_and_replaced_not_reported() -> None:
+    # a compile that outlasted the warm-up: the first trial's 6 steps take 20 s
+    timer = FakeTimer()
+    workload = FakeWorkload(timer, [20.0 / 6] * 6 + [0.5])
+    events = Events()
+    trials = run_trials(
+        "full", workload.full, trials=3, steps=6, samples_per_batch=8, timer=timer, emit=events
+    )
+    assert [t.index for t in trials] == [2, 3, 4]  # trial 1 dropped, trial 4 run instead
+    assert all(t.seconds == pytest.approx(3.0) for t in trials)
+    assert len(events.of("trial")) == 4  # every trial is still an event
+
+
+def test_trials_are_extended_at_most_t_times() -> None:
+    timer = FakeTimer()
+    slower = [4.0, 3.0, 2.0, 1.5, 1.0, 0.5]  # every trial much slower than the next
+    workload = FakeWorkload(timer, [*slower, 0.5])
+    trials = run_trials(
+        "full", workload.full, trials=3, steps=1, samples_per_batch=1, timer=timer, emit=Events()
+    )
+    assert max(t.index for t in trials) <= 6
+    assert not leading_outlier([10.0, 10.2, 9.9]) and leading_outlier([5.0, 10.2, 9.9])
+
+
+def test_the_result_counts_the_trials_it_dropped() -> None:
+    timer = FakeTimer()
+    workload = FakeWorkload(timer, [0.5, 0.5, 5.0, 0.5])  # loss and warm-up, then a stall
+    budget = Budget(warmup_min_steps=1, warmup_max_steps=3, trial_steps=1, trials=3, loss_steps=1)
+    result = run_probe(workload, budget, ("full",), samples_per_batch=1, timer=timer, emit=Events())
+    assert result["trials_discarded"] == 1
+    assert result["full_sps_trials"] == pytest.approx([2.0, 2.0, 2.0])

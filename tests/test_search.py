@@ -230,3 +230,97 @@ def test_trial_statistics():
     assert noise_margin(quiet) == 0.02  # never below the floor
     assert noise_margin(noisy) > 0.05
     assert noise_margin(noisy, floor=0.1) >= 0.1
+
+
+# --- paired decisions under a machine that misbehaves ---------------------------------------
+
+
+NOTHING = StagePlan("s", [Candidate("s=on", {"s": True})])  # a knob with no effect
+
+
+class Scripted:
+    """A measure whose speed is values["speed"] times the machine's speed at that probe."""
+
+    def __init__(self, machine=lambda n: 1.0, contended=(), pattern=TIGHT):
+        self.machine = machine
+        self.contended = set(contended)
+        self.pattern = pattern
+        self.calls: list[tuple[str, str]] = []
+
+    def __call__(self, stage, cand, values):
+        from tuneup.probe.types import Contention
+
+        n = len(self.calls)
+        self.calls.append((stage, cand.label))
+        speed = values["speed"] * self.machine(n)
+        trials = [speed * (1 + d) for d in self.pattern]
+        note = "other processes used 1.0 of 2 CPUs" if n in self.contended else ""
+        return ProbeResult(
+            stage,
+            dict(cand.values),
+            dict(values),
+            Status.OK,
+            full_sps=sorted(trials)[len(trials) // 2],
+            full_sps_trials=trials,
+            losses=[0.12, 0.1, 0.09],
+            contention=Contention(other_cpus=1.0, usable_cpus=2, note=note) if note else None,
+        )
+
+
+def test_a_contended_probe_is_measured_again_and_left_out_of_the_decision():
+    # the candidate's screen (call 2) ran while another job took half the machine
+    fake = Scripted(machine=lambda n: 0.5 if n == 2 else 1.0, contended={2})
+    outcome = staged_search({"speed": 100.0}, [NOTHING], fake)
+    assert fake.calls[2:4] == [("s", "s=on"), ("s", "s=on")]  # measured again at once
+    hit = outcome.probes[2]
+    assert hit.contended and outcome.probes[3].contention is None
+    assert outcome.best_values == {"speed": 100.0}
+    assert outcome.noise is not None and outcome.noise.contended == 0  # the retry was clean
+
+
+def test_a_step_change_during_a_screen_screens_again_instead_of_crediting_the_knob():
+    # the machine gets 3x faster from the 4th probe on, right after the candidate's screen
+    fake = Scripted(machine=lambda n: 3.0 if n >= 3 else 1.0)
+    outcome = staged_search({"speed": 100.0}, [NOTHING], fake)
+    labels = [label for stage, label in fake.calls if stage == "s"]
+    assert labels[:4] == ["s=on", "incumbent", "s=on", "incumbent"]  # screened twice
+    assert outcome.best_values == {"speed": 100.0} and outcome.path == []
+    assert outcome.drift == pytest.approx(2.0)
+
+
+def test_a_real_gain_survives_a_step_change_in_the_middle_of_its_pairs():
+    fake = Scripted(machine=lambda n: 0.6 if n >= 5 else 1.0)
+    outcome = staged_search({"speed": 100.0}, [speed_stage("s", 120.0)], fake)
+    assert outcome.best_values == {"speed": 120.0}
+    assert outcome.confirmation is not None and outcome.confirmation.status == "confirmed"
+    assert outcome.confirmation.speedup == pytest.approx(1.2, rel=0.01)
+
+
+def test_when_the_full_pick_fails_its_confirmation_a_shorter_path_is_confirmed():
+    # b looks 20% faster in the search; from the confirmation (probe 11) on it costs 40%
+    def slow_b_later(n, values):
+        if not values.get("b"):
+            return 1.0
+        return 1.2 if n < 11 else 0.6
+
+    class Late(Scripted):
+        def __call__(self, stage, cand, values):
+            result = super().__call__(stage, cand, values)
+            factor = slow_b_later(len(self.calls) - 1, values)
+            result.full_sps *= factor
+            result.full_sps_trials = [t * factor for t in result.full_sps_trials]
+            return result
+
+    fake = Late()
+    stages = [
+        StagePlan("a", [Candidate("a=on", {"speed": 130.0})]),
+        StagePlan("b", [Candidate("b=on", {"b": True})]),
+    ]
+    outcome = staged_search({"speed": 100.0, "b": False}, stages, fake, confirm_pairs=3)
+    conf = outcome.confirmation
+    assert conf is not None and conf.search_path == ["a=on", "b=on"]
+    assert [a.path for a in conf.attempts] == [("a=on", "b=on"), ("a=on",)]
+    assert not conf.attempts[0].upheld and conf.attempts[1].upheld
+    assert conf.status == "partly confirmed" and outcome.path == ["a=on"]
+    assert outcome.best_values == {"speed": 130.0, "b": False}
+    assert conf.speedup == pytest.approx(1.3, rel=0.02)

@@ -159,3 +159,63 @@ def test_ranks_come_from_the_candidate_or_the_trainer():
     assert job.full_sps > 3 * single.full_sps
     too_small = probe(sim, {"global_batch_size": 2})
     assert too_small.status is Status.UNSUPPORTED and "4 ranks" in too_small.reason
+
+
+def test_disturbances_move_whole_probes_as_documented():
+    from tuneup.probe.sim import Disturbance
+    from tuneup.probe.types import Candidate
+
+    def fulls(disturbance, n=6):
+        sim = SimTrainer(seed=1, noise=0.0, cores=16, disturbance=disturbance)
+        return [sim.measure("s", Candidate("a", {}), {}) for _ in range(n)]
+
+    flat = [p.full_sps for p in fulls(Disturbance())]
+    assert len(set(round(f, 6) for f in flat)) == 1
+    step = [p.full_sps for p in fulls(Disturbance(step_at=3, step_factor=0.5))]
+    assert step[:3] == pytest.approx(flat[:3]) and step[3:] == pytest.approx(
+        [f / 2 for f in flat[3:]]
+    )
+    drift = [p.full_sps for p in fulls(Disturbance(drift_per_probe=-0.1))]
+    assert drift[5] == pytest.approx(flat[5] * 0.9**5)
+    bursts = fulls(Disturbance(burst_rate=1.0, burst_factor=0.5))
+    assert all(p.contended and p.full_sps == pytest.approx(flat[0] / 2) for p in bursts)
+    hidden = fulls(Disturbance(burst_rate=1.0, burst_detected=False))
+    assert not any(p.contended for p in hidden)
+
+
+def test_extra_knobs_have_exactly_their_effect():
+    from tuneup.probe.types import Candidate
+
+    sim = SimTrainer(seed=1, noise=0.0, cores=16, effects={"null": 0.0, "real": 0.1})
+    base = sim.measure("s", Candidate("a", {}), {}).full_sps
+    assert sim.measure("s", Candidate("n", {}), {"null": True}).full_sps == pytest.approx(base)
+    assert sim.measure("s", Candidate("r", {}), {"real": True}).full_sps == pytest.approx(
+        1.1 * base
+    )
+
+
+def test_a_replayed_probe_keeps_a_resumed_sim_in_step():
+    from tuneup.probe.types import Candidate
+
+    whole = SimTrainer(seed=4)
+    first, second = (whole.measure("s", Candidate("a", {}), {}) for _ in range(2))
+    resumed = SimTrainer(seed=4)
+    resumed.replayed("s", Candidate("a", {}), {})  # the first came from the journal
+    assert resumed.measure("s", Candidate("a", {}), {}).full_sps == second.full_sps
+    assert first.full_sps != second.full_sps
+
+
+def test_the_repeatability_bench_meets_its_targets_on_a_quiet_and_a_stepping_machine():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    try:
+        from repeatability import one_scenario
+    finally:
+        sys.path.pop(0)
+    for scenario in ("quiet", "step-up"):
+        row = one_scenario(scenario, runs=10)
+        assert row["false_adoption_runs"] == 0, row
+        assert row["found_10pct"] == 10, row
+        assert row["same_recommendation"] >= 9, row

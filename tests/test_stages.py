@@ -330,3 +330,18 @@ def test_installed_builtin_stages_register_through_entry_points():
     assert warnings == []
     for name in builtin.DEFAULT_ORDER:
         assert stages[name] is BUILTINS[name]
+
+
+def test_a_bigger_batch_carries_the_sqrt_rule_when_the_config_has_none():
+    base = cpu_smoke()  # lr_schedule.scaling: none, global batch 8
+    proposal = builtin.BATCH_SIZE.propose(LAPTOP, base)
+    by_label = {c.label: c.values for c in proposal.candidates}
+    double = by_label["x2 (global_batch_size 16)"]
+    assert double["lr_schedule"]["scaling"] == "sqrt" and double["base_batch_size"] == 8
+    assert double["lr_schedule"]["start_lr"] == base["lr_schedule"]["start_lr"]
+    cfg = build_config({**base, **double})
+    assert cfg.global_batch_size == 16 and cfg.lr_schedule["scaling"] == "sqrt"
+    # a config that already scales keeps its own rule: nothing else is added
+    tutorial = {**base, "lr_schedule": {**base["lr_schedule"], "scaling": "linear"}}
+    plain = builtin.BATCH_SIZE.propose(LAPTOP, tutorial).candidates
+    assert all(set(c.values) == {"global_batch_size"} for c in plain)

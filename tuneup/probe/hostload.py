@@ -17,6 +17,7 @@ run) to the readings and puts a `Contention` on its result. Off Linux (no
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -124,14 +125,7 @@ def with_gpu_processes(contention: Contention | None, count: int) -> Contention:
     """The contention with the other processes seen on the probe's GPUs added."""
     base = contention or Contention()
     note = contention_note(base.other_cpus, base.usable_cpus, base.steal_pct, count)
-    return Contention(
-        other_cpus=base.other_cpus,
-        usable_cpus=base.usable_cpus,
-        steal_pct=base.steal_pct,
-        gpu_processes=count,
-        seconds=base.seconds,
-        note=note,
-    )
+    return dataclasses.replace(base, gpu_processes=count, note=note)
 
 
 def usable_cpus() -> list[int]:
@@ -271,17 +265,10 @@ class ContentionWatch:
             full = list(self._full)
         start, end = (min(s for s, _ in full), max(e for _, e in full)) if full else (began, ended)
         host = self.sampler.contention(start, end)
-        if host is None:
-            return result
+        if host is None or (result.contended and not host.contended):
+            return result  # nothing read, or the backend's own note says more
         gpu = result.contention.gpu_processes if result.contention is not None else None
-        result.contention = Contention(
-            other_cpus=host.other_cpus,
-            usable_cpus=host.usable_cpus,
-            steal_pct=host.steal_pct,
-            gpu_processes=gpu,
-            seconds=host.seconds,
-            note=contention_note(host.other_cpus, host.usable_cpus, host.steal_pct, gpu),
-        )
+        result.contention = with_gpu_processes(host, gpu) if gpu else host
         return result
 
     def interrupt(self) -> None:

@@ -167,7 +167,8 @@ class NoiseTracker:
     trial_sigma: float = 0.0
     repeats: list[float] = field(default_factory=list)  # log ratios of consecutive repeats
     first: dict[str, float] = field(default_factory=dict)
-    last: dict[str, float] = field(default_factory=dict)
+    last: dict[str, float] = field(default_factory=dict)  # the chains of repeats
+    latest: dict[str, float] = field(default_factory=dict)  # for drift: never restarted
     contended: int = 0
 
     def set_trials(self, probes: Sequence[Sequence[float]]) -> None:
@@ -194,12 +195,25 @@ class NoiseTracker:
             self.repeats.append(math.log(sps / self.last[key]))
         self.first.setdefault(key, sps)
         self.last[key] = sps
+        self.latest[key] = sps
+
+    def shifted(self) -> None:
+        """The machine changed speed just now (two anchors disagreed): start the repeats afresh.
+
+        The latest repeat (the anchor that showed the shift) and any later
+        measurement compared with one from before the shift would count the
+        machine's jump as noise, so the jump's repeat is dropped and every
+        configuration's chain restarts from its next measurement.
+        """
+        if self.repeats:
+            self.repeats.pop()
+        self.last.clear()
 
     def moved(self, key: str) -> float | None:
         """How far `key`'s latest measurement is from its first (drift), as a ratio - 1."""
         if key not in self.first:
             return None
-        return self.last[key] / self.first[key] - 1.0
+        return self.latest[key] / self.first[key] - 1.0
 
     @property
     def sigma(self) -> float:

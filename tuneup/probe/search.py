@@ -67,6 +67,7 @@ INCUMBENT = "incumbent"
 MAX_PAIRS = 5  # the most pairs one stage's comparison takes
 PURSUED = 2  # candidates of one stage compared in pairs at most
 CONTENDED_RETRIES = 2  # re-measures of a probe that ran under contention
+TIE_CAP = 0.10  # screens this close to the best may tie, whatever the noise (and the needed gain)
 
 
 @dataclass
@@ -653,6 +654,8 @@ def _run_stage(
     screens, shifted = _close_screen(plan, values, incumbent, runner, ok, anchor, anchor_at)
     if shifted and incumbent.latest is not None:
         # The machine changed speed during the screen: screen once more, from the new anchor.
+        noise.shifted()
+        noise.seen(_key(values), incumbent.latest)  # the new anchor starts the chain again
         anchor, anchor_at = incumbent.latest, len(runner.probes) - 1
         again = []
         for c, _, _ in ok:
@@ -734,7 +737,12 @@ def _close_screen(
     anchor: float,
     anchor_at: int,
 ) -> tuple[list[_Screen], bool]:
-    """Measure the closing anchor; the screens, and whether the anchors disagree (a shift)."""
+    """Measure the closing anchor; the screens, and whether the anchors disagree (a shift).
+
+    The shift is judged against the noise before the closing anchor, whose own
+    repeat would otherwise pass the shift off as noise.
+    """
+    sigma = runner.noise.sigma
     closing = runner.run(plan.name, Candidate(INCUMBENT, {}), values)
     incumbent.add(closing)
     closing_sps = closing.full_sps if _comparable(closing) else None
@@ -742,7 +750,7 @@ def _close_screen(
     screens = [_screen(c, r, at, (anchor, anchor_at), (closing_sps, closing_at)) for c, r, at in ok]
     shifted = closing_sps is not None and abs(
         math.log(closing_sps / anchor)
-    ) > 2 * runner.noise.sigma + math.log1p(FLOOR)
+    ) > 2 * sigma + math.log1p(FLOOR)
     return screens, shifted
 
 
@@ -774,7 +782,8 @@ def _by_promise(screens: list[_Screen], sigma: float, needed: float) -> list[_Sc
     one the stage lists first: two equally good variants do not swap from run to run on a
     coin toss, and a difference too small to adopt is too small to prefer."""
     top = max(s.gain for s in screens)
-    band = max(2 * sigma, math.log1p(needed))
+    # Two pairs' noise, at most 10% (an early noise estimate can be wild), or the needed gain.
+    band = max(min(2 * sigma, math.log1p(TIE_CAP)), math.log1p(needed))
     tied = [s for s in screens if s.gain >= top - band]
     rest = sorted((s for s in screens if s not in tied), key=lambda s: s.gain, reverse=True)
     return tied + rest
