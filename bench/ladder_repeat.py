@@ -1,0 +1,89 @@
+"""Does `tuneup probe` give the same recommendation run after run on this machine?
+
+Runs the default ladder (`tuneup probe --json`, cpu-smoke without CUDA)
+several times in a row and reports each run's headline, recommended changes,
+measured instability, probe count and wall time. With `--before PATH` (a
+checkout of an earlier tuneup) the earlier version's runs are interleaved
+with this one's (A B A B A), so both see the same machine.
+
+    python bench/ladder_repeat.py --runs 3 --before /tmp/tuneup-5cb2700 \\
+        --out bench/results/ladder_repeat_cpu.json
+
+Not a test: it takes about five minutes a run on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+
+def one_run(code: Path | None, folder: Path) -> dict[str, Any]:
+    env = dict(os.environ)
+    if code is not None:
+        env["PYTHONPATH"] = str(code)
+    command = [sys.executable, "-m", "tuneup", "probe", "--out", str(folder), "--json"]
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"tuneup probe failed ({done.returncode}): {done.stderr[-2000:]}")
+    summary = json.loads(done.stdout)["summary"]
+    journal = (folder / "journal.jsonl").read_text().splitlines()
+    probes = [json.loads(line) for line in journal]
+    stability = summary.get("stability") or {}
+    return {
+        "version": "before" if code is not None else "after",
+        "wall_s": round(wall, 1),
+        "probes": sum(1 for p in probes if p["status"] != "skipped"),
+        "headline": summary["recommendation"]["headline"],
+        "changes": summary["recommendation"]["changes"],
+        "instability_pct": stability.get("instability_pct"),
+        "needed_pct": stability.get("needed_pct"),
+        "notes": stability.get("notes", []),
+        "stages": {s["stage"]: s["reason"] for s in summary["stages"]},
+        "confirmation": (summary.get("confirmation") or {}).get("status"),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--before", type=Path, help="a checkout of an earlier tuneup")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp())
+    order: list[Path | None] = []
+    for i in range(args.runs):
+        order.append(None)
+        if args.before is not None and i < args.runs - 1:
+            order.append(args.before.resolve())
+    rows = []
+    for index, code in enumerate(order):
+        row = one_run(code, root / f"run{index}")
+        rows.append(row)
+        print(
+            f"{row['version']:<7} {row['probes']:>3} probes {row['wall_s']:>6.0f} s  "
+            f"{row['headline']}",
+            flush=True,
+        )
+    document = {
+        "bench": "ladder_repeat",
+        "command": "python " + " ".join(sys.argv),
+        "date": time.strftime("%Y-%m-%d"),
+        "runs": rows,
+    }
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(document, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
