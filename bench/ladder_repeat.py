@@ -7,7 +7,10 @@ checkout of an earlier tuneup) the earlier version's runs are interleaved
 with this one's (A B A B A), so both see the same machine.
 
     python bench/ladder_repeat.py --runs 3 --before /tmp/tuneup-5cb2700 \\
-        --out bench/results/ladder_repeat_cpu.json
+        --after /tmp/tuneup-HEAD --out bench/results/ladder_repeat_cpu.json
+
+(`git worktree add /tmp/tuneup-5cb2700 5cb2700` makes such a checkout; the
+runs import tuneup from it, so the code measured cannot change under them.)
 
 Not a test: it takes about five minutes a run on 2 cores.
 """
@@ -25,13 +28,20 @@ from pathlib import Path
 from typing import Any
 
 
-def one_run(code: Path | None, folder: Path) -> dict[str, Any]:
+def one_run(version: str, code: Path | None, folder: Path) -> dict[str, Any]:
     env = dict(os.environ)
     if code is not None:
-        env["PYTHONPATH"] = str(code)
+        # The checkout's own built-in plugins too: the package maps plugins/ to tuneup_plugins.
+        shim = folder.parent / f"{version}-plugins"
+        if not shim.exists():
+            shim.mkdir(parents=True)
+            (shim / "tuneup_plugins").symlink_to(code / "plugins")
+        env["PYTHONPATH"] = os.pathsep.join([str(code), str(shim)])
     command = [sys.executable, "-m", "tuneup", "probe", "--out", str(folder), "--json"]
     start = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    # Never from this folder: `python -m` puts the working folder first on sys.path,
+    # where it would shadow the checkout named by PYTHONPATH.
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=folder.parent)
     wall = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"tuneup probe failed ({done.returncode}): {done.stderr[-2000:]}")
@@ -40,7 +50,7 @@ def one_run(code: Path | None, folder: Path) -> dict[str, Any]:
     probes = [json.loads(line) for line in journal]
     stability = summary.get("stability") or {}
     return {
-        "version": "before" if code is not None else "after",
+        "version": version,
         "wall_s": round(wall, 1),
         "probes": sum(1 for p in probes if p["status"] != "skipped"),
         "headline": summary["recommendation"]["headline"],
@@ -57,17 +67,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--before", type=Path, help="a checkout of an earlier tuneup")
+    parser.add_argument(
+        "--after", type=Path, help="a checkout of the version measured (default: the installed)"
+    )
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp())
-    order: list[Path | None] = []
+    after = args.after.resolve() if args.after is not None else None
+    order: list[tuple[str, Path | None]] = []
     for i in range(args.runs):
-        order.append(None)
+        order.append(("after", after))
         if args.before is not None and i < args.runs - 1:
-            order.append(args.before.resolve())
+            order.append(("before", args.before.resolve()))
     rows = []
-    for index, code in enumerate(order):
-        row = one_run(code, root / f"run{index}")
+    for index, (version, code) in enumerate(order):
+        row = one_run(version, code, root / f"run{index}")
         rows.append(row)
         print(
             f"{row['version']:<7} {row['probes']:>3} probes {row['wall_s']:>6.0f} s  "

@@ -67,6 +67,7 @@ INCUMBENT = "incumbent"
 MAX_PAIRS = 5  # the most pairs one stage's comparison takes
 PURSUED = 2  # candidates of one stage compared in pairs at most
 CONTENDED_RETRIES = 2  # re-measures of a probe that ran under contention
+SUSPECT = 0.25  # a best screen this much slower than the incumbent is measured once more
 TIE_CAP = 0.10  # screens this close to the best may tie, whatever the noise (and the needed gain)
 
 
@@ -668,11 +669,17 @@ def _run_stage(
             screens, shifted = _close_screen(
                 plan, values, incumbent, runner, again, anchor, anchor_at
             )
-    screens = _by_promise(screens, noise.sigma, noise.needed)
+    screens = _by_promise(screens, noise.sigma, noise.resolvable(max_pairs))
     last: tuple[Candidate, PairedEvidence] | None = None
-    for screen in screens[:PURSUED]:
+    for rank, screen in enumerate(screens[:PURSUED]):
         if not (shifted or noise.bursty) and _hopeless(screen.gain, noise):
-            break  # best first: the rest are no closer
+            if rank > 0 or screen.gain > math.log1p(-SUSPECT):
+                break  # best first: the rest are no closer
+            # Even the best is far slower: a real loser, or a burst of load nothing
+            # reported. One more probe, next to the closing anchor, tells them apart.
+            screen = _screen_again(plan, values, screen, incumbent, runner)
+            if screen is None or _hopeless(screen.gain, noise):
+                break
         cand = screen.cand
         series = _Series([screen.result])
         pairs = list(screen.pairs)
@@ -728,6 +735,23 @@ def _run_stage(
     return decided(None, gain_pct, f"{why}: {evidence.why}", evidence), None
 
 
+def _screen_again(
+    plan: StagePlan,
+    values: dict[str, Any],
+    screen: _Screen,
+    incumbent: _Series,
+    runner: _Runner,
+) -> _Screen | None:
+    """The candidate measured once more right after the incumbent's latest probe."""
+    anchor = incumbent.latest
+    if anchor is None:
+        return None
+    result = runner.run(plan.name, screen.cand, {**values, **screen.cand.values})
+    if not _comparable(result):
+        return None
+    return _Screen(screen.cand, result, anchor, ((anchor, result.full_sps or 0.0),))
+
+
 def _close_screen(
     plan: StagePlan,
     values: dict[str, Any],
@@ -778,11 +802,12 @@ def _screen(
 
 def _by_promise(screens: list[_Screen], sigma: float, needed: float) -> list[_Screen]:
     """Candidates in the order to pursue them: best screen first, but screens within two
-    pairs' noise (or the needed gain, when larger) of the best count as a tie, won by the
-    one the stage lists first: two equally good variants do not swap from run to run on a
-    coin toss, and a difference too small to adopt is too small to prefer."""
+    pairs' noise (or the smallest gain the session can establish, when larger) of the best
+    count as a tie, won by the one the stage lists first: two equally good variants do not
+    swap from run to run on a coin toss, and a difference too small to adopt is too small
+    to prefer."""
     top = max(s.gain for s in screens)
-    # Two pairs' noise, at most 10% (an early noise estimate can be wild), or the needed gain.
+    # Two pairs' noise, at most 10% (an early estimate can be wild), or the resolvable gain.
     band = max(min(2 * sigma, math.log1p(TIE_CAP)), math.log1p(needed))
     tied = [s for s in screens if s.gain >= top - band]
     rest = sorted((s for s in screens if s not in tied), key=lambda s: s.gain, reverse=True)
