@@ -324,3 +324,11 @@ def test_when_the_full_pick_fails_its_confirmation_a_shorter_path_is_confirmed()
     assert conf.status == "partly confirmed" and outcome.path == ["a=on"]
     assert outcome.best_values == {"speed": 130.0, "b": False}
     assert conf.speedup == pytest.approx(1.3, rel=0.02)
+
+
+def test_baseline_repeats_far_apart_are_measured_again():
+    # the second baseline probe ran at a fifth of the speed, and nothing reported why
+    fake = Scripted(machine=lambda n: 0.2 if n == 1 else 1.0)
+    outcome = staged_search({"speed": 100.0}, [NOTHING], fake, confirm_pairs=0)
+    assert [label for stage, label in fake.calls if stage == "baseline"] == ["baseline"] * 3
+    assert outcome.baseline.full_sps == pytest.approx(100.0, rel=0.01)  # the median of three

@@ -27,8 +27,9 @@ below four pairs, where one wild pair is too many for it), s = max(sigma,
 1.4826 x MAD of d), se = 1.047 s / sqrt(n) (the estimate's standard error
 for normal noise) and a needed gain g = max(floor, instability):
 
-* **adopt** when n >= min_pairs, est - z se > ln(1 + floor) (z = 2: about a
-  2% chance for a configuration with no effect, per look), est > ln(1 + g)
+* **adopt** when n >= min_pairs, est - z se > ln(1 + floor) (z = 2.4, Pocock's
+  group-sequential boundary for up to 5 looks: about a 2.5% chance over all
+  looks for a configuration with no effect), est > ln(1 + g)
   (nothing smaller than the instability the session saw), and at least three
   pairs in four favour b (one pair hit by a burst cannot carry the rest);
 * **reject** when est + se < ln(1 + g) (even one standard error more would
@@ -49,7 +50,11 @@ from enum import Enum
 
 from tuneup.probe.stats import MEDIAN_EFFICIENCY, median, relative_spread
 
-Z_ADOPT = 2.0  # standard errors the gain's lower bound must clear the floor by
+# Standard errors the gain's lower bound must clear the floor by. A comparison looks
+# again after every pair, up to 5 or 6 times, so a single look's 2 would let a knob with
+# no effect through several times as often: 2.4 is Pocock's boundary for 5 looks at a
+# one-sided 2.5% (Pocock 1977), the group-sequential analogue of z = 1.96 for one look.
+Z_ADOPT = 2.4
 Z_FUTILE = 1.0  # standard errors of optimism before giving up on a comparison
 NORMAL_MAD = 1.4826  # a normal's standard deviation over its median absolute deviation
 HL_EFFICIENCY = 1.047  # the Hodges-Lehmann estimate's standard error, in sigma / sqrt(n)

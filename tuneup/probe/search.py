@@ -53,7 +53,7 @@ from typing import Any
 
 from tuneup.errors import UsageError
 from tuneup.probe.guard import batch_ratio, check_loss, lr_warming_up
-from tuneup.probe.paired import FLOOR, NoiseTracker, PairedEvidence, Verdict, judge
+from tuneup.probe.paired import FLOOR, WILD, NoiseTracker, PairedEvidence, Verdict, judge
 from tuneup.probe.stats import iqr_pct, median, noise_margin
 from tuneup.probe.types import Candidate, ProbeResult, Status
 
@@ -404,7 +404,11 @@ class _Runner:
         for result in runs:
             if not _ran(result):  # a contended baseline still counts: it is all there is
                 raise BaselineFailed(result)
-        self.baseline_runs = runs
+        # Repeats far apart (one of them hit by something nothing reported): measure
+        # again, twice at most, so the median and the noise do not rest on a wild one.
+        while len(runs) < repeats + 2 and len(runs) > 1 and _disagree(runs):
+            runs.append(self.run(BASELINE, Candidate(BASELINE, {}), values))
+        self.baseline_runs = [r for r in runs if _ran(r)]
         first = _Series(runs).summary()
         self.reference, self.reference_values = first, dict(values)
         return first
@@ -849,6 +853,12 @@ def _failure(cand: Candidate, result: ProbeResult) -> str:
 def _sps(value: float) -> str:
     """Samples/s as people read them: whole numbers, one decimal below 10."""
     return f"{value:.1f}" if value < 10 else f"{value:.0f}"
+
+
+def _disagree(runs: list[ProbeResult]) -> bool:
+    """Whether no two repeats of one configuration agree within WILD of each other."""
+    speeds = sorted(r.full_sps for r in runs if _ran(r) and r.full_sps)
+    return len(speeds) > 1 and all(b > (1 + WILD) * a for a, b in itertools.pairwise(speeds))
 
 
 def _ran(result: ProbeResult) -> bool:
