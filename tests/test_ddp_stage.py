@@ -393,9 +393,12 @@ def test_ddp_stage_on_two_cpu_ranks_over_gloo(tmp_path: Path, monkeypatch) -> No
     )
 
     results = ResultsDir(out).results()
-    # baseline, the three candidates, the incumbent again; when the two incumbent probes
-    # disagree (a shared 2-core CPU), the real candidate is screened once more
-    assert len(results) in (5, 7)
+    # baseline, the three candidates, the incumbent again; on a shared 2-core CPU the real
+    # candidate may be screened once more (the incumbent's probes disagreed, or its screen
+    # was far slower), but each reference runs once
+    variants = [json.dumps(p.variant, sort_keys=True) for p in results]
+    assert variants.count("{}") >= 2 and variants.count('{"noddp": true}') == 1
+    assert variants.count('{"local_batch_size": 2}') == 1 and 5 <= len(results) <= 8
     journal = {(p.stage, json.dumps(p.variant, sort_keys=True)): p for p in results}
     for probe in journal.values():
         assert probe.status is Status.OK, (probe.variant, probe.reason)
