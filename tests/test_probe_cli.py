@@ -223,3 +223,16 @@ def test_a_stage_re_proposes_on_what_earlier_stages_adopted() -> None:
     staged_search({"device": "cuda"}, plans, measure, confirm_pairs=0)
     graphs = [v for v in seen if v.get("cuda_graphs")]
     assert graphs and all(v["amp_mode"] == "bf16" for v in graphs)
+
+
+def test_the_answer_does_not_depend_on_the_noise_seed(tmp_path: Path, capsys) -> None:
+    from tuneup.cli import main
+
+    answers = []
+    for seed in range(1, 6):  # five sessions, five draws of the sim's noise
+        out = tmp_path / f"seed{seed}"
+        assert main(["probe", "--trainer", "sim", "--seed", str(seed), "--out", str(out)]) == 0
+        capsys.readouterr()
+        summary = json.loads((out / "summary.json").read_text())
+        answers.append(json.dumps(summary["recommendation"]["changes"], sort_keys=True))
+    assert len(set(answers)) == 1, answers

@@ -33,7 +33,11 @@ for normal noise) and a needed gain g = max(floor, instability):
   (nothing smaller than the instability the session saw), and at least three
   pairs in four favour b (one pair hit by a burst cannot carry the rest);
 * **reject** when est + se < ln(1 + g) (even one standard error more would
-  not reach the needed gain: futile to go on), or at max_pairs;
+  not reach the needed gain: futile to go on), or at max_pairs, unless the
+  estimate already clears the needed gain: such a promising comparison goes
+  on, up to EXTEND x max_pairs, so a real gain near the bound is decided by
+  more pairs rather than by which side of it the noise fell (an answer that
+  depends on the noise is not one to bet on);
 * otherwise measure **more** pairs.
 
 A single probe never decides (min_pairs >= 2), and a pair hit by a step
@@ -51,15 +55,17 @@ from enum import Enum
 from tuneup.probe.stats import MEDIAN_EFFICIENCY, median, relative_spread
 
 # Standard errors the gain's lower bound must clear the floor by. A comparison looks
-# again after every pair, up to 5 or 6 times, so a single look's 2 would let a knob with
-# no effect through several times as often: 2.4 is Pocock's boundary for 5 looks at a
-# one-sided 2.5% (Pocock 1977), the group-sequential analogue of z = 1.96 for one look.
+# again after every pair, usually up to 5 or 6 times, so a single look's 2 would let a
+# knob with no effect through several times as often: 2.4 is Pocock's boundary for 5 looks
+# at a one-sided 2.5% (Pocock 1977), the group-sequential analogue of z = 1.96 for one
+# look. Only a comparison whose estimate already clears the needed gain looks more often.
 Z_ADOPT = 2.4
 Z_FUTILE = 1.0  # standard errors of optimism before giving up on a comparison
 NORMAL_MAD = 1.4826  # a normal's standard deviation over its median absolute deviation
 HL_EFFICIENCY = 1.047  # the Hodges-Lehmann estimate's standard error, in sigma / sqrt(n)
 UNSTABLE = 0.08  # repeats that typically differ by more than this: say the machine is unstable
 FLOOR = 0.02  # the smallest gain ever adopted
+EXTEND = 3  # a promising comparison (estimate above the needed gain) may take 3 x max_pairs
 WILD = 0.25  # a repeat this far off (and far outside the typical ones) was hit by a burst
 
 
@@ -146,7 +152,7 @@ def judge(
         verdict, why = Verdict.ADOPT, f"faster: {numbers}"
     elif n >= min_reject and est + Z_FUTILE * se < math.log1p(need):
         verdict, why = Verdict.REJECT, f"not faster: {numbers}"
-    elif n >= max_pairs:
+    elif n >= max_pairs and (n >= EXTEND * max_pairs or est <= math.log1p(need)):
         verdict, why = Verdict.REJECT, f"not shown faster beyond the noise: {numbers}"
     else:
         verdict, why = Verdict.MORE, f"undecided: {numbers}"

@@ -53,7 +53,7 @@ from typing import Any
 
 from tuneup.errors import UsageError
 from tuneup.probe.guard import batch_ratio, check_loss, lr_warming_up
-from tuneup.probe.paired import FLOOR, WILD, NoiseTracker, PairedEvidence, Verdict, judge
+from tuneup.probe.paired import EXTEND, FLOOR, WILD, NoiseTracker, PairedEvidence, Verdict, judge
 from tuneup.probe.stats import iqr_pct, median, noise_margin
 from tuneup.probe.types import Candidate, ProbeResult, Status
 
@@ -490,7 +490,7 @@ class _Runner:
         best = _Series([])
         failed = 0
         evidence = judge([], sigma=self.noise.sigma, needed=self.noise.needed)
-        for index in range(4 * pairs):  # failed pairs count too: the loop always ends
+        for index in range(4 * EXTEND * max(2, pairs)):  # failed pairs count too: it ends
             a, b = self.pair(
                 CONFIRM,
                 base_values,
@@ -689,7 +689,7 @@ def _run_stage(
         pairs = list(screen.pairs)
         evidence = judge(pairs, sigma=noise.sigma, needed=noise.needed, floor=noise.floor)
         merged = {**values, **cand.values}
-        for _ in range(2 * max_pairs):  # failed incumbents count too: the loop ends
+        for _ in range(2 * EXTEND * max_pairs):  # failed incumbents count too: the loop ends
             if evidence.verdict is not Verdict.MORE:
                 break
             a, b = runner.pair(plan.name, values, cand, merged, candidate_first=len(pairs) % 2 == 1)
