@@ -409,7 +409,7 @@ class _Runner:
         while len(runs) < repeats + 2 and len(runs) > 1 and _disagree(runs):
             runs.append(self.run(BASELINE, Candidate(BASELINE, {}), values))
         self.baseline_runs = [r for r in runs if _ran(r)]
-        first = _Series(runs).summary()
+        first = _Series(self.baseline_runs).summary()
         self.reference, self.reference_values = first, dict(values)
         return first
 
@@ -485,52 +485,101 @@ class _Runner:
         pairs: int,
     ) -> tuple[ConfirmAttempt, _Series]:
         variant = {k: v for k, v in values.items() if base_values.get(k, _NOTHING) != v}
-        cand = Candidate("recommended", variant)
-        measured: list[tuple[float, float]] = []
+        at_least = max(2, pairs)
         best = _Series([])
-        failed = 0
-        evidence = judge([], sigma=self.noise.sigma, needed=self.noise.needed)
-        for index in range(4 * EXTEND * max(2, pairs)):  # failed pairs count too: it ends
-            a, b = self.pair(
-                CONFIRM,
-                base_values,
-                cand,
-                values,
-                candidate_first=index % 2 == 1,
-                base=Candidate(BASELINE, {}),
-                resume=False,
-            )
-            if _comparable(a) and _comparable(b):
-                measured.append((a.full_sps, b.full_sps))  # type: ignore[arg-type]
-                best.add(b)
-            else:
-                failed += 1
-                if failed > pairs:
-                    break
-            evidence = judge(
-                measured,
-                sigma=self.noise.sigma,
-                needed=self.noise.needed,
-                floor=self.noise.floor,
-                min_pairs=max(2, pairs),
-                max_pairs=2 * max(2, pairs),
-                min_reject=max(2, pairs),
-            )
-            if evidence.verdict is not Verdict.MORE:
-                break
-        if evidence.verdict is Verdict.MORE:  # every pair failed, or too many did
-            evidence = dataclasses.replace(
-                evidence, verdict=Verdict.REJECT, why=f"{failed} pair(s) did not run ok"
-            )
+        found = self.compare(
+            CONFIRM,
+            Candidate(BASELINE, {}),
+            base_values,
+            Candidate("recommended", variant),
+            values,
+            base_series=_Series([]),
+            cand_series=best,
+            rule={"min_pairs": at_least, "max_pairs": 2 * at_least, "min_reject": at_least},
+            max_failed=pairs,
+            resume=False,
+        )
         attempt = ConfirmAttempt(
             path=labels,
             values=dict(values),
-            evidence=evidence,
-            baseline_sps=tuple(a for a, _ in measured),
-            best_sps=tuple(b for _, b in measured),
-            failed=failed,
+            evidence=found.evidence,
+            baseline_sps=tuple(a for a, _ in found.pairs),
+            best_sps=tuple(b for _, b in found.pairs),
+            failed=found.failed,
         )
         return attempt, best
+
+    def compare(
+        self,
+        stage: str,
+        base: Candidate,
+        base_values: dict[str, Any],
+        cand: Candidate,
+        cand_values: dict[str, Any],
+        *,
+        base_series: _Series,
+        cand_series: _Series,
+        rule: dict[str, int],
+        pairs: list[tuple[float, float]] | None = None,
+        max_failed: int | None = None,
+        resume: bool = True,
+    ) -> _Comparison:
+        """Alternating A/B pairs (A B, B A, ...) until paired.judge adopts or rejects.
+
+        Args:
+            pairs: pairs already measured (a stage's screen next to an anchor).
+            base_series, cand_series: where each side's comparable probes are kept.
+            rule: judge's min_pairs, max_pairs and min_reject.
+            max_failed: pairs that may fail (a probe not ok, or contended) before the
+                comparison gives up; None: the candidate failing ends it at once, as a
+                stage's does (its failure is the answer), and a failed incumbent costs a pair.
+        """
+        found = _Comparison(list(pairs or []))
+        noise = self.noise
+
+        def decide() -> PairedEvidence:
+            return judge(
+                found.pairs, sigma=noise.sigma, needed=noise.needed, floor=noise.floor, **rule
+            )
+
+        found.evidence = decide()
+        for _ in range(2 * EXTEND * rule["max_pairs"]):  # failed pairs count: the loop ends
+            if found.evidence.verdict is not Verdict.MORE:
+                break
+            first = len(found.pairs) % 2 == 1
+            a, b = self.pair(
+                stage,
+                base_values,
+                cand,
+                cand_values,
+                candidate_first=first,
+                base=base,
+                resume=resume,
+            )
+            if max_failed is None and not _ran(b):
+                found.failure = b
+                found.evidence = dataclasses.replace(
+                    found.evidence,
+                    verdict=Verdict.REJECT,
+                    why="it did not run ok when measured again",
+                )
+                return found
+            cand_series.add(b)
+            base_series.add(a)
+            if _comparable(a) and _comparable(b):
+                found.pairs.append((a.full_sps, b.full_sps))  # type: ignore[arg-type]
+            else:
+                found.failed += 1
+                if max_failed is not None and found.failed > max_failed:
+                    break
+            found.evidence = decide()
+        if found.evidence.verdict is Verdict.MORE:  # too many pairs failed
+            found.evidence = dataclasses.replace(
+                found.evidence,
+                verdict=Verdict.REJECT,
+                why=f"{found.failed} pair(s) did not run ok",
+            )
+        return found
 
     def _guard(self, result: ProbeResult, values: dict[str, Any]) -> ProbeResult:
         """Mark an ok probe whose loss went wrong as diverged (guard.py says when).
@@ -600,6 +649,16 @@ class _Screen:
     def gain(self) -> float:
         """ln(screen / incumbent then)."""
         return math.log((self.result.full_sps or 0.0) / self.incumbent_sps)
+
+
+@dataclass
+class _Comparison:
+    """What `_Runner.compare` measured: the pairs, what they say, and what failed."""
+
+    pairs: list[tuple[float, float]]
+    evidence: PairedEvidence = field(default_factory=lambda: judge([], sigma=0.0, needed=FLOOR))
+    failed: int = 0
+    failure: ProbeResult | None = None  # the candidate's probe that did not run
 
 
 def _run_stage(
@@ -686,34 +745,20 @@ def _run_stage(
                 break
         cand = screen.cand
         series = _Series([screen.result])
-        pairs = list(screen.pairs)
-        evidence = judge(pairs, sigma=noise.sigma, needed=noise.needed, floor=noise.floor)
-        merged = {**values, **cand.values}
-        for _ in range(2 * EXTEND * max_pairs):  # failed incumbents count too: the loop ends
-            if evidence.verdict is not Verdict.MORE:
-                break
-            a, b = runner.pair(plan.name, values, cand, merged, candidate_first=len(pairs) % 2 == 1)
-            if not _ran(b):
-                failed.append(_failure(cand, b))
-                evidence = dataclasses.replace(
-                    evidence, verdict=Verdict.REJECT, why="it did not run ok when measured again"
-                )
-                break
-            if b.contended:
-                continue  # still contended after its retries: this pair says nothing
-            series.add(b)
-            incumbent.add(a)
-            if _comparable(a):
-                pairs.append((a.full_sps, b.full_sps))  # type: ignore[arg-type]
-            evidence = judge(
-                pairs,
-                sigma=noise.sigma,
-                needed=noise.needed,
-                floor=noise.floor,
-                max_pairs=max_pairs,
-            )
-        if evidence.verdict is Verdict.MORE:
-            evidence = dataclasses.replace(evidence, verdict=Verdict.REJECT)
+        found = runner.compare(
+            plan.name,
+            Candidate(INCUMBENT, {}),
+            values,
+            cand,
+            {**values, **cand.values},
+            base_series=incumbent,
+            cand_series=series,
+            rule={"min_pairs": 2, "max_pairs": max_pairs, "min_reject": 1},
+            pairs=list(screen.pairs),
+        )
+        if found.failure is not None:
+            failed.append(_failure(cand, found.failure))
+        evidence = found.evidence
         last = (cand, evidence)
         if evidence.verdict is Verdict.ADOPT:
             gain_pct = 100 * ((evidence.speedup or 1.0) - 1.0)
