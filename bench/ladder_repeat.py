@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _record import record
+
 
 def one_run(version: str, code: Path | None, folder: Path) -> dict[str, Any]:
     env = dict(os.environ)
@@ -88,15 +90,7 @@ def main() -> None:
             f"{row['headline']}",
             flush=True,
         )
-    document = {
-        "bench": "ladder_repeat",
-        "command": "python " + " ".join(sys.argv),
-        "date": time.strftime("%Y-%m-%d"),
-        "runs": rows,
-    }
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(document, indent=2) + "\n")
+    record("ladder_repeat", args.out, runs=rows)
 
 
 if __name__ == "__main__":

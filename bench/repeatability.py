@@ -23,13 +23,12 @@ small version.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
-import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from _record import record
 
 from tuneup.probe.search import StagePlan, staged_search
 from tuneup.probe.sim import Disturbance, SimTrainer, sim_stage_plans
@@ -128,15 +127,7 @@ def main() -> None:
             f"{row['false_adoption_runs']:>5}/{row['runs']}{row['found_10pct']:>4}/{row['runs']}"
             f"{row['found_5pct']:>3}/{row['runs']}{row['probes_median']:>6}"
         )
-    document = {
-        "bench": "repeatability",
-        "command": "python " + " ".join(sys.argv),
-        "date": time.strftime("%Y-%m-%d"),
-        "scenarios": rows,
-    }
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(document, indent=2) + "\n")
+    record("repeatability", args.out, scenarios=rows)
 
 
 if __name__ == "__main__":
