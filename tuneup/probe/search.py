@@ -534,15 +534,14 @@ class _Runner:
                 comparison gives up; None: the candidate failing ends it at once, as a
                 stage's does (its failure is the answer), and a failed incumbent costs a pair.
         """
-        found = _Comparison(list(pairs or []))
         noise = self.noise
 
-        def decide() -> PairedEvidence:
+        def decide(measured: list[tuple[float, float]]) -> PairedEvidence:
             return judge(
-                found.pairs, sigma=noise.sigma, needed=noise.needed, floor=noise.floor, **rule
+                measured, sigma=noise.sigma, needed=noise.needed, floor=noise.floor, **rule
             )
 
-        found.evidence = decide()
+        found = _Comparison(list(pairs or []), decide(list(pairs or [])))
         for _ in range(2 * EXTEND * rule["max_pairs"]):  # failed pairs count: the loop ends
             if found.evidence.verdict is not Verdict.MORE:
                 break
@@ -572,7 +571,7 @@ class _Runner:
                 found.failed += 1
                 if max_failed is not None and found.failed > max_failed:
                     break
-            found.evidence = decide()
+            found.evidence = decide(found.pairs)
         if found.evidence.verdict is Verdict.MORE:  # too many pairs failed
             found.evidence = dataclasses.replace(
                 found.evidence,
@@ -656,7 +655,7 @@ class _Comparison:
     """What `_Runner.compare` measured: the pairs, what they say, and what failed."""
 
     pairs: list[tuple[float, float]]
-    evidence: PairedEvidence = field(default_factory=lambda: judge([], sigma=0.0, needed=FLOOR))
+    evidence: PairedEvidence
     failed: int = 0
     failure: ProbeResult | None = None  # the candidate's probe that did not run
 

@@ -19,8 +19,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from tuneup.config import LR_SCHEDULE_DEFAULT, TrainConfig
+from tuneup.probe.guard import batch_of, batch_ratio, equal_samples_note
 from tuneup.probe.search import ReferenceRun, SearchOutcome, StageDecision
 from tuneup.probe.types import ProbeResult
+from tuneup.trainer.schedule import initial_lr
 
 # The DDP knobs whose recommended values the summary's `ddp` block repeats.
 DDP_SETTINGS = ("bucket_cap_mb", "broadcast_buffers", "gradient_as_bucket_view")
@@ -371,8 +374,6 @@ def stability(outcome: SearchOutcome) -> dict[str, Any]:
 
 def batch_note(outcome: SearchOutcome) -> str | None:
     """A recommended batch change in words: the throughput, the learning rate and the loss."""
-    from tuneup.probe.guard import batch_of, batch_ratio, equal_samples_note
-
     base, best = outcome.base_values, outcome.best_values
     ratio = batch_ratio(best, base)
     if ratio == 1.0:
@@ -396,9 +397,6 @@ def batch_note(outcome: SearchOutcome) -> str | None:
 
 
 def _lr_sentence(base: Mapping[str, Any], best: Mapping[str, Any]) -> str | None:
-    from tuneup.config import LR_SCHEDULE_DEFAULT, TrainConfig
-    from tuneup.trainer.schedule import initial_lr
-
     def peak(values: Mapping[str, Any]) -> tuple[float, str, int] | None:
         sched = {**LR_SCHEDULE_DEFAULT, **dict(values.get("lr_schedule") or {})}
         batch = values.get("global_batch_size", TrainConfig.global_batch_size)
