@@ -148,3 +148,17 @@ def check_loss(
 
 def _worse(value: float, reference: float, tolerance: float, abs_tolerance: float) -> bool:
     return value > reference + tolerance * abs(reference) + abs_tolerance
+
+
+def loss_verdict(
+    losses: Sequence[float],
+    values: Mapping[str, Any],
+    baseline_losses: Sequence[float] | None,
+    baseline_values: Mapping[str, Any],
+) -> str | None:
+    """The guard for a probe of `values` against the baseline's: equal samples seen, and a
+    bigger batch still ramping its learning rate judged on NaN and growth only."""
+    ratio = batch_ratio(values, baseline_values) if baseline_losses else 1.0
+    if ratio != 1.0 and lr_warming_up(values):
+        baseline_losses = None  # slower per sample by design: reported, not judged
+    return check_loss(losses, baseline_losses, batch_ratio=ratio)

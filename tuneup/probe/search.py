@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tuneup.errors import UsageError
-from tuneup.probe.guard import batch_ratio, check_loss, lr_warming_up
+from tuneup.probe.guard import loss_verdict
 from tuneup.probe.paired import EXTEND, FLOOR, WILD, NoiseTracker, PairedEvidence, Verdict, judge
 from tuneup.probe.stats import iqr_pct, median, noise_margin
 from tuneup.probe.types import Candidate, ProbeResult, Status
@@ -588,10 +588,7 @@ class _Runner:
         if result.status is not Status.OK:
             return result
         reference = self.reference.losses if self.reference is not None else None
-        ratio = batch_ratio(values, self.reference_values) if reference else 1.0
-        if ratio != 1.0 and lr_warming_up(values):
-            reference = None  # slower per sample by design: reported, not judged (guard.py)
-        reason = check_loss(result.losses, reference, batch_ratio=ratio)
+        reason = loss_verdict(result.losses, values, reference, self.reference_values)
         if reason is None:
             return result
         return dataclasses.replace(result, status=Status.DIVERGED, reason=reason)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from tuneup import __version__
 from tuneup.errors import UsageError
 from tuneup.probe.estimate import probe_count
-from tuneup.probe.guard import batch_ratio, check_loss, lr_warming_up
+from tuneup.probe.guard import loss_verdict
 from tuneup.probe.journal import ResultsDir
 from tuneup.probe.preset import ProbePreset
 from tuneup.probe.search import SearchOutcome, StagePlan, grid_search, staged_search
@@ -289,10 +289,7 @@ class ProbeSession:
         if not result.ok:
             return
         baseline = None if stage == "baseline" else self._baseline_losses
-        ratio = batch_ratio(values, self.base_values)  # another batch: equal samples seen
-        if ratio != 1.0 and lr_warming_up(values):
-            baseline = None  # slower per sample by design: reported, not judged (guard.py)
-        reason = check_loss(result.losses, baseline, batch_ratio=ratio)
+        reason = loss_verdict(result.losses, values, baseline, self.base_values)
         if reason:
             result.status = Status.DIVERGED
             result.reason = reason
