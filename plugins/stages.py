@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tuneup.config import GRAPHING_COMPILE_MODES
 from tuneup.probe.stages import Proposal, Stage, current, runs_on_cuda
 from tuneup.probe.types import Candidate, MachineInfo
 
@@ -106,21 +107,35 @@ class AmpStage(Stage):
 
     def candidates_for(self, machine: MachineInfo, base: Mapping[str, Any]) -> list[Candidate]:
         if runs_on_cuda(machine, base):
+            if current(base, "channels_last"):
+                return [c for c in self.candidates if not c.values.get("channels_last")]
+            # Tensor-core convolutions want both half precision and channels_last: tried
+            # together here, since each may lose alone on the GPU (bf16 on the default
+            # layout, channels_last in float32) and a later stage would never pair them.
             return list(self.candidates)
         # On the CPU, bf16 autocast works (and wins on CPUs with bf16 units); fp16
         # autocast with a GradScaler has few fast CPU kernels, so it is not tried.
-        return [c for c in self.candidates if c.values.get("amp_mode") != "fp16"]
+        return [
+            c
+            for c in self.candidates
+            if c.values.get("amp_mode") != "fp16" and not c.values.get("channels_last")
+        ]
 
 
 AMP = AmpStage(
     name="amp",
     title="Mixed precision",
     description=(
-        "Autocast to bf16 (no loss scaling) or fp16 (with a GradScaler). On the CPU only bf16 "
-        "is tried. The fixed-seed loss is checked against the baseline's."
+        "Autocast to bf16 (no loss scaling) or fp16 (with a GradScaler), and on the GPU bf16 "
+        "with channels_last too, the pair tensor cores want. On the CPU only bf16 is tried. "
+        "The fixed-seed loss is checked against the baseline's."
     ),
-    knobs=("amp_mode",),
-    candidates=(Candidate("bf16", {"amp_mode": "bf16"}), Candidate("fp16", {"amp_mode": "fp16"})),
+    knobs=("amp_mode", "channels_last"),
+    candidates=(
+        Candidate("bf16", {"amp_mode": "bf16"}),
+        Candidate("fp16", {"amp_mode": "fp16"}),
+        Candidate("bf16 + channels_last", {"amp_mode": "bf16", "channels_last": True}),
+    ),
 )
 
 
@@ -166,8 +181,9 @@ class CudaGraphsStage(Stage):
     """CUDA graphs, adjusted to what the incumbent can capture."""
 
     def incumbent_reason(self, machine: MachineInfo, base: Mapping[str, Any]) -> str | None:
-        if current(base, "jit") == "compile" and current(base, "compile_mode") == "reduce-overhead":
-            return "the incumbent's torch.compile mode reduce-overhead already captures CUDA graphs"
+        mode = current(base, "compile_mode")
+        if current(base, "jit") == "compile" and mode in GRAPHING_COMPILE_MODES:
+            return f"the incumbent's torch.compile mode {mode} already captures CUDA graphs"
         return _cpu_run_reason(machine, base, "CUDA graph capture")
 
     def candidates_for(self, machine: MachineInfo, base: Mapping[str, Any]) -> list[Candidate]:

@@ -317,3 +317,17 @@ def test_fixed_seed_repeats_the_loss_sequence(tiny_config, tmp_path):
     assert len(first) == 4
     assert second == first
     assert other != first
+
+
+def test_fp16_counts_the_steps_its_scaler_skips(tiny_config):
+    setup = _build(tiny_config(amp_mode="fp16"))
+    inp, tar = _first_batch(setup)
+    setup.step(inp, tar)
+    assert setup.step.scaler_overflows == 0
+    bad = inp.clone()
+    bad[0, 0, 0, 0, 0] = float("inf")  # inf grads: the scaler skips the step and backs off
+    before = [p.detach().clone() for p in setup.raw_model.parameters()]
+    setup.step(bad, tar)
+    setup.step(bad, tar)
+    assert setup.step.scaler_overflows == 2
+    assert all(torch.equal(a, b) for a, b in zip(before, setup.raw_model.parameters(), strict=True))

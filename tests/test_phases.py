@@ -382,3 +382,95 @@ def test_the_result_counts_the_trials_it_dropped() -> None:
     result = run_probe(workload, budget, ("full",), samples_per_batch=1, timer=timer, emit=Events())
     assert result["trials_discarded"] == 1
     assert result["full_sps_trials"] == pytest.approx([2.0, 2.0, 2.0])
+
+
+class QueuedLoader:
+    """A loader with a prefetch queue on the fake clock: batches arrive every `load_s`
+    while anything runs, up to `depth` waiting; a step takes `compute_s` after its batch."""
+
+    def __init__(self, timer: FakeTimer, *, load_s: float, compute_s: float, depth: int) -> None:
+        self.timer, self.load_s, self.compute_s, self.depth = timer, load_s, compute_s, depth
+        self.queue, self.seen = 0.0, 0.0
+        self.graph_capture_s = 0.0
+        self.scaler_overflows = 0
+
+    def _fill(self) -> None:
+        self.queue = min(self.depth, self.queue + (self.timer.t - self.seen) / self.load_s)
+        self.seen = self.timer.t
+
+    def _take(self) -> None:
+        self._fill()
+        if self.queue < 1.0:
+            self.timer.t += (1.0 - self.queue) * self.load_s
+            self._fill()
+        self.queue -= 1.0
+
+    def prepare(self, phase: str) -> None:
+        if phase == "io":
+            for _ in range(self.depth):
+                self._take()
+
+    def full(self, steps: int, keep_losses: int = 0) -> int:
+        for _ in range(steps):
+            self._take()
+            self.timer.t += self.compute_s
+        return steps
+
+    def io(self, steps: int) -> int:
+        for _ in range(steps):
+            self._take()
+        return steps
+
+    def synthetic(self, steps: int) -> int:
+        self.timer.t += steps * self.compute_s
+        self._fill()
+        return steps
+
+    def mem_peak_mb(self) -> float | None:
+        return None
+
+    def read_losses(self) -> list[float]:
+        return []
+
+
+@pytest.mark.parametrize(
+    ("load_s", "compute_s", "full_rate", "io_rate"),
+    [(2.0, 1.0, 0.5, 0.5), (0.5, 1.0, 1.0, 2.0)],
+    ids=["loader-bound", "compute-bound"],
+)
+def test_no_phase_reads_a_queue_another_phase_filled(load_s, compute_s, full_rate, io_rate) -> None:
+    # 16 batches wait after SYNTHETIC (or after a compute-bound FULL); a phase that
+    # starts on them times the queue, not the loader: the first trial runs too fast.
+    timer = FakeTimer()
+    workload = QueuedLoader(timer, load_s=load_s, compute_s=compute_s, depth=16)
+    events = Events()
+    budget = Budget(warmup_min_steps=4, warmup_max_steps=40, trial_steps=4, trials=3, loss_steps=0)
+    run_probe(
+        workload,
+        budget,
+        ("io", "synthetic", "full"),
+        samples_per_batch=1,
+        timer=timer,
+        emit=events,
+    )
+    rates = {
+        phase: [t["samples_per_s"] for t in events.of("trial") if t["phase"] == phase]
+        for phase in ("full", "io")
+    }
+    assert rates["full"] == pytest.approx([full_rate] * 3, rel=0.02)
+    assert rates["io"] == pytest.approx([io_rate] * 3, rel=0.02)
+
+
+@pytest.mark.parametrize(
+    ("knobs", "queued"),
+    [
+        ({"num_data_workers": 0}, 0),
+        ({"num_data_workers": 16, "pin_memory": False}, 32),  # torch's prefetch_factor 2
+        ({"num_data_workers": 4, "prefetch_factor": 4, "pin_memory": True}, 17),
+        ({"data_loader_config": "dali-lowmem", "dali_prefetch": 3}, 3),
+    ],
+)
+def test_io_first_takes_what_the_loader_had_queued(tiny_config, knobs, queued) -> None:
+    from tuneup.probe.phases import prefetched_batches
+
+    assert prefetched_batches(tiny_config(**knobs)) == queued

@@ -119,10 +119,24 @@ def test_plan_rejects_a_candidate_that_makes_an_invalid_config():
 
 
 def test_amp_tries_fp16_only_on_the_gpu():
-    assert labels(builtin.AMP.candidates_for(GPU_NODE, {})) == ["bf16", "fp16"]
+    assert labels(builtin.AMP.candidates_for(GPU_NODE, {})) == [
+        "bf16",
+        "fp16",
+        "bf16 + channels_last",
+    ]
     assert labels(builtin.AMP.candidates_for(LAPTOP, {})) == ["bf16"]
     # a GPU machine training on the CPU is a CPU run
     assert labels(builtin.AMP.candidates_for(GPU_NODE, {"device": "cpu"})) == ["bf16"]
+
+
+def test_amp_pairs_bf16_with_channels_last_on_the_gpu_until_the_layout_is_taken():
+    # bf16 alone may lose on the default layout and channels_last alone in float32:
+    # the pair tensor cores want is tried as one candidate, whatever the stage order.
+    plan = builtin.AMP.propose(GPU_NODE, {})
+    pair = [c for c in plan.candidates if c.label == "bf16 + channels_last"]
+    assert pair and pair[0].values == {"amp_mode": "bf16", "channels_last": True}
+    taken = builtin.AMP.propose(GPU_NODE, {"channels_last": True})
+    assert labels(taken.candidates) == ["bf16", "fp16"]
 
 
 def test_optimizer_offers_apex_only_where_it_can_run():
@@ -148,10 +162,13 @@ def test_cuda_graphs_from_an_fp16_incumbent_switches_to_bf16():
         build_config({"amp_mode": "fp16", "cuda_graphs": True})
 
 
-def test_cuda_graphs_skipped_when_compile_already_captures_graphs():
-    base = {"jit": "compile", "compile_mode": "reduce-overhead"}
+@pytest.mark.parametrize("mode", ["reduce-overhead", "max-autotune"])
+def test_cuda_graphs_skipped_when_compile_already_captures_graphs(mode):
+    base = {"jit": "compile", "compile_mode": mode}
     plan = builtin.CUDA_GRAPHS.propose(GPU_NODE, base)
-    assert plan.skipped and "reduce-overhead" in plan.reason
+    assert plan.skipped and mode in plan.reason
+    with pytest.raises(UsageError, match=f"compile_mode={mode}"):  # nor can a user ask for both
+        build_config({**base, "cuda_graphs": True})
     assert builtin.CUDA_GRAPHS.propose(LAPTOP, {}).reason == "needs CUDA (no GPU visible)"
 
 

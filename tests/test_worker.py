@@ -22,7 +22,7 @@ from tuneup.probe.events import (
     parse_event,
     parse_events,
 )
-from tuneup.probe.types import PHASES
+from tuneup.probe.phases import MEASURE_ORDER
 from tuneup.worker import EXIT_PROBE_FAILED, fault_for, main
 
 BUDGET = {"trial_steps": 3, "trials": 3, "loss_steps": 5, "warmup_max_steps": 6}
@@ -65,7 +65,9 @@ def test_worker_streams_a_full_probe_on_the_cpu(
     assert start["config"]["width"] == 4 and start["device"] == "cpu"
     assert start["torch"] and start["tuneup"]
     trials = [e for e in events if e["event"] == "trial"]
-    assert [t["phase"] for t in trials if t["index"] <= 3] == [p for p in PHASES for _ in range(3)]
+    assert [t["phase"] for t in trials if t["index"] <= 3] == [
+        p for p in MEASURE_ORDER for _ in range(3)
+    ]
     assert all(t["samples_per_s"] > 0 and t["seconds"] > 0 and t["batches"] == 3 for t in trials)
 
     losses = [e for e in events if e["event"] == "loss"]

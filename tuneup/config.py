@@ -59,6 +59,8 @@ def _deep_copy(value: Any) -> Any:
     return value
 
 
+# torch.compile modes that capture CUDA graphs themselves (inductor's cudagraphs).
+GRAPHING_COMPILE_MODES = ("reduce-overhead", "max-autotune")
 LOADER_CHOICES = ("lowmem", "inmem", "synthetic", "dali-lowmem", "gpu")
 LR_SCHEDULE_DEFAULT = {"scaling": "sqrt", "start_lr": 2e-4, "end_lr": 0.0, "warmup_steps": 128}
 LR_SCHEDULE_CHOICES = {"scaling": ("none", "sqrt", "linear")}
@@ -124,7 +126,12 @@ class TrainConfig:
     dali_prefetch: int = knob(
         2, "batches DALI prepares ahead (its prefetch queue depth)", group="data"
     )
-    non_blocking: bool = knob(False, "asynchronous host-to-device copies", group="data")
+    non_blocking: bool = knob(
+        True,
+        "asynchronous host-to-device copies of pinned batches, the next one overlapping the "
+        "step on a side stream (CUDA only)",
+        group="data",
+    )
 
     # performance
     device: str = knob(
@@ -349,9 +356,9 @@ def _check_consistency(cfg: TrainConfig) -> None:
         isinstance(b, int) and b > 0 for b in cfg.box_size
     ):
         raise UsageError(f"config key 'box_size' must be [train, val] sides, got {cfg.box_size}")
-    if cfg.cuda_graphs and cfg.jit == "compile" and cfg.compile_mode == "reduce-overhead":
+    if cfg.cuda_graphs and cfg.jit == "compile" and cfg.compile_mode in GRAPHING_COMPILE_MODES:
         raise UsageError(
-            "cuda_graphs and compile_mode=reduce-overhead both capture CUDA graphs: pick one"
+            f"cuda_graphs and compile_mode={cfg.compile_mode} both capture CUDA graphs: pick one"
         )
     if cfg.cuda_graphs and cfg.amp_mode == "fp16":
         raise UsageError(

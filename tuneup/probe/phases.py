@@ -59,6 +59,7 @@ from tuneup.probe.types import PHASES, Budget
 if TYPE_CHECKING:
     import torch
 
+    from tuneup.config import TrainConfig
     from tuneup.trainer.build import TrainingSetup
 
 Emit = Callable[..., None]
@@ -117,6 +118,19 @@ class Workload(Protocol):
 
 def _alone(seconds: float) -> list[float]:
     return [seconds]
+
+
+# The loader's state when a phase starts is part of what it measures. FULL comes
+# straight after the warm-up (FULL steps too), so its prefetch queue is where the
+# real loop keeps it; IO drains what FULL left queued before its trials; SYNTHETIC,
+# which reads no batch, comes last, so the queue it lets fill up flatters nothing.
+MEASURE_ORDER = ("full", "io", "synthetic")
+
+
+def measure_order(phases: Iterable[str]) -> list[str]:
+    """The phases asked for, in the order that starts each from its loader's steady state."""
+    wanted = set(phases)
+    return [p for p in MEASURE_ORDER if p in wanted]
 
 
 # ---- pure rules -------------------------------------------------------------
@@ -415,7 +429,7 @@ def run_probe(
     rates: dict[str, list[float]] = {}
     full_trials: list[Trial] = []
     discarded = 0
-    for phase in phases:
+    for phase in measure_order(phases):
         workload.prepare(phase)
         trials = run_trials(
             phase,
@@ -475,6 +489,10 @@ class BatchStream:
         self.epochs = 0
         self._it: Iterator[Any] | None = None
 
+    def __iter__(self) -> Iterator[Any]:
+        while True:
+            yield self.next()
+
     def next(self) -> Any:
         if self._it is not None:
             try:
@@ -489,6 +507,16 @@ class BatchStream:
             raise UsageError(
                 "the training loader gives no batch: raise Nsamples or lower the batch size"
             ) from None
+
+
+def prefetched_batches(cfg: TrainConfig) -> int:
+    """Batches a loader holds ready ahead of the loop: workers x prefetch_factor, or DALI's."""
+    if cfg.data_loader_config.startswith("dali"):
+        return cfg.dali_prefetch
+    if cfg.num_data_workers <= 0:
+        return 0
+    per_worker = cfg.prefetch_factor if cfg.prefetch_factor is not None else 2  # torch's default
+    return cfg.num_data_workers * per_worker + (1 if cfg.pin_memory else 0)
 
 
 class DeviceTimer:
@@ -516,6 +544,7 @@ class SetupWorkload:
         self.setup = setup
         self.timer = timer
         self.stream = BatchStream(setup.train_loader)
+        self._batches = setup.device_batches(self.stream)
         self.steps_done = 0
         self.graph_capture_s = 0.0
         self._graph_checked = False
@@ -527,21 +556,17 @@ class SetupWorkload:
         return self.setup.step.scaler_overflows
 
     def _device_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
-        inp, tar = self.stream.next()
-        return self.setup.to_device(inp, tar)
+        return next(self._batches)
 
     def _ensure_graph(self, inp: torch.Tensor, tar: torch.Tensor) -> None:
-        """Capture on the first batch, timed apart from the steps (a one-time cost)."""
+        """Capture on the first batch; the capture's own time is a one-time cost of its own."""
         if self._graph_checked:
             return
         self._graph_checked = True
         if not self.setup.cfg.cuda_graphs:
             return
-        self.timer.sync()
-        start = self.timer.now()
         self.setup.ensure_graph(inp, tar)
-        self.timer.sync()
-        self.graph_capture_s += self.timer.now() - start
+        self.graph_capture_s += getattr(self.setup.step, "capture_s", 0.0)
 
     def full(self, steps: int, keep_losses: int = 0) -> int:
         from tuneup.trainer.optim import set_lr
@@ -565,6 +590,12 @@ class SetupWorkload:
     def prepare(self, phase: str) -> None:
         if phase == "synthetic" and self._cached is None:
             self._cached = self._device_batch()
+            self.timer.sync()
+        if phase == "io":
+            # Batches the loader prepared while the model ran would make IO's first
+            # trial a read of the queue: take them, untimed, so IO times the loader.
+            for _ in range(prefetched_batches(self.setup.cfg)):
+                self._device_batch()
             self.timer.sync()
 
     def synthetic(self, steps: int) -> int:

@@ -148,8 +148,13 @@ def stage_plans(
     return [plan_for(load(name), base) for name in names]
 
 
+# A FULL phase lasts 1.5-4 s on a GPU: at 0.5 s it would get 3-8 readings.
+PROBE_SAMPLE_INTERVAL_S = 0.2
+PROBE_SAMPLE_HISTORY_S = 20 * 60  # a probe's FULL window must still be held when it ends
+
+
 def gpu_sampler(
-    trainer: str, gpu_backend: GpuBackend | None, interval_s: float = 0.5
+    trainer: str, gpu_backend: GpuBackend | None, interval_s: float = PROBE_SAMPLE_INTERVAL_S
 ) -> Sampler | None:
     """A sampler for the session's probes: only the U-Net trainer on a machine with GPUs has one.
 
@@ -163,7 +168,8 @@ def gpu_sampler(
         return None
     from tuneup.monitor.sampler import Sampler
 
-    return Sampler(gpu_backend, interval_s=interval_s)
+    capacity = int(PROBE_SAMPLE_HISTORY_S / interval_s)
+    return Sampler(gpu_backend, interval_s=interval_s, capacity=capacity)
 
 
 @dataclass

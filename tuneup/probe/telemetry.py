@@ -92,7 +92,7 @@ class ProbeTelemetry:
         return stats if stats is not None and stats.samples > 0 else None
 
     def apply(self, result: ProbeResult) -> WindowStats | None:
-        """Fill an ok probe's GPU fields; the worker's allocator peak stays if NVML has none.
+        """Fill an ok probe's GPU fields (NVML's memory next to, never over, the allocator's).
 
         A throttled probe gets THROTTLED_NOTE on its reason: its timings
         carry the clock changes, not only the configuration.
@@ -105,8 +105,7 @@ class ProbeTelemetry:
         result.gpu_util_mean = stats.util_mean_pct
         result.power_mean_w = stats.power_mean_w
         result.energy_j_per_sample = stats.energy_j_per_sample
-        if stats.mem_peak_mb is not None:
-            result.mem_peak_mb = stats.mem_peak_mb
+        result.gpu_mem_used_mb = stats.mem_peak_mb
         result.throttled = stats.throttled
         with self._lock:
             pid, size = self._pid, self._world_size

@@ -130,7 +130,10 @@ class ProbeResult:
     gpu_util_mean: float | None = None
     power_mean_w: float | None = None
     energy_j_per_sample: float | None = None
-    mem_peak_mb: float | None = None
+    mem_peak_mb: float | None = None  # the worker's CUDA caching allocator: tensors only
+    # NVML's device memory in use at its highest during FULL: the tensors plus the CUDA
+    # context, cuDNN workspaces and the allocator's reserve (what another job would see).
+    gpu_mem_used_mb: float | None = None
     throttled: bool | None = None
     wall_s: float = 0.0
     # Multi-rank probes: the ranks it ran with, each rank's own FULL samples/s

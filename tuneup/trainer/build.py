@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,6 +60,14 @@ class TrainingSetup:
         inp = inp.to(self.device, non_blocking=non_blocking, memory_format=self.memory_format)
         tar = tar.to(self.device, non_blocking=non_blocking, memory_format=self.memory_format)
         return inp, tar
+
+    def device_batches(
+        self, host: Iterable[tuple[Tensor, Tensor]]
+    ) -> Iterator[tuple[Tensor, Tensor]]:
+        """Host batches on the device; with non_blocking, each copy overlaps the step before."""
+        from tuneup.trainer.transfer import device_batches
+
+        return device_batches(host, self.to_device, self.device, overlap=self.cfg.non_blocking)
 
     def ensure_graph(self, inp: Tensor, tar: Tensor) -> None:
         """Capture the CUDA graph on the first real batch (when cuda_graphs is on)."""

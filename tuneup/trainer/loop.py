@@ -148,8 +148,7 @@ def _train_epoch(
     ended = False
     start = time.perf_counter()
     window_start, window_steps = start, 0
-    for inp, tar in setup.train_loader:
-        inp, tar = setup.to_device(inp, tar)
+    for inp, tar in setup.device_batches(setup.train_loader):
         setup.ensure_graph(inp, tar)
         result.steps += 1
         lr = setup.schedule(result.steps)

@@ -6,7 +6,9 @@ back is left to the caller, so the loop synchronises only when it logs.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -32,7 +34,12 @@ class EagerStep:
         self.optimizer = optimizer
         self.precision = precision
         self.lambda_rho = lambda_rho
-        self.scaler_overflows = 0
+        self._overflows: Tensor | None = None  # on the device: counted without a sync
+
+    @property
+    def scaler_overflows(self) -> int:
+        """Steps the fp16 scaler skipped (inf/NaN grads); reading it synchronises, once."""
+        return 0 if self._overflows is None else int(self._overflows.item())
 
     def __call__(self, inp: Tensor, tar: Tensor) -> Tensor:
         self.optimizer.zero_grad(set_to_none=True)
@@ -43,13 +50,28 @@ class EagerStep:
             loss.backward()
             self.optimizer.step()
         else:
-            scale_before = scaler.get_scale()
-            scaler.scale(loss).backward()
+            scaled = scaler.scale(loss)  # creates the scale tensor on the first step
+            before = _scale_tensor(scaler)
+            before = None if before is None else before.clone()
+            scaled.backward()
             scaler.step(self.optimizer)
             scaler.update()
-            if scaler.get_scale() < scale_before:
-                self.scaler_overflows += 1  # the scaler skipped this step (inf/NaN grads)
+            after = _scale_tensor(scaler)
+            if before is not None and after is not None:
+                # A lower scale after update() means this step was skipped. Compared on the
+                # device: get_scale() would make the CPU wait for the GPU twice a step.
+                dropped = (after < before).to(torch.int64)
+                self._overflows = dropped if self._overflows is None else self._overflows + dropped
         return loss.detach()
+
+
+def _scale_tensor(scaler: Any) -> Tensor | None:
+    """The scaler's live scale as a device tensor; None while the scaler is disabled.
+
+    GradScaler has no public accessor that does not synchronise (get_scale() calls item()).
+    """
+    scale = getattr(scaler, "_scale", None)
+    return scale if isinstance(scale, Tensor) else None
 
 
 class GraphedStep:
@@ -82,14 +104,22 @@ class GraphedStep:
             for _ in range(warmup_steps):
                 eager(self.static_inp, self.static_tar)
         torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        began = time.perf_counter()
         self.graph = torch.cuda.CUDAGraph()
         eager.optimizer.zero_grad(set_to_none=True)
-        with torch.cuda.graph(self.graph):
+        # thread_local: a DataLoader's pin-memory thread may call CUDA during the
+        # capture; under the default (global) mode that call would break it.
+        with torch.cuda.graph(self.graph, capture_error_mode="thread_local"):
             with eager.precision.autocast():
                 out = eager.model(self.static_inp)
                 self.static_loss = eager.loss_fn(out, self.static_tar, eager.lambda_rho)
             self.static_loss.backward()
             eager.optimizer.step()
+        torch.cuda.synchronize()
+        # The capture alone: warm-up steps (where torch.compile compiles and autotunes)
+        # are a cost of their own, counted with the first steps.
+        self.capture_s = time.perf_counter() - began
         self.warmup_steps = warmup_steps
         _rewind(eager, start_weights)
 
