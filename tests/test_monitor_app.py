@@ -9,6 +9,11 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
+
+# GPU nodes' offline installs lack textual and plotext: the app's tests skip there.
+pytest.importorskip("textual")
+pytest.importorskip("plotext")
+
 from textual.widgets import Static
 
 from tuneup.monitor.app import MonitorApp, SampleHistory, next_interval

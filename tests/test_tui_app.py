@@ -9,6 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+# GPU nodes' offline installs lack textual and plotext: the app's tests skip there.
+pytest.importorskip("textual")
+pytest.importorskip("plotext")
+
 from textual.widgets import Button, SelectionList, Static
 
 from tuneup.monitor.slurm import JobInfo

@@ -124,6 +124,10 @@ def run_monitor_command(
             os.environ, stdout, time.sleep).
     """
     _check_args(interval, record, replay, attach)
+    if not (once or as_json):
+        from tuneup.app_deps import require_app
+
+        require_app("the full-screen monitor", "tuneup monitor --once / --json")
     from tuneup.monitor.slurm import read_job, visible_gpu_indices
 
     env = os.environ if environ is None else environ

@@ -38,6 +38,9 @@ def run_tui_command(
         from tuneup.probe.preset import load_preset
 
         load_preset(preset_name)  # an unknown preset fails here, with the known names
+    from tuneup.app_deps import require_app
+
+    require_app("the full-screen app", "tuneup probe / tuneup monitor --once")
     from tuneup.tui.app import TuneupApp, replayed_gpus
 
     machine = machine_info()
