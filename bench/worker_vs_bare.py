@@ -71,6 +71,9 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--direct", action="store_true", help="also run the worker with no runner around it"
+    )
     args = parser.parse_args()
 
     from tuneup.probe.runner import LocalLauncher, ProbeRunner
@@ -104,13 +107,26 @@ def main() -> None:
         limit_s=1200,
     )
     runner = ProbeRunner(LocalLauncher(), work / "probes")
-    worker, bare = [], []
+    worker, bare, direct = [], [], []
+    spec = ProbeSpec(config=values, budget=budget, phases=("full",), seed=0)
+    spec_path = work / "direct-spec.json"
+    spec_path.write_text(json.dumps(spec.to_dict()))
     for repeat in range(args.repeats):
-        spec = ProbeSpec(config=values, budget=budget, phases=("full",), seed=0)
         result = runner.run("bench", {}, spec)
         if not result.ok:
             raise SystemExit(f"worker probe failed: {result.status.value}: {result.reason}")
         worker.append(result.full_sps)
+        if args.direct:
+            # The same worker with no runner watching it: tells the worker's own cost
+            # apart from its parent's (polling, the reader thread).
+            done = subprocess.run(
+                [sys.executable, "-m", "tuneup.worker", str(spec_path)],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+            direct.append(next(e["full_sps"] for e in events if e.get("event") == "result"))
         done = subprocess.run(
             [sys.executable, "-c", BARE, json.dumps(values), str(steps), "10"],
             capture_output=True,
@@ -118,10 +134,10 @@ def main() -> None:
             check=True,
         )
         bare.append(float(done.stdout.strip().splitlines()[-1]))
-        print(
-            json.dumps({"repeat": repeat, "worker_full_sps": worker[-1], "bare_sps": bare[-1]}),
-            flush=True,
-        )
+        row = {"repeat": repeat, "worker_full_sps": worker[-1], "bare_sps": bare[-1]}
+        if direct:
+            row["worker_direct_sps"] = direct[-1]
+        print(json.dumps(row), flush=True)
     summary = {
         "bench": "worker_vs_bare",
         "command": "python " + " ".join(sys.argv),
@@ -130,10 +146,14 @@ def main() -> None:
         "worker_full_sps_median": statistics.median(worker),
         "bare_sps_median": statistics.median(bare),
         "ratio": statistics.median(worker) / statistics.median(bare),
+        "ratios_paired": [w / b for w, b in zip(worker, bare, strict=True)],
         "repeats_raw": [
             {"worker_full_sps": w, "bare_sps": b} for w, b in zip(worker, bare, strict=True)
         ],
     }
+    if direct:
+        summary["worker_direct_sps_median"] = statistics.median(direct)
+        summary["direct_ratio"] = statistics.median(direct) / statistics.median(bare)
     print(json.dumps(summary, indent=2))
     print(f"worker FULL is {100 * summary['ratio']:.1f}% of the bare loop")
     if args.out:
