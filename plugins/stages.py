@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuneup.config import GRAPHING_COMPILE_MODES
+from tuneup.probe.machine import compile_blocked
 from tuneup.probe.stages import Proposal, Stage, current, runs_on_cuda
 from tuneup.probe.types import Candidate, MachineInfo
 
@@ -163,7 +164,25 @@ OPTIMIZER = OptimizerStage(
 )
 
 
-JIT = Stage(
+@dataclass(frozen=True)
+class JitStage(Stage):
+    """TorchScript and torch.compile; compile only where its toolchain is there."""
+
+    def propose(self, machine: MachineInfo, base: Mapping[str, Any]) -> Proposal:
+        proposal = super().propose(machine, base)
+        blocked = compile_blocked(machine, runs_on_cuda(machine, base))
+        if blocked is None or proposal.skipped:
+            return proposal
+        # Skipped before it starts, with the reason: not a failure after a minute of work.
+        compiling = [c for c in proposal.candidates if c.values.get("jit") == "compile"]
+        kept = tuple(c for c in proposal.candidates if c not in compiling)
+        rejected = proposal.rejected + tuple((c.label, blocked) for c in compiling)
+        if not kept:
+            return Proposal(self.name, reason=blocked, rejected=rejected)
+        return dataclasses.replace(proposal, candidates=kept, rejected=rejected)
+
+
+JIT = JitStage(
     name="jit",
     title="JIT compilation",
     description=(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 from typing import Any
 
@@ -362,3 +363,29 @@ def test_a_bigger_batch_carries_the_sqrt_rule_when_the_config_has_none():
     tutorial = {**base, "lr_schedule": {**base["lr_schedule"], "scaling": "linear"}}
     plain = builtin.BATCH_SIZE.propose(LAPTOP, tutorial).candidates
     assert all(set(c.values) == {"global_batch_size"} for c in plain)
+
+
+@pytest.mark.parametrize(
+    ("machine", "why"),
+    [
+        (dataclasses.replace(LAPTOP, c_compiler=False), "needs a C compiler"),
+        (dataclasses.replace(GPU_NODE, triton=False), "needs Triton"),
+        (dataclasses.replace(GPU_NODE, libcuda=False), "libcuda.so"),
+    ],
+)
+def test_compile_is_left_out_before_any_probe_where_its_toolchain_is_missing(machine, why):
+    plan = builtin.JIT.propose(machine, {})
+    assert labels(plan.candidates) == ["script"]
+    assert [label for label, _ in plan.rejected] == ["compile"] and why in plan.rejected[0][1]
+    # and the user reads why on the stage's line
+    from tuneup.probe.session import stage_plans
+
+    (stage_plan,) = stage_plans(("jit",), machine, {})
+    assert stage_plan.not_tried and why in stage_plan.not_tried[0]
+
+
+def test_compile_is_tried_where_the_toolchain_is_complete():
+    assert labels(builtin.JIT.propose(GPU_NODE, {}).candidates) == ["script", "compile"]
+    # a CPU run needs only the C compiler
+    cpu_only = dataclasses.replace(LAPTOP, triton=False, libcuda=False)
+    assert labels(builtin.JIT.propose(cpu_only, {}).candidates) == ["script", "compile"]

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from tuneup.cluster.toolchain import Toolchain, compile_blocker, find_toolchain
 from tuneup.probe.types import MachineInfo
 
 
@@ -160,16 +161,18 @@ def machine_info(
     torch_cuda: Callable[[], bool] = torch_has_cuda,
     module_available: Callable[[str], bool] = has_module,
     apex_available: Callable[[], bool] = apex_fused_adam_available,
+    toolchain: Callable[[], Toolchain] = find_toolchain,
 ) -> MachineInfo:
     """Describe this machine for planning stages; never initialises CUDA or imports torch.
 
     Args:
         world_size: ranks a probe will run with (the launcher decides; 1 locally).
         nodes: nodes those ranks span.
-        cpus, gpu_names, torch_cuda, module_available, apex_available: the
-            probes of the machine, replaced by fakes in tests.
+        cpus, gpu_names, torch_cuda, module_available, apex_available, toolchain:
+            the probes of the machine, replaced by fakes in tests.
     """
     names = tuple(gpu_names())
+    tools = toolchain()
     return MachineInfo(
         cuda=bool(names) and torch_cuda(),
         gpu_count=len(names),
@@ -179,4 +182,15 @@ def machine_info(
         dali=module_available("nvidia.dali"),
         world_size=world_size,
         nodes=nodes,
+        c_compiler=tools.c_compiler is not None,
+        triton=tools.triton,
+        libcuda=tools.libcuda is not None,
     )
+
+
+def compile_blocked(machine: MachineInfo, device_is_cuda: bool) -> str | None:
+    """Why torch.compile cannot run on `machine`, with the fix; None when it can."""
+    tools = Toolchain(
+        "cc" if machine.c_compiler else None, machine.triton, "libcuda" if machine.libcuda else None
+    )
+    return compile_blocker(tools, device_is_cuda)

@@ -78,6 +78,8 @@ class StagePlan:
     name: str
     candidates: list[Candidate]
     skip_reason: str | None = None
+    # "label: why" of candidates left out before any probe (e.g. no compiler for torch.compile).
+    not_tried: list[str] = field(default_factory=list)
     # Re-propose on the incumbent when the stage's turn comes (a stage's candidates
     # may depend on what earlier stages adopted, e.g. CUDA graphs after fp16 won).
     refresh: Callable[[dict[str, Any]], StagePlan] | None = None
@@ -108,6 +110,7 @@ class StageDecision:
     references: list[ReferenceRun] = field(default_factory=list)
     incumbent: ProbeResult | None = None
     evidence: PairedEvidence | None = None
+    not_tried: list[str] = field(default_factory=list)  # "label: why", from the plan
 
 
 @dataclass(frozen=True)
@@ -700,7 +703,15 @@ def _run_stage(
         winner: str | None, gain: float | None, reason: str, evidence: PairedEvidence | None = None
     ) -> StageDecision:
         return StageDecision(
-            plan.name, winner, gain, reason, failed, references, incumbent.summary(), evidence
+            plan.name,
+            winner,
+            gain,
+            reason,
+            failed,
+            references,
+            incumbent.summary(),
+            evidence,
+            list(plan.not_tried),
         )
 
     if not measured:

@@ -119,13 +119,16 @@ def stage_plans(
     machine: MachineInfo,
     base: dict[str, Any],
     preset: ProbePreset | None = None,
+    shm_free: int | None = None,
 ) -> list[StagePlan]:
     """The preset's ladder as search plans; an unavailable stage carries its reason.
 
     Each plan re-proposes on the incumbent when its turn comes, so a stage sees
     what earlier stages adopted. With `preset`, a stage it gives candidate
-    values for proposes those instead of its own.
+    values for proposes those instead of its own. With `shm_free` (bytes in
+    /dev/shm), a candidate whose loader workers would not fit there is not tried.
     """
+    from tuneup.probe.preflight import loader_shm_problem
     from tuneup.probe.stages import load_stage
 
     if preset is not None:
@@ -138,10 +141,23 @@ def stage_plans(
 
     def plan_for(stage: Any, values: dict[str, Any]) -> StagePlan:
         proposal = stage.propose(machine, values)
+        not_tried = [f"{label}: {why}" for label, why in proposal.rejected]
+        candidates = []
+        for cand in proposal.candidates:
+            merged = {**values, **cand.values}
+            problem = loader_shm_problem(merged, machine.ranks_per_node, shm_free)
+            if problem is None:
+                candidates.append(cand)
+            else:
+                not_tried.append(f"{cand.label}: {problem}")
+        reason = proposal.reason
+        if reason is None and not candidates:
+            reason = "no candidate fits in /dev/shm"
         return StagePlan(
             name=proposal.stage,
-            candidates=list(proposal.candidates),
-            skip_reason=proposal.reason,
+            candidates=candidates,
+            skip_reason=reason,
+            not_tried=not_tried,
             refresh=lambda incumbent: plan_for(stage, incumbent),
         )
 

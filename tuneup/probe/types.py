@@ -201,6 +201,11 @@ class MachineInfo:
     dali: bool = False
     world_size: int = 1  # ranks a probe runs with (--nproc x --nodes)
     nodes: int = 1
+    # torch.compile's toolchain (tuneup.cluster.toolchain): a C compiler, and on
+    # CUDA Triton and the driver's libcuda.so.
+    c_compiler: bool = True
+    triton: bool = True
+    libcuda: bool = True
 
     @property
     def ranks_per_node(self) -> int:

@@ -71,6 +71,8 @@ def stage_summary(outcome: SearchOutcome) -> list[str]:
         line = f"{decision.stage}: {decision.reason}"
         if decision.failed:
             line += f"; did not run ok: {', '.join(decision.failed)}"
+        if decision.not_tried:
+            line += f"; not tried: {', '.join(decision.not_tried)}"
         figures = ddp_figures(decision, outcome.best_values)
         if figures is not None:
             line += f"; {ddp_sentence(figures)}"
@@ -465,6 +467,7 @@ def summary_dict(outcome: SearchOutcome) -> dict[str, Any]:
                 "gain_pct": d.gain_pct,
                 "reason": d.reason,
                 "failed": list(d.failed),
+                "not_tried": list(d.not_tried),
                 "pairs": None if d.evidence is None else list(d.evidence.ratios),
             }
             for d in outcome.stage_decisions

@@ -1,0 +1,42 @@
+"""Checks a probe's config must pass before it starts: what would kill it for certain.
+
+Pure: the machine's facts come in as values (tuneup.cluster.shm reads them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tuneup.cluster.shm import shm_shortfall
+from tuneup.errors import UsageError
+
+# Loaders whose DataLoader workers hand batches over through /dev/shm.
+SHARED_MEMORY_LOADERS = ("lowmem", "inmem", "synthetic")
+INPUT_CHANNELS = 4
+FLOAT32_BYTES = 4
+
+
+def loader_shm_problem(
+    values: Mapping[str, Any], ranks_per_node: int, shm_free: int | None
+) -> str | None:
+    """Why the loader workers of `values` would not fit in /dev/shm; None when they do.
+
+    A config that does not build is left to the config check, which says why.
+    """
+    if shm_free is None:
+        return None
+    from tuneup.config import build_config
+    from tuneup.trainer.distributed import local_batch
+
+    try:
+        cfg = build_config(dict(values), source="the probe config")
+        batch = local_batch(cfg.global_batch_size, cfg.local_batch_size, max(1, ranks_per_node))
+    except UsageError:
+        return None
+    if cfg.data_loader_config not in SHARED_MEMORY_LOADERS:
+        return None
+    channels = INPUT_CHANNELS + cfg.N_out_channels
+    batch_bytes = batch * channels * cfg.data_size**3 * FLOAT32_BYTES
+    workers = cfg.num_data_workers * max(1, ranks_per_node)
+    return shm_shortfall(shm_free, batch_bytes, workers, cfg.prefetch_factor)
