@@ -41,11 +41,15 @@ def _overlapped(host: Iterator[Batch], move: Move, device: torch.device) -> Iter
     copies = torch.cuda.Stream(device)
 
     def start(batch: Batch) -> tuple[Batch, torch.cuda.Event]:
+        done = torch.cuda.Event()
+        if batch[0].is_cuda:  # a GPU-resident loader (DALI, gpu): nothing to overlap
+            moved = move(*batch)
+            done.record(torch.cuda.current_stream(device))
+            return moved, done
         # The copy may only overwrite memory the compute stream is done with.
         copies.wait_stream(torch.cuda.current_stream(device))
         with torch.cuda.stream(copies):
             moved = move(*batch)
-            done = torch.cuda.Event()
             done.record(copies)
         return moved, done
 
