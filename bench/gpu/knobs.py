@@ -1,0 +1,248 @@
+"""Knobs: each performance knob's effect on step time and MFU, one knob at a time.
+
+A SYNTHETIC-style timed loop (one device batch, the trainer's own step from
+`build_training`, no loader) for the fp32 baseline and each knob on its
+own, each in a fresh process (TF32-off must be set before CUDA starts,
+torch.compile and CUDA graphs leave state behind). Reports ms/step,
+samples/s, TFLOP/s (the analytic FLOPs of tuneup.trainer.flops), MFU (when
+tuneup knows the GPU's peak) and the ratio of samples/s to the baseline. A
+knob that fails is recorded with its one-line reason and the rest go on.
+Writes --out after every knob.
+
+    python bench/gpu/knobs.py --out knobs.json              # batch 64, full model, GPU
+    python bench/gpu/knobs.py --cpu --out knobs.json        # tiny model on the CPU
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from suite_common import last_json_line, model_values, peak_tflops, write_json
+
+HERE = Path(__file__).resolve().parent
+
+# (row name, knob values on top of the baseline, needs CUDA)
+KNOBS: list[tuple[str, dict[str, Any], bool]] = [
+    ("baseline", {}, False),
+    ("tf32 off", {"tf32": False}, True),
+    ("amp bf16", {"amp_mode": "bf16"}, False),
+    ("amp fp16", {"amp_mode": "fp16"}, False),
+    ("channels_last", {"channels_last": True}, False),
+    ("fused Adam", {"optimizer_impl": "fused"}, False),
+    ("jit script", {"jit": "script"}, False),
+    ("cuda_graphs", {"cuda_graphs": True}, True),
+    (
+        "bf16+cl+fused+graphs",
+        {"amp_mode": "bf16", "channels_last": True, "optimizer_impl": "fused", "cuda_graphs": True},
+        True,
+    ),
+    # Last: its compilation is the slowest and likeliest to fail (no C compiler, no Triton).
+    ("jit compile", {"jit": "compile"}, False),
+]
+# The baseline is the trainer's defaults: fp32 with TF32 on, foreach Adam, eager.
+BASELINE = {"amp_mode": "none", "tf32": True, "optimizer_impl": "foreach", "jit": "none"}
+# The dry run leaves out what takes minutes on 2 cores; --knobs names them to force it.
+CPU_SKIP = {
+    "jit compile": "left out of the CPU dry run to keep it short (inductor compiles for ~20s "
+    "on 2 cores); --knobs 'baseline,jit compile' runs it"
+}
+TIMEOUT_S = {"gpu": 120.0, "cpu": 30.0}
+COMPILE_TIMEOUT_S = {"gpu": 300.0, "cpu": 240.0}
+
+
+def precision_of(values: dict[str, Any], device: str) -> str:
+    """Which peak a row is held against: bf16/fp16, tf32 or fp32."""
+    amp = values.get("amp_mode", "none")
+    if amp in ("bf16", "fp16"):
+        return amp
+    return "tf32" if values.get("tf32", True) and device == "cuda" else "fp32"
+
+
+def measure_one(values: dict[str, Any], warm: int, trials: int, steps: int) -> dict[str, Any]:
+    """Build the trainer's setup for `values` and time its step on one fixed batch."""
+    import torch
+
+    from tuneup.config import build_config
+    from tuneup.trainer.build import build_training, model_flops
+    from tuneup.trainer.distributed import DistEnv
+
+    began = time.perf_counter()
+    cfg = build_config(values)
+    setup = build_training(cfg, DistEnv(), with_loaders=False)
+    dev = setup.device
+    side, batch = cfg.data_size, setup.local_batch
+    gen = torch.Generator().manual_seed(0)
+    inp = torch.randn(batch, 4, side, side, side, generator=gen).to(
+        dev, memory_format=setup.memory_format
+    )
+    tar = torch.randn(batch, cfg.N_out_channels, side, side, side, generator=gen).to(
+        dev, memory_format=setup.memory_format
+    )
+
+    def sync() -> None:
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+
+    setup.ensure_graph(inp, tar)
+    capture_s = getattr(setup.step, "capture_s", None)
+    t0 = time.perf_counter()
+    setup.step(inp, tar)
+    sync()
+    first_s = time.perf_counter() - t0
+    for _ in range(warm):
+        setup.step(inp, tar)
+    sync()
+    per_step = []
+    for _ in range(trials):
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            loss = setup.step(inp, tar)
+        sync()
+        per_step.append((time.perf_counter() - t0) / steps)
+    step_s = statistics.median(per_step)
+    flops = model_flops(cfg)
+    sps = setup.global_batch / step_s
+    gpu = torch.cuda.get_device_name(dev) if dev.type == "cuda" else None
+    precision = precision_of(values, dev.type)
+    peak, peak_source = peak_tflops(gpu, precision)
+    tflops = flops * sps / 1e12
+    return {
+        "ms_per_step": 1000 * step_s,
+        "ms_per_step_trials": [1000 * s for s in per_step],
+        "samples_per_s": sps,
+        "gflop_per_sample": flops / 1e9,
+        "tflops": tflops,
+        "precision": precision,
+        "peak_tflops": peak,
+        "peak_source": peak_source,
+        "mfu": tflops / peak if peak else None,
+        "first_step_s": first_s,
+        "capture_s": capture_s,
+        "setup_s": t0 - began,
+        "loss": float(loss.float().item()),
+        "mem_peak_mb": torch.cuda.max_memory_allocated(dev) / 2**20 if dev.type == "cuda" else None,
+        "tf32_env": os.environ.get("NVIDIA_TF32_OVERRIDE"),
+    }
+
+
+def run_child(name: str, values: dict[str, Any], args: argparse.Namespace, timeout: float) -> dict:
+    """One knob in a fresh process; its row, or why it has none."""
+    env = dict(os.environ)
+    if values.get("tf32") is False:
+        env["NVIDIA_TF32_OVERRIDE"] = "0"  # must precede CUDA's start: tuneup's own rule
+    else:
+        env.pop("NVIDIA_TF32_OVERRIDE", None)
+    command = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--one",
+        json.dumps(values),
+        "--warm",
+        str(args.warm),
+        "--trials",
+        str(args.trials),
+        "--steps",
+        str(args.steps),
+    ]
+    began = time.monotonic()
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"status": "fail", "why": f"timeout after {timeout:.0f}s"}
+    seconds = time.monotonic() - began
+    out = last_json_line(done.stdout)
+    if done.returncode != 0 or out is None:
+        lines = [ln for ln in done.stderr.strip().splitlines() if ln.strip()]
+        why = next((ln for ln in reversed(lines) if "Error" in ln or "error" in ln), None)
+        why = why or (lines[-1] if lines else f"exit {done.returncode}, no output")
+        return {"status": "fail", "why": why.strip()[:300], "seconds": seconds}
+    return {"status": "pass", "seconds": seconds, **out}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cpu", action="store_true", help="tiny model on the CPU (dry run)")
+    parser.add_argument("--knobs", default="", help="only these rows (comma-separated names)")
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--deadline-s", type=float, default=None, help="stop starting knobs")
+    parser.add_argument("--warm", type=int, default=None)
+    parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=None, help="steps per trial")
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    # Stopped by the suite (SIGTERM): unwind, so the probe runner's and subprocess.run's
+    # clean-up ends the children, which sit in sessions of their own.
+    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
+    args.warm = args.warm if args.warm is not None else (3 if args.cpu else 10)
+    args.steps = args.steps or (5 if args.cpu else 10)
+    if args.one:
+        print(json.dumps(measure_one(json.loads(args.one), args.warm, args.trials, args.steps)))
+        return
+    if args.out is None:
+        parser.error("--out is required")
+    mode = "cpu" if args.cpu else "gpu"
+    chosen = [k for k in args.knobs.split(",") if k]
+    unknown = [k for k in chosen if k not in {name for name, _, _ in KNOBS}]
+    if unknown:
+        parser.error(f"unknown knob row {unknown[0]!r}: {', '.join(n for n, _, _ in KNOBS)}")
+    began = time.monotonic()
+    base = {**model_values(mode), **BASELINE}
+    document: dict[str, Any] = {
+        "bench": "knobs",
+        "mode": mode,
+        "command": "python " + " ".join(sys.argv),
+        "date": time.strftime("%Y-%m-%d"),
+        "baseline_values": base,
+        "loop": {"warm": args.warm, "trials": args.trials, "steps": args.steps},
+        "rows": [],
+        "done": False,
+    }
+    rows: list[dict[str, Any]] = document["rows"]
+    baseline_sps = None
+    for name, knobs, needs_cuda in KNOBS:
+        row: dict[str, Any] = {"knob": name, "values": knobs}
+        left = None if args.deadline_s is None else args.deadline_s - (time.monotonic() - began)
+        timeout = (
+            COMPILE_TIMEOUT_S if "jit" in knobs and knobs["jit"] == "compile" else TIMEOUT_S
+        )[mode]
+        if chosen and name not in chosen:
+            row.update(status="skipped", why="not selected (--knobs)")
+        elif needs_cuda and mode == "cpu":
+            row.update(status="skipped", why="needs CUDA")
+        elif mode == "cpu" and name in CPU_SKIP and name not in chosen:
+            row.update(status="skipped", why=CPU_SKIP[name])
+        elif left is not None and left < min(timeout, 20.0):
+            row.update(status="skipped", why=f"deadline ({left:.0f}s left)")
+        else:
+            if left is not None:
+                timeout = min(timeout, left)
+            print(f"knobs: {name} ...", file=sys.stderr, flush=True)
+            row.update(run_child(name, {**base, **knobs}, args, timeout))
+        if row["status"] == "pass":
+            if name == "baseline":
+                baseline_sps = row["samples_per_s"]
+            row["ratio_to_baseline"] = row["samples_per_s"] / baseline_sps if baseline_sps else None
+        rows.append(row)
+        write_json(args.out, document)
+    document["done"] = True
+    write_json(args.out, document)
+    for row in rows:
+        figures = (
+            f"{row['ms_per_step']:8.2f} ms/step {row['samples_per_s']:9.1f} samples/s"
+            if row["status"] == "pass"
+            else row.get("why", "")
+        )
+        print(f"{row['knob']:22s} {row['status']:8s} {figures}")
+
+
+if __name__ == "__main__":
+    main()

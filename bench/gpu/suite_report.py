@@ -1,0 +1,108 @@
+"""summary.md from the suite's results: values in, text out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+MARK = {"pass": "PASS", "fail": "FAIL", "skipped": "skipped"}
+
+
+def _cell(text: Any, width: int = 160) -> str:
+    text = " ".join(str(text).split()).replace("|", "/")
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _num(value: Any, fmt: str) -> str:
+    return format(value, fmt) if isinstance(value, (int, float)) else "-"
+
+
+def knob_table(rows: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        "| knob | status | ms/step | samples/s | TFLOP/s | MFU | vs baseline |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        if row.get("status") == "pass":
+            mfu = row.get("mfu")
+            lines.append(
+                f"| {row['knob']} | pass | {_num(row.get('ms_per_step'), '.2f')} "
+                f"| {_num(row.get('samples_per_s'), '.1f')} | {_num(row.get('tflops'), '.3g')} "
+                f"| {_num(100 * mfu if mfu is not None else None, '.1f')}{'%' if mfu else ''} "
+                f"| {_num(row.get('ratio_to_baseline'), '.2f')} |"
+            )
+        else:
+            why = _cell(row.get("why", ""), 90)
+            lines.append(f"| {row['knob']} | {row.get('status')}: {why} | | | | | |")
+    return lines
+
+
+def render(results: dict[str, Any]) -> str:
+    """The short human summary of a results.json document."""
+    env = results.get("env", {})
+    mode = results.get("mode")
+    gpu = env.get("gpu") or ("none (CPU dry run)" if mode == "cpu" else "none found")
+    lines = [
+        f"# tuneup GPU validation: {gpu}",
+        "",
+        f"- GPU: {gpu}" + (f" ({env['gpu_memory_gib']} GiB)" if env.get("gpu_memory_gib") else ""),
+        f"- driver: {env.get('driver') or '-'}, CUDA: {env.get('cuda') or '-'}, "
+        f"torch: {env.get('torch') or '-'}, cuDNN: {env.get('cudnn') or '-'}",
+        f"- host: {env.get('host', '-')} ({env.get('cpus_usable') or env.get('cpus')} usable "
+        f"CPUs), python {env.get('python', '-')}",
+        f"- date: {env.get('date', '-')}",
+        f"- tuneup: {results.get('git', {}).get('describe', '-')}",
+        f"- mode: {'CPU dry run (tiny model)' if mode == 'cpu' else 'GPU'}",
+        f"- time used: {results.get('seconds_total', 0):.0f}s over {len(results.get('runs', []))} "
+        "run(s)",
+        "",
+        "## Commands",
+        "",
+    ]
+    for run in results.get("runs", []):
+        lines.append(f"    {run['command']}")
+    lines += ["", "## Steps", "", "| # | step | result | seconds | key numbers | why |"]
+    lines.append("|---|---|---|---:|---|---|")
+    for i, step in enumerate(results.get("steps", []), 1):
+        seconds = step.get("seconds")
+        lines.append(
+            f"| {i} | {step['name']} | {MARK.get(step['status'], step['status'])} "
+            f"| {_num(seconds, '.1f')} | {_cell(step.get('key', ''), 110)} "
+            f"| {_cell(step.get('why', ''), 160)} |"
+        )
+    lines += ["", "Step commands (run from the repository root):", ""]
+    for step in results.get("steps", []):
+        if step.get("command"):
+            lines.append(f"- {step['name']}: `{step['command']}`")
+    knobs = next((s for s in results.get("steps", []) if s["name"] == "knobs"), None)
+    if knobs and knobs.get("figures", {}).get("rows"):
+        lines += ["", "## Knobs, one at a time", ""]
+        lines += knob_table(knobs["figures"]["rows"])
+        mfu_note = next(
+            (
+                r.get("peak_source")
+                for r in knobs["figures"]["rows"]
+                if r.get("status") == "pass" and r.get("mfu") is None
+            ),
+            None,
+        )
+        if mfu_note:
+            lines += ["", f"MFU not reported: {mfu_note}."]
+    honesty = next((s for s in results.get("steps", []) if s["name"] == "honesty"), None)
+    if honesty and honesty.get("figures", {}).get("summary"):
+        lines += ["", "## Honesty (worker FULL / bare loop)", ""]
+        configs = honesty["figures"].get("configs") or {}
+        for name, fig in honesty["figures"]["summary"].items():
+            knobs = ", ".join(f"{k}={v}" for k, v in configs.get(name, {}).items())
+            lines.append(
+                f"- {name} ({knobs}): worker "
+                f"{_num(fig.get('worker_full_sps_median'), '.1f')} vs bare "
+                f"{_num(fig.get('bare_sps_median'), '.1f')} samples/s, ratio "
+                f"{_num(fig.get('ratio'), '.3f')} over {fig.get('repeats', 0)} repeat(s): "
+                f"{fig.get('verdict')} ({fig.get('why')})"
+            )
+        lines.append(
+            "- pass means the median paired ratio lies within 0.97-1.03; when the bare loop "
+            "cannot capture a CUDA graph it runs eager and that ratio is informational only."
+        )
+    lines.append("")
+    return "\n".join(lines)
