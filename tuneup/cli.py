@@ -58,7 +58,32 @@ def build_parser() -> argparse.ArgumentParser:
     _add_monitor(commands)
     _add_presets(commands)
     _add_plugins(commands)
+    _add_doctor(commands)
     return parser
+
+
+def _add_doctor(commands: argparse._SubParsersAction) -> None:
+    doctor = commands.add_parser(
+        "doctor",
+        help="check this node first: GPUs, driver, CUDA, cuDNN, /dev/shm, CPUs, toolchain",
+        description="One line per check (OK / WARN / FAIL, with the fix): GPUs, driver, CUDA "
+        "and cuDNN, torch, NCCL, MIG, CPUs per GPU, /dev/shm, host memory, the SLURM job, "
+        "DALI, apex, the torch.compile toolchain, TF32. Then, unless --quick, a short "
+        "honesty check: the trainer's SYNTHETIC rate against a bare loop (CUDA events), the "
+        "achieved TFLOP/s and MFU, and host-to-device bandwidth. Exits 1 when a check failed.",
+    )
+    doctor.add_argument("--quick", action="store_true", help="the checks only, no timed run")
+    doctor.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    doctor.add_argument(
+        "--cpu", action="store_true", help="run the honesty check on the CPU (a tiny model)"
+    )
+    doctor.set_defaults(handler=_run_doctor)
+
+
+def _run_doctor(args: argparse.Namespace) -> int:
+    from tuneup.doctor_command import run_doctor_command
+
+    return run_doctor_command(quick=args.quick, as_json=args.json, cpu=args.cpu)
 
 
 def _add_presets(commands: argparse._SubParsersAction) -> None:

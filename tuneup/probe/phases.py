@@ -598,6 +598,13 @@ class SetupWorkload:
                 self._device_batch()
             self.timer.sync()
 
+    @property
+    def cached_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The device batch SYNTHETIC steps on (taken from the loader on first use)."""
+        self.prepare("synthetic")
+        assert self._cached is not None
+        return self._cached
+
     def synthetic(self, steps: int) -> int:
         self.prepare("synthetic")
         assert self._cached is not None

@@ -129,6 +129,7 @@ class FakeGpu:
     pcie_rx_kbs: Any = 1000
     pcie_tx_kbs: Any = 500
     processes: Any = ()  # a sequence of FakeProcess (or a reading of them)
+    mig: Any = False  # MIG mode (current); NOT_SUPPORTED on GPUs without MIG
     sm_active_pct: Any = NOT_SUPPORTED  # GPM; NOT_SUPPORTED: the GPU has no GPM
     tensor_active_pct: Any = NOT_SUPPORTED
     lost_after: int | None = None  # NVML calls on this GPU before it is lost
@@ -242,8 +243,12 @@ class FakeNvml:
         *,
         init_error: type[NVMLError] | NVMLError | None = None,
         missing: Sequence[str] = (),
+        driver: str = "550.54.15",
+        cuda_driver: int = 12040,
     ) -> None:
         self.devices = list(devices)
+        self.driver = driver
+        self.cuda_driver = cuda_driver
         self.init_error = init_error
         self.missing = frozenset(missing)
         self.initialized = 0  # nvmlInit calls minus nvmlShutdown calls
@@ -280,7 +285,19 @@ class FakeNvml:
             raise NVMLError_InvalidArgument()
         return _Handle(index)
 
+    def nvmlSystemGetDriverVersion(self) -> str:
+        self._check_init()
+        return self.driver
+
+    def nvmlSystemGetCudaDriverVersion(self) -> int:
+        self._check_init()
+        return self.cuda_driver
+
     # -- static ---------------------------------------------------------------
+    def nvmlDeviceGetMigMode(self, handle: _Handle) -> tuple[int, int]:
+        mode = int(bool(self._gpu(handle).read("mig")))
+        return mode, mode
+
     def nvmlDeviceGetName(self, handle: _Handle) -> str:
         return self._gpu(handle).read("name")
 

@@ -128,3 +128,34 @@ def flops_per_sample(
     # Backward: grad of weights for every conv, grad of input for all but the first.
     backward = 2.0 * sum(macs) + 2.0 * sum(macs[1:])
     return forward + backward
+
+
+# Dense peak TFLOP/s by GPU and math mode, from NVIDIA's datasheets (A100: "NVIDIA A100
+# Tensor Core GPU" datasheet, SXM; H100 and H200: the H100 and H200 datasheets, SXM
+# and PCIe/NVL; sparsity figures halved). fp32 is the CUDA-core rate, tf32 the tensor cores'.
+PEAK_TFLOPS: dict[str, dict[str, float]] = {
+    "A100": {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0},
+    "H100 PCIe": {"fp32": 51.0, "tf32": 378.0, "bf16": 756.0, "fp16": 756.0},
+    "H100 NVL": {"fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5},
+    "H100": {"fp32": 67.0, "tf32": 494.5, "bf16": 989.5, "fp16": 989.5},
+    "H200": {"fp32": 67.0, "tf32": 494.5, "bf16": 989.5, "fp16": 989.5},
+    "V100": {"fp32": 15.7, "tf32": 15.7, "fp16": 125.0},  # no bf16 or TF32 units
+}
+
+
+def peak_tflops(gpu_name: str, precision: str) -> float | None:
+    """The GPU's dense peak for `precision` (fp32, tf32, bf16, fp16); None when unknown.
+
+    The most specific entry whose key is in the name wins ("H100 PCIe" before "H100").
+    """
+    for key in sorted(PEAK_TFLOPS, key=len, reverse=True):
+        if key in gpu_name:
+            return PEAK_TFLOPS[key].get(precision)
+    return None
+
+
+def math_mode(amp_mode: str, tf32: bool) -> str:
+    """Which peak a run can reach: its autocast dtype, else TF32 or plain fp32."""
+    if amp_mode in ("bf16", "fp16"):
+        return amp_mode
+    return "tf32" if tf32 else "fp32"

@@ -1,0 +1,161 @@
+"""Does tuneup's timing tell the truth on this node? Its SYNTHETIC rate against a bare loop.
+
+The same model, optimizer and cached batch are stepped two ways, interleaved:
+through tuneup's own step and workload (what every probe's SYNTHETIC phase
+runs), and through a plain forward / L1 / backward / Adam loop written here,
+timed with CUDA events on the GPU (perf_counter on the CPU). Their ratio should
+be 1; the achieved TFLOP/s against the GPU's peak (MFU) and the host-to-device
+bandwidth say what the node delivers.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+HONEST = (0.97, 1.03)  # the trainer within 3% of the bare loop
+GPU_CONFIG = {  # the tutorial's model at 16 crops per GPU (its batch 64 over 4 GPUs)
+    "device": "cuda",
+    "data_size": 64,
+    "global_batch_size": 16,
+    "base_batch_size": 16,
+    "data_loader_config": "synthetic",
+    "num_data_workers": 0,
+    "box_size": [128, 64],
+    "Nsamples": 16 * 64,
+    "Nsamples_val": 0,
+}
+CPU_CONFIG = {  # tiny: seconds on a laptop
+    "device": "cpu",
+    "levels": 3,
+    "width": 4,
+    "data_size": 16,
+    "global_batch_size": 4,
+    "base_batch_size": 4,
+    "data_loader_config": "synthetic",
+    "num_data_workers": 0,
+    "box_size": [32, 16],
+    "Nsamples": 4 * 64,
+    "Nsamples_val": 0,
+}
+
+
+@dataclass(frozen=True)
+class Honesty:
+    device: str
+    config: dict[str, Any]
+    trainer_sps: float
+    bare_sps: float
+    ratio: float
+    ratios: tuple[float, ...]
+    tflops: float | None
+    peak_tflops: float | None
+    mfu: float | None
+    h2d_pinned_gbs: float | None
+    h2d_pageable_gbs: float | None
+
+    @property
+    def honest(self) -> bool:
+        return HONEST[0] <= self.ratio <= HONEST[1]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "honest": self.honest}
+
+
+def run_honesty(*, cpu: bool, repeats: int = 5, steps: int = 10) -> Honesty:
+    """Build the config, warm up, then `repeats` interleaved pairs of `steps` steps each."""
+    import torch
+
+    from tuneup.config import build_config
+    from tuneup.probe.phases import DeviceTimer, SetupWorkload
+    from tuneup.trainer.build import build_training
+    from tuneup.trainer.distributed import DistEnv
+    from tuneup.trainer.flops import flops_per_sample, math_mode, peak_tflops
+
+    on_gpu = not cpu and torch.cuda.is_available()
+    values = dict(GPU_CONFIG if on_gpu else CPU_CONFIG)
+    cfg = build_config(values, source="the doctor's honesty check")
+    setup = build_training(cfg, DistEnv())
+    workload = SetupWorkload(setup, DeviceTimer(setup.device))
+    inp, tar = workload.cached_batch
+    model, optimizer = setup.model, setup.optimizer
+
+    def bare(n: int) -> None:
+        for _ in range(n):
+            optimizer.zero_grad(set_to_none=True)
+            loss = (model(inp) - tar).abs().mean()
+            loss.backward()
+            optimizer.step()
+
+    clock = _event_clock(setup.device) if on_gpu else _wall_clock
+    workload.synthetic(steps)  # warm-up of both paths: cuDNN autotuning, allocator
+    bare(steps)
+    trainer_rates, bare_rates = [], []
+    for repeat in range(repeats):
+        order = [(workload.synthetic, trainer_rates), (bare, bare_rates)]
+        for work, rates in order if repeat % 2 == 0 else order[::-1]:
+            seconds = clock(lambda work=work: work(steps))
+            rates.append(steps * setup.global_batch / seconds)
+    ratios = tuple(t / b for t, b in zip(trainer_rates, bare_rates, strict=True))
+    trainer_sps = statistics.median(trainer_rates)
+    name = torch.cuda.get_device_name(setup.device) if on_gpu else "cpu"
+    tflops = trainer_sps * flops_per_sample(cfg.data_size, cfg.width, cfg.unet_levels) / 1e12
+    peak = peak_tflops(name, math_mode(cfg.amp_mode, cfg.tf32)) if on_gpu else None
+    pinned, pageable = h2d_bandwidth(setup.device) if on_gpu else (None, None)
+    return Honesty(
+        device=name,
+        config=values,
+        trainer_sps=trainer_sps,
+        bare_sps=statistics.median(bare_rates),
+        ratio=statistics.median(ratios),
+        ratios=ratios,
+        tflops=tflops,
+        peak_tflops=peak,
+        mfu=None if peak is None else tflops / peak,
+        h2d_pinned_gbs=pinned,
+        h2d_pageable_gbs=pageable,
+    )
+
+
+def h2d_bandwidth(device: Any, megabytes: int = 256, repeats: int = 5) -> tuple[float, float]:
+    """Host-to-device GB/s from pinned and from pageable memory (median of `repeats` copies)."""
+    import torch
+
+    size = megabytes * 2**20
+    target = torch.empty(size, dtype=torch.uint8, device=device)
+    rates = []
+    for pinned in (True, False):
+        source = torch.empty(size, dtype=torch.uint8, pin_memory=pinned)
+        source.fill_(1)
+        clock = _event_clock(device)
+        seconds = [
+            clock(lambda source=source, pinned=pinned: target.copy_(source, non_blocking=pinned))
+            for _ in range(repeats)
+        ]
+        rates.append(size / statistics.median(seconds) / 1e9)
+    return rates[0], rates[1]
+
+
+def _wall_clock(work: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    work()
+    return time.perf_counter() - start
+
+
+def _event_clock(device: Any) -> Callable[[Callable[[], Any]], float]:
+    """Seconds of GPU time between two CUDA events around `work`."""
+    import torch
+
+    def clock(work: Callable[[], Any]) -> float:
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize(device)
+        begin.record()
+        work()
+        end.record()
+        end.synchronize()
+        return begin.elapsed_time(end) / 1000.0
+
+    return clock

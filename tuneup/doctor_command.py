@@ -1,0 +1,31 @@
+"""`tuneup doctor`: the checks, then (unless --quick) the honesty check; exit 1 on a FAIL."""
+
+from __future__ import annotations
+
+import sys
+from typing import TextIO
+
+from tuneup.errors import ExitCode
+
+
+def run_doctor_command(*, quick: bool, as_json: bool, cpu: bool, out: TextIO | None = None) -> int:
+    from tuneup.doctor.checks import FAIL, Check, failed, run_checks
+    from tuneup.doctor.facts import gather_facts
+    from tuneup.doctor.render import report_dict, write_json, write_table
+
+    stream = sys.stdout if out is None else out
+    checks = run_checks(gather_facts())  # before anything can start CUDA
+    honesty, honesty_error = None, None
+    if not quick:
+        from tuneup.doctor.honesty import run_honesty
+
+        try:
+            honesty = run_honesty(cpu=cpu)
+        except Exception as exc:  # reported as a failed check: the rest of the report stands
+            honesty_error = f"{type(exc).__name__}: {exc}"
+            checks.append(Check("honesty", FAIL, honesty_error, "--quick skips it"))
+    if as_json:
+        write_json(stream, report_dict(checks, honesty, honesty_error))
+    else:
+        write_table(stream, checks, honesty, honesty_error)
+    return 1 if failed(checks) else ExitCode.OK  # 1: a check failed, as a test runner says
