@@ -251,7 +251,9 @@ def _add_probe(commands: argparse._SubParsersAction) -> None:
     probe.add_argument(
         "--preset",
         metavar="P",
-        help="preset name or YAML path (default: cpu-smoke without CUDA, generic-cuda with it)",
+        help="preset name or YAML path (default: picked by the GPUs found, e.g. 4 x A100: "
+        "perlmutter-a100-4gpu, H100: jean-zay-h100, H200: h200, another GPU: generic-cuda, "
+        "none: cpu-smoke; it says which and why)",
     )
     probe.add_argument("--stages", metavar="a,b,...", help="only these stages, in this order")
     probe.add_argument(
