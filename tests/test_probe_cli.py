@@ -236,3 +236,20 @@ def test_the_answer_does_not_depend_on_the_noise_seed(tmp_path: Path, capsys) ->
         summary = json.loads((out / "summary.json").read_text())
         answers.append(json.dumps(summary["recommendation"]["changes"], sort_keys=True))
     assert len(set(answers)) == 1, answers
+
+
+def test_probe_help_names_the_auto_pick_and_only_presets_that_exist(capsys) -> None:
+    import re
+
+    from tuneup.cli import main
+    from tuneup.probe.autopick import auto_pick
+
+    with pytest.raises(SystemExit):
+        main(["probe", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "picked by the GPUs found" in text
+    said = text[text.index("preset name or YAML path") :][:400]
+    named = set(re.findall(r"\b([a-z0-9]+(?:-[a-z0-9]+)+)\b", said))
+    bundled = {p.stem for p in (Path(__file__).parent.parent / "presets").glob("*.yaml")}
+    assert named & bundled and named <= bundled | {"jean-zay"}
+    assert auto_pick([], 2, cuda=False).name == "cpu-smoke"  # what "none" says
