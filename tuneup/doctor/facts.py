@@ -67,9 +67,10 @@ def read_nvml(nvml: Any = None) -> tuple[tuple[GpuFact, ...], str | None, str | 
     """(GPUs, driver, CUDA driver version, error); NVML failing is a fact, never a crash."""
     if nvml is None:
         try:
-            import pynvml as nvml  # type: ignore[import-not-found]
+            import pynvml
         except Exception as exc:
             return (), None, None, f"nvidia-ml-py does not import: {exc}"
+        nvml = pynvml
     try:
         nvml.nvmlInit()
     except Exception as exc:

@@ -10,6 +10,7 @@ bandwidth say what the node delivers.
 
 from __future__ import annotations
 
+import functools
 import statistics
 import time
 from collections.abc import Callable
@@ -93,11 +94,15 @@ def run_honesty(*, cpu: bool, repeats: int = 5, steps: int = 10) -> Honesty:
     clock = _event_clock(setup.device) if on_gpu else _wall_clock
     workload.synthetic(steps)  # warm-up of both paths: cuDNN autotuning, allocator
     bare(steps)
-    trainer_rates, bare_rates = [], []
+    trainer_rates: list[float] = []
+    bare_rates: list[float] = []
+    order: list[tuple[Callable[[int], Any], list[float]]] = [
+        (workload.synthetic, trainer_rates),
+        (bare, bare_rates),
+    ]
     for repeat in range(repeats):
-        order = [(workload.synthetic, trainer_rates), (bare, bare_rates)]
         for work, rates in order if repeat % 2 == 0 else order[::-1]:
-            seconds = clock(lambda work=work: work(steps))
+            seconds = clock(functools.partial(work, steps))
             rates.append(steps * setup.global_batch / seconds)
     ratios = tuple(t / b for t, b in zip(trainer_rates, bare_rates, strict=True))
     trainer_sps = statistics.median(trainer_rates)
@@ -131,10 +136,8 @@ def h2d_bandwidth(device: Any, megabytes: int = 256, repeats: int = 5) -> tuple[
         source = torch.empty(size, dtype=torch.uint8, pin_memory=pinned)
         source.fill_(1)
         clock = _event_clock(device)
-        seconds = [
-            clock(lambda source=source, pinned=pinned: target.copy_(source, non_blocking=pinned))
-            for _ in range(repeats)
-        ]
+        copy = functools.partial(target.copy_, source, non_blocking=pinned)
+        seconds = [clock(copy) for _ in range(repeats)]
         rates.append(size / statistics.median(seconds) / 1e9)
     return rates[0], rates[1]
 
