@@ -9,8 +9,9 @@ import json
 import pytest
 
 from tuneup.cluster.toolchain import Toolchain
-from tuneup.doctor.checks import FAIL, OK, WARN, failed, run_checks
+from tuneup.doctor.checks import FAIL, OK, WARN, failed, honesty_checks, run_checks
 from tuneup.doctor.facts import Facts, TorchFacts, gather_facts
+from tuneup.doctor.honesty import Honesty
 from tuneup.testing.fake_nvml import NOT_SUPPORTED, FakeGpu, FakeNvml
 
 GB = 10**9
@@ -41,6 +42,7 @@ def gpu_node(**changes) -> Facts:
         toolchain=lambda: TOOLS,
         environ={},
         cpus=lambda: 64,
+        cpu_count=lambda: 128,
         module_available=lambda name: True,
         apex_available=lambda: False,
     )
@@ -55,9 +57,10 @@ def test_a_healthy_gpu_node_is_all_ok() -> None:
     checks = by_name(gpu_node())
     assert {level for level, _, _ in checks.values()} == {OK}
     assert checks["GPUs"][1] == f"4 x {H100} (79.6 GiB)"
-    assert checks["driver"][1] == "550.54.15 (CUDA up to 12.4)"
-    assert "16 per GPU" in checks["CPUs"][1]
-    assert checks["cuDNN"][1] == "9.1.0" and checks["NCCL"][1] == "2.21.5"
+    assert checks["driver"][1] == "550.54.15 (CUDA up to 12.4, NVML 12.550.54.15)"
+    assert checks["CPUs"][1] == "64 usable (affinity) of 128, 16 per GPU"
+    assert checks["cuDNN"][1].startswith("9.1.0 (benchmark off") and checks["NCCL"][1] == "2.21.5"
+    assert "need 2.4 GB" in checks["/dev/shm"][1]
 
 
 def test_a_cpu_only_torch_on_a_gpu_node_fails_with_the_install_fix() -> None:
@@ -91,6 +94,9 @@ def test_a_container_sized_dev_shm_fails_with_the_docker_fix() -> None:
 def test_few_cores_per_gpu_and_little_host_memory_warn() -> None:
     cpus = by_name(gpu_node(cpus_usable=8))["CPUs"]
     assert cpus[0] == WARN and "2 per GPU" in cpus[1] and "--cpus-per-task" in cpus[2]
+    # CUDA_VISIBLE_DEVICES=0: NVML lists 4 GPUs, this process drives one with all 8 cores
+    one = dataclasses.replace(CUDA_TORCH, device_count=1)
+    assert by_name(gpu_node(cpus_usable=8, torch=one))["CPUs"][0] == OK
     memory = by_name(gpu_node(mem_available=8 * GB))["host memory"]
     assert memory[0] == WARN and "lowmem" in memory[2]
 
@@ -145,9 +151,94 @@ def test_in_a_slurm_job_the_job_is_described() -> None:
     assert checks["host memory"][0] == WARN  # /proc/meminfo not read
 
 
-def test_exit_status_is_one_only_when_a_check_failed() -> None:
-    assert not failed(run_checks(gpu_node(dali=False)))  # warnings only
-    assert failed(run_checks(gpu_node(shm_free=10**6)))
+def test_cudnn_switched_off_warns() -> None:
+    off = dataclasses.replace(CUDA_TORCH, cudnn_enabled=False)
+    level, detail, fix = by_name(gpu_node(torch=off))["cuDNN"]
+    assert level == WARN and "disabled" in detail and "cudnn.enabled = True" in fix
+
+
+@pytest.mark.parametrize(
+    ("changes", "code"),
+    [({}, 0), ({"dali": False, "cpus_usable": 8}, 0), ({"shm_free": 10**6}, 1)],
+)
+def test_exit_status_is_one_only_when_a_check_failed(monkeypatch, changes, code) -> None:
+    import tuneup.doctor.facts
+    from tuneup.doctor_command import run_doctor_command
+
+    monkeypatch.setattr(tuneup.doctor.facts, "gather_facts", lambda: gpu_node(**changes))
+    out = io.StringIO()
+    assert run_doctor_command(quick=True, as_json=False, cpu=False, out=out) == code
+    assert failed(run_checks(gpu_node(**changes))) == bool(code)
+    assert "tuneup doctor" in out.getvalue()
+
+
+def measured(**changes) -> Honesty:
+    """An H100's honesty figures; `changes` replace fields."""
+    values = dict(
+        device=H100,
+        config={},
+        trainer_sps=99.0,
+        bare_sps=100.0,
+        ratio=0.99,
+        ratios=(0.98, 0.99, 1.0),
+        tflops=150.0,
+        peak_tflops=494.5,
+        precision="tf32",
+        mfu=150.0 / 494.5,
+        h2d_pinned_gbs=52.1,
+        h2d_pageable_gbs=18.3,
+    )
+    return Honesty(**{**values, **changes})
+
+
+def rows(h: Honesty | None, error: str | None = None) -> dict[str, tuple[str, str, str]]:
+    return {c.name: (c.level, c.detail, c.fix) for c in honesty_checks(h, error)}
+
+
+def test_the_timed_rows_when_the_trainer_tells_the_truth() -> None:
+    checks = rows(measured())
+    assert {level for level, _, _ in checks.values()} == {OK}
+    assert "ratio 0.990 (pairs 0.980-1.000)" in checks["honesty"][1]
+    assert (
+        checks["compute"][1]
+        == "150 TFLOP/s, MFU 30.3% of the tf32 dense peak (494.5 TFLOP/s, datasheet)"
+    )
+    assert checks["host to device"][1] == "52.1 GB/s pinned, 18.3 GB/s pageable"
+    assert rows(None) == {}
+
+
+@pytest.mark.parametrize(("ratio", "said"), [(0.9, "understate"), (1.1, "flatter")])
+def test_a_trainer_off_the_bare_loop_by_more_than_3_percent_warns(ratio, said) -> None:
+    level, detail, fix = rows(measured(ratio=ratio, ratios=(ratio,)))["honesty"]
+    assert level == WARN and said in detail and "rerun on an idle node" in fix
+
+
+def test_slow_copies_warn_and_a_gpu_without_a_peak_or_cuda_has_no_mfu() -> None:
+    level, detail, fix = rows(measured(h2d_pinned_gbs=6.0))["host to device"]
+    assert level == WARN and "below PCIe 3.0 x16" in detail and "NUMA" in fix
+    unknown = rows(measured(device="Tesla V100-SXM2-16GB", peak_tflops=None, mfu=None))
+    assert unknown["compute"] == (
+        OK,
+        "150 TFLOP/s (MFU n/a: no tf32 peak on file for Tesla V100-SXM2-16GB)",
+        "",
+    )
+    cpu = rows(
+        measured(
+            device="cpu",
+            peak_tflops=None,
+            mfu=None,
+            tflops=0.002,
+            h2d_pinned_gbs=None,
+            h2d_pageable_gbs=None,
+        )
+    )
+    assert cpu["compute"][1] == "0.002 TFLOP/s (MFU n/a: no CUDA)"
+    assert cpu["host to device"] == (OK, "n/a: no CUDA", "")
+
+
+def test_a_timed_check_that_crashes_is_a_failed_row() -> None:
+    level, detail, fix = rows(None, "RuntimeError: CUDA error: out of memory")["honesty"]
+    assert level == FAIL and "out of memory" in detail and fix == "--quick skips it"
 
 
 def test_doctor_quick_json_on_this_machine_is_consistent_with_its_exit(capsys) -> None:
@@ -163,16 +254,20 @@ def test_doctor_quick_json_on_this_machine_is_consistent_with_its_exit(capsys) -
 
 def test_the_honesty_check_times_trainer_and_bare_loop_on_the_cpu() -> None:
     from tuneup.doctor.honesty import run_honesty
-    from tuneup.doctor.render import honesty_lines, write_table
+    from tuneup.doctor.render import report_dict, write_table
 
     honesty = run_honesty(cpu=True, repeats=2, steps=3)
     assert honesty.device == "cpu" and len(honesty.ratios) == 2
     assert honesty.trainer_sps > 0 and honesty.bare_sps > 0 and honesty.ratio > 0
     assert honesty.tflops is not None and honesty.tflops > 0 and honesty.mfu is None
-    assert "n/a (no CUDA)" in honesty_lines(honesty)[-1]
+    checks = run_checks(gpu_node()) + honesty_checks(honesty, None)
+    assert [c.name for c in checks[-3:]] == ["honesty", "compute", "host to device"]
     out = io.StringIO()
-    write_table(out, run_checks(gpu_node()), honesty, None)
-    assert "trainer SYNTHETIC" in out.getvalue() and "0 failed, 0 warning(s)" in out.getvalue()
+    write_table(out, checks)
+    assert "trainer SYNTHETIC" in out.getvalue() and "0 failed" in out.getvalue()
+    report = json.loads(json.dumps(report_dict(checks, honesty)))
+    assert report["honesty"]["ratio"] == honesty.ratio and report["honesty"]["mfu"] is None
+    assert report["honesty"]["h2d_pinned_gbs"] is None and report["failed"] == 0
 
 
 def test_peak_tflops_picks_the_most_specific_gpu() -> None:
@@ -197,3 +292,28 @@ def test_the_full_doctor_on_a_gpu_reports_mfu_and_bandwidth(capsys) -> None:
     assert honesty["h2d_pinned_gbs"] > 0 and honesty["h2d_pageable_gbs"] > 0
     if honesty["peak_tflops"] is not None:
         assert 0 < honesty["mfu"] < 1
+    names = [c["name"] for c in report["checks"]]
+    assert names[-3:] == ["honesty", "compute", "host to device"]
+
+
+@pytest.mark.gpu
+def test_the_static_checks_leave_cuda_uninitialised() -> None:
+    """NVIDIA_TF32_OVERRIDE and friends still apply to whatever the doctor runs next."""
+    import subprocess
+    import sys
+
+    code = (
+        "import torch; from tuneup.doctor.facts import gather_facts; facts = gather_facts(); "
+        "print(torch.cuda.is_initialized(), len(facts.gpus), facts.torch.device_count)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    initialised, gpus, visible = done.stdout.split()
+    assert initialised == "False" and int(gpus) >= 1 and int(visible) >= 1
+
+
+def test_an_unknown_option_is_one_line_and_exit_two(capsys) -> None:
+    from tuneup.cli import main
+
+    assert main(["doctor", "--bogus"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "unrecognized arguments: --bogus" in err and "\n" not in err

@@ -251,9 +251,11 @@ def _add_probe(commands: argparse._SubParsersAction) -> None:
     probe.add_argument(
         "--preset",
         metavar="P",
-        help="preset name or YAML path (default: picked by the GPUs found, e.g. 4 x A100: "
-        "perlmutter-a100-4gpu, H100: jean-zay-h100, H200: h200, another GPU: generic-cuda, "
-        "none: cpu-smoke; it says which and why)",
+        help="preset name or YAML path (default: picked by the GPUs found, by GPU 0's model "
+        "and their count: H200: h200; H100: jean-zay-h100; A100: jean-zay-a100 (8+ of 80 GB), "
+        "perlmutter-a100-4gpu (4+) or perlmutter-a100; V100: summit-v100 (6+) or "
+        "jean-zay-v100; another model: generic-cuda; no GPU, or a torch without CUDA: "
+        "cpu-smoke; it says which and why)",
     )
     probe.add_argument("--stages", metavar="a,b,...", help="only these stages, in this order")
     probe.add_argument(

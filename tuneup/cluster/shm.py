@@ -35,7 +35,10 @@ def batches_in_flight(workers: int, prefetch_factor: int | None) -> int:
 def shm_shortfall(
     free_bytes: int | None, batch_bytes: int, workers: int, prefetch_factor: int | None
 ) -> str | None:
-    """The problem and its fix in one line when the workers' batches do not fit; else None."""
+    """The problem and its fix in one line ("problem: fix") when the batches do not fit; else None.
+
+    DALI and the gpu loader run no DataLoader workers, so they need no shared memory.
+    """
     in_flight = batches_in_flight(workers, prefetch_factor)
     if free_bytes is None or in_flight == 0:
         return None
@@ -44,9 +47,9 @@ def shm_shortfall(
         return None
     return (
         f"{SHM_PATH} has {_size(free_bytes)} free but {workers} loader workers hold up to "
-        f"{in_flight} batches of {_size(batch_bytes)} ({_size(needed)}): give the container "
-        f"more (e.g. --shm-size={_suggest(needed)}), or use fewer workers "
-        f"(num_data_workers), or data_loader_config=inmem/dali-lowmem"
+        f"{in_flight} batches of {_size(batch_bytes)} ({_size(needed)}): run the container "
+        f"with --shm-size={_suggest(needed)}, or set num_data_workers=0 (no workers) "
+        f"or data_loader_config=dali-lowmem"
     )
 
 

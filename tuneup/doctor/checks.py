@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from tuneup.cluster.shm import shm_shortfall
+from tuneup.cluster.shm import batches_in_flight, shm_shortfall
 from tuneup.cluster.toolchain import compile_blocker
 from tuneup.doctor.facts import Facts
+from tuneup.doctor.honesty import HONEST, Honesty
 
 OK, WARN, FAIL = "OK", "WARN", "FAIL"
 MIN_CPUS_PER_GPU = 4  # below this, host loaders cannot keep a GPU busy on this model
@@ -16,6 +17,9 @@ MIN_HOST_MEMORY = 16 * 10**9
 # tutorial's 64 crops of 4 + 5 channels of 64^3 float32.
 DEFAULT_BATCH_BYTES = 64 * 9 * 64**3 * 4
 DEFAULT_WORKERS = 2
+# Pinned host-to-device copies below this are slower than PCIe 3.0 x16 delivers
+# (15.75 GB/s raw, 12-13 GB/s measured): a narrowed link or the far NUMA node.
+MIN_PINNED_H2D_GBS = 10.0
 
 
 @dataclass(frozen=True)
@@ -71,7 +75,8 @@ def _driver(f: Facts) -> Check:
         if f.torch.cuda_build:
             return Check("driver", WARN, "not read (no NVML)", "load the NVIDIA driver module")
         return Check("driver", OK, "n/a (no NVIDIA driver, CPU-only torch)")
-    detail = f"{f.driver} (CUDA up to {f.cuda_driver or '?'})"
+    nvml = f", NVML {f.nvml_version}" if f.nvml_version else ""
+    detail = f"{f.driver} (CUDA up to {f.cuda_driver or '?'}{nvml})"
     build, driver = _version(f.torch.cuda_build), _version(f.cuda_driver)
     if build and driver and build[0] > driver[0]:
         return Check(
@@ -122,8 +127,19 @@ def _cudnn(f: Facts) -> Check:
     if f.torch.cudnn is None:
         return Check("cuDNN", FAIL, "not found by torch", "install torch with its cuDNN wheels")
     if f.torch.cudnn_enabled is False:
-        return Check("cuDNN", WARN, f"{f.torch.cudnn}, disabled", "torch.backends.cudnn.enabled")
-    return Check("cuDNN", OK, f.torch.cudnn)
+        return Check(
+            "cuDNN",
+            WARN,
+            f"{f.torch.cudnn}, disabled: every conv falls back to slow native kernels",
+            "set torch.backends.cudnn.enabled = True (something in the environment cleared it)",
+        )
+    benchmark = {True: "on", False: "off", None: "?"}[f.torch.cudnn_benchmark]
+    return Check(
+        "cuDNN",
+        OK,
+        f"{f.torch.cudnn} (benchmark {benchmark} by default; tuneup sets it per run "
+        "from its cudnn_benchmark knob)",
+    )
 
 
 def _nccl(f: Facts) -> Check:
@@ -148,10 +164,11 @@ def _mig(f: Facts) -> Check:
 
 
 def _cpus(f: Facts) -> Check:
-    gpus = max(1, len(f.gpus))
-    per_gpu = f.cpus_usable // gpus
-    detail = f"{f.cpus_usable} usable of {f.cpus_total}"
-    if f.gpus:
+    # The GPUs this process may use: CUDA_VISIBLE_DEVICES hides some from torch, not NVML.
+    visible = f.torch.device_count if f.torch.cuda_available else len(f.gpus)
+    per_gpu = f.cpus_usable // max(1, visible)
+    detail = f"{f.cpus_usable} usable (affinity) of {f.cpus_total}"
+    if visible:
         detail += f", {per_gpu} per GPU"
         if per_gpu < MIN_CPUS_PER_GPU:
             return Check(
@@ -170,8 +187,15 @@ def _shm(f: Facts) -> Check:
         )
     problem = shm_shortfall(f.shm_free, DEFAULT_BATCH_BYTES, DEFAULT_WORKERS, None)
     if problem is not None:
-        return Check("/dev/shm", FAIL, problem.split(":")[0], problem.split(": ", 1)[1])
-    return Check("/dev/shm", OK, f"{f.shm_free / 1e9:.1f} GB free")
+        what, _, fix = problem.partition(": ")
+        return Check("/dev/shm", FAIL, what, fix)
+    needed = batches_in_flight(DEFAULT_WORKERS, None) * DEFAULT_BATCH_BYTES
+    return Check(
+        "/dev/shm",
+        OK,
+        f"{f.shm_free / 1e9:.1f} GB free (the default loader's {DEFAULT_WORKERS} workers "
+        f"need {needed / 1e9:.1f} GB)",
+    )
 
 
 def _memory(f: Facts) -> Check:
@@ -256,3 +280,63 @@ def _version(text: str | None) -> tuple[int, ...] | None:
         return tuple(int(p) for p in text.split(".")[:2])
     except ValueError:
         return None
+
+
+def honesty_checks(h: Honesty | None, error: str | None) -> list[Check]:
+    """The timed check's rows: trainer vs bare loop, compute achieved, host-to-device copies."""
+    if error is not None:
+        return [Check("honesty", FAIL, f"the timed check failed: {error}", "--quick skips it")]
+    if h is None:
+        return []
+    return [_honesty(h), _compute(h), _h2d(h)]
+
+
+def _honesty(h: Honesty) -> Check:
+    spread = f"pairs {min(h.ratios):.3f}-{max(h.ratios):.3f}"
+    detail = (
+        f"trainer SYNTHETIC {h.trainer_sps:.1f} vs bare loop {h.bare_sps:.1f} samples/s "
+        f"on {h.device}: ratio {h.ratio:.3f} ({spread})"
+    )
+    if h.honest:
+        return Check("honesty", OK, detail)
+    slower = h.ratio < HONEST[0]
+    return Check(
+        "honesty",
+        WARN,
+        detail
+        + (
+            ": tuneup's step is slower than a bare loop, so its rates understate this node"
+            if slower
+            else ": tuneup's step beats the bare loop, so its rates may flatter this node"
+        ),
+        "rerun on an idle node; if it stays outside "
+        f"{HONEST[0]:.2f}-{HONEST[1]:.2f}, report it with `tuneup doctor --json`",
+    )
+
+
+def _compute(h: Honesty) -> Check:
+    rate = f"{h.tflops:.3g} TFLOP/s" if h.tflops is not None else "not computed"
+    if h.peak_tflops is None or h.mfu is None:
+        why = "no CUDA" if h.device == "cpu" else f"no {h.precision} peak on file for {h.device}"
+        return Check("compute", OK, f"{rate} (MFU n/a: {why})")
+    return Check(
+        "compute",
+        OK,
+        f"{rate}, MFU {100 * h.mfu:.1f}% of the {h.precision} dense peak "
+        f"({h.peak_tflops:g} TFLOP/s, datasheet)",
+    )
+
+
+def _h2d(h: Honesty) -> Check:
+    if h.h2d_pinned_gbs is None or h.h2d_pageable_gbs is None:
+        return Check("host to device", OK, "n/a: no CUDA")
+    detail = f"{h.h2d_pinned_gbs:.1f} GB/s pinned, {h.h2d_pageable_gbs:.1f} GB/s pageable"
+    if h.h2d_pinned_gbs < MIN_PINNED_H2D_GBS:
+        return Check(
+            "host to device",
+            WARN,
+            f"{detail}: below PCIe 3.0 x16",
+            "check PCIe generation and width in `nvidia-smi -q`, and bind to the GPU's "
+            "NUMA node (`nvidia-smi topo -m`)",
+        )
+    return Check("host to device", OK, detail)

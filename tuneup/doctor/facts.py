@@ -25,6 +25,17 @@ class GpuFact:
 
 
 @dataclass(frozen=True)
+class NvmlReading:
+    """What the driver says through NVML: no CUDA context, as nvidia-smi reads it."""
+
+    gpus: tuple[GpuFact, ...] = ()
+    driver: str | None = None
+    cuda_driver: str | None = None  # the newest CUDA the driver supports, e.g. "12.4"
+    nvml_version: str | None = None
+    error: str | None = None  # why NVML could not be read; None when it was
+
+
+@dataclass(frozen=True)
 class TorchFacts:
     """torch as installed; read without creating a CUDA context."""
 
@@ -47,6 +58,7 @@ class Facts:
     nvml_error: str | None = None  # why NVML could not be read; None when it was
     driver: str | None = None
     cuda_driver: str | None = None  # the newest CUDA the driver supports, e.g. "12.4"
+    nvml_version: str | None = None
     torch: TorchFacts = field(default_factory=TorchFacts)
     cpus_usable: int = 1
     cpus_total: int = 1
@@ -63,20 +75,21 @@ class Facts:
         return asdict(self)
 
 
-def read_nvml(nvml: Any = None) -> tuple[tuple[GpuFact, ...], str | None, str | None, str | None]:
-    """(GPUs, driver, CUDA driver version, error); NVML failing is a fact, never a crash."""
+def read_nvml(nvml: Any = None) -> NvmlReading:
+    """Every GPU NVML lists, and the driver's versions; NVML failing is a fact, never a crash."""
     if nvml is None:
         try:
-            import pynvml
+            import pynvml  # type: ignore[import-untyped,import-not-found]
         except Exception as exc:
-            return (), None, None, f"nvidia-ml-py does not import: {exc}"
+            return NvmlReading(error=f"nvidia-ml-py does not import: {exc}")
         nvml = pynvml
     try:
         nvml.nvmlInit()
     except Exception as exc:
-        return (), None, None, f"NVML did not start ({type(exc).__name__}): no driver here?"
+        return NvmlReading(error=f"NVML did not start ({type(exc).__name__}): no driver here?")
     try:
-        driver = _text(_call(nvml, "nvmlSystemGetDriverVersion"))
+        driver = _call(nvml, "nvmlSystemGetDriverVersion")
+        version = _call(nvml, "nvmlSystemGetNVMLVersion")
         cuda = _call(nvml, "nvmlSystemGetCudaDriverVersion")
         cuda_driver = f"{int(cuda) // 1000}.{int(cuda) % 1000 // 10}" if cuda else None
         gpus = []
@@ -91,9 +104,14 @@ def read_nvml(nvml: Any = None) -> tuple[tuple[GpuFact, ...], str | None, str | 
                     None if mig is None else bool(mig[0]),
                 )
             )
-        return tuple(gpus), driver, cuda_driver, None
+        return NvmlReading(
+            tuple(gpus),
+            None if driver is None else _text(driver),
+            cuda_driver,
+            None if version is None else _text(version),
+        )
     except Exception as exc:
-        return (), None, None, f"NVML failed: {type(exc).__name__}: {exc}"
+        return NvmlReading(error=f"NVML failed: {type(exc).__name__}: {exc}")
     finally:
         with contextlib.suppress(Exception):
             nvml.nvmlShutdown()
@@ -158,20 +176,23 @@ def gather_facts(
     toolchain: Callable[[], Toolchain] = find_toolchain,
     environ: Mapping[str, str] | None = None,
     cpus: Callable[[], int] = usable_cpus,
+    cpu_count: Callable[[], int | None] = os.cpu_count,
     module_available: Callable[[str], bool] = has_module,
     apex_available: Callable[[], bool] = apex_fused_adam_available,
 ) -> Facts:
     env = os.environ if environ is None else environ
-    gpus, driver, cuda_driver, nvml_error = read_nvml(nvml)
+    """Read everything the checks judge; pass fakes for any source (tests do for all)."""
+    reading = read_nvml(nvml)
     total, available = meminfo()
     return Facts(
-        gpus=gpus,
-        nvml_error=nvml_error,
-        driver=driver,
-        cuda_driver=cuda_driver,
+        gpus=reading.gpus,
+        nvml_error=reading.error,
+        driver=reading.driver,
+        cuda_driver=reading.cuda_driver,
+        nvml_version=reading.nvml_version,
         torch=torch_facts(),
         cpus_usable=cpus(),
-        cpus_total=os.cpu_count() or 1,
+        cpus_total=cpu_count() or 1,
         shm_free=shm(),
         mem_total=total,
         mem_available=available,

@@ -293,6 +293,10 @@ class FakeNvml:
         self._check_init()
         return self.cuda_driver
 
+    def nvmlSystemGetNVMLVersion(self) -> str:
+        self._check_init()
+        return f"{self.cuda_driver // 1000}.{self.driver}"  # e.g. 12.550.54.15, as pynvml says
+
     # -- static ---------------------------------------------------------------
     def nvmlDeviceGetMigMode(self, handle: _Handle) -> tuple[int, int]:
         mode = int(bool(self._gpu(handle).read("mig")))
