@@ -96,3 +96,12 @@ def test_probe_refuses_a_baseline_whose_workers_cannot_fit(tmp_path, monkeypatch
     assert code == 2
     assert len(err) >= 1 and "/dev/shm" in err[-1] and "--shm-size" in err[-1]
     assert not (tmp_path / "run" / "journal.jsonl").exists()  # nothing started
+
+
+def test_only_the_unet_trainers_sessions_check_dev_shm(monkeypatch) -> None:
+    import tuneup.cluster.shm
+    from tuneup.probe.session import shm_free_for
+
+    monkeypatch.setattr(tuneup.cluster.shm, "shm_free_bytes", lambda *a, **k: 64 * MB)
+    assert shm_free_for("unet") == 64 * MB
+    assert shm_free_for("sim") is None and shm_free_for("command") is None

@@ -163,17 +163,13 @@ def run_probe_command(
             print(f"tuneup: warning: {warning}", file=sys.stderr)
     base = _base_values(preset, trainer)
 
-    from tuneup.probe.session import ProbeSession, SessionInterrupted, stage_plans
+    from tuneup.probe.preflight import loader_shm_problem
+    from tuneup.probe.session import ProbeSession, SessionInterrupted, shm_free_for, stage_plans
 
-    shm_free = None
-    if trainer == "unet":  # the U-Net's DataLoader workers pass batches through /dev/shm
-        from tuneup.cluster.shm import shm_free_bytes
-        from tuneup.probe.preflight import loader_shm_problem
-
-        shm_free = shm_free_bytes()
-        problem = loader_shm_problem(base, machine.ranks_per_node, shm_free)
-        if problem is not None:
-            raise UsageError(f"the baseline's loader cannot run here: {problem}")
+    shm_free = shm_free_for(trainer)  # the U-Net's loader workers pass batches through it
+    problem = loader_shm_problem(base, machine.ranks_per_node, shm_free)
+    if problem is not None:
+        raise UsageError(f"the baseline's loader cannot run here: {problem}")
     plans = stage_plans(names, machine, base, preset, shm_free=shm_free)
     results = ResultsDir(resume if resume is not None else (out or _default_out(preset.name)))
     reporter = _reporter(as_json)

@@ -114,6 +114,15 @@ def _key(stage: str, values: dict[str, Any], ranks: int) -> str:
     return f"{stage}|{ranks}|" + json.dumps(values, sort_keys=True, default=str)
 
 
+def shm_free_for(trainer: str) -> int | None:
+    """Bytes free in /dev/shm where the trainer's loader workers use it (the U-Net's); else None."""
+    if trainer != "unet":
+        return None
+    from tuneup.cluster.shm import shm_free_bytes
+
+    return shm_free_bytes()
+
+
 def stage_plans(
     names: tuple[str, ...],
     machine: MachineInfo,

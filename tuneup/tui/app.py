@@ -214,7 +214,7 @@ class TuneupApp(App[None]):
 
     def build_driver(self, choice: SetupChoice) -> Any:
         """The ProbeSession of `choice`, as `tuneup probe` builds it, inside a SessionDriver."""
-        from tuneup.probe.session import ProbeSession, stage_plans
+        from tuneup.probe.session import ProbeSession, shm_free_for, stage_plans
         from tuneup.tui.driver import SessionDriver
 
         preset = dataclasses.replace(choice.preset, budget=choice.budget)
@@ -222,7 +222,7 @@ class TuneupApp(App[None]):
         machine = dataclasses.replace(
             self.machine, world_size=choice.nproc * choice.nodes, nodes=choice.nodes
         )
-        plans = stage_plans(choice.stages, machine, base, preset)
+        plans = stage_plans(choice.stages, machine, base, preset, shm_free_for(self.trainer))
         stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(self.clock()))
         results = ResultsDir(self.out or self.results_root / f"{preset.name}-{stamp}")
         self.engine = self.engine_factory(self.trainer, machine, results, preset.budget, self.seed)
@@ -274,7 +274,7 @@ class TuneupApp(App[None]):
 
     def resume_driver(self, results: ResultsDir) -> Any:
         """The interrupted session rebuilt from session.json, as `tuneup probe --resume` does."""
-        from tuneup.probe.session import ProbeSession, stage_plans
+        from tuneup.probe.session import ProbeSession, shm_free_for, stage_plans
         from tuneup.tui.driver import SessionDriver
 
         info = results.session()
@@ -289,7 +289,8 @@ class TuneupApp(App[None]):
             world_size=int(launch.get("world_size", self.machine.world_size)),
             nodes=int(launch.get("nodes", self.machine.nodes)),
         )
-        plans = stage_plans(tuple(info.get("stages", preset.stages)), machine, base, preset)
+        stages = tuple(info.get("stages", preset.stages))
+        plans = stage_plans(stages, machine, base, preset, shm_free_for(trainer))
         self.engine = self.engine_factory(trainer, machine, results, preset.budget, seed)
         session = ProbeSession(
             preset=preset,
