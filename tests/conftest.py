@@ -32,12 +32,15 @@ def synthetic_data(tmp_path_factory: pytest.TempPathFactory) -> SynthResult:
 
 
 @pytest.fixture
-def tiny_values(synthetic_data: SynthResult) -> dict[str, Any]:
-    """Knob values of a CPU run that takes well under a second a step.
+def tiny_values(tiny_run: dict[str, Any]) -> dict[str, Any]:
+    """Knob values of a CPU run that takes well under a second a step (a copy of tiny_run)."""
+    return dict(tiny_run)
 
-    A 3-level, width-4 U-Net on 8^3 crops: 4 steps of 4 samples per epoch,
-    one validation batch, data read in this process from the synthetic box.
-    """
+
+@pytest.fixture(scope="session")
+def tiny_run(synthetic_data: SynthResult) -> dict[str, Any]:
+    """A 3-level, width-4 U-Net on 8^3 crops: 4 steps of 4 samples per epoch,
+    one validation batch, data read in this process from the synthetic box."""
     return {
         "device": "cpu",
         "levels": 3,

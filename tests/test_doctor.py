@@ -31,22 +31,26 @@ CUDA_TORCH = TorchFacts(
 TOOLS = Toolchain("/usr/bin/gcc", True, "/usr/lib64/libcuda.so.1")
 
 
+def read_node(**sources) -> Facts:
+    """Facts of a healthy 4 x H100 node read through fakes; `sources` replace gather_facts's."""
+    fakes = {
+        "nvml": FakeNvml(devices=[FakeGpu(name=H100) for _ in range(4)], cuda_driver=12040),
+        "torch_facts": lambda: CUDA_TORCH,
+        "shm": lambda: 64 * GB,
+        "meminfo": lambda: (512 * GB, 480 * GB),
+        "toolchain": lambda: TOOLS,
+        "environ": {},
+        "cpus": lambda: 64,
+        "cpu_count": lambda: 128,
+        "module_available": lambda name: True,
+        "apex_available": lambda: False,
+    }
+    return gather_facts(**{**fakes, **sources})
+
+
 def gpu_node(**changes) -> Facts:
-    """A healthy 4 x H100 node read through the fake NVML; `changes` replace Facts fields."""
-    nvml = FakeNvml(devices=[FakeGpu(name=H100) for _ in range(4)], cuda_driver=12040)
-    facts = gather_facts(
-        nvml=nvml,
-        torch_facts=lambda: CUDA_TORCH,
-        shm=lambda: 64 * GB,
-        meminfo=lambda: (512 * GB, 480 * GB),
-        toolchain=lambda: TOOLS,
-        environ={},
-        cpus=lambda: 64,
-        cpu_count=lambda: 128,
-        module_available=lambda name: True,
-        apex_available=lambda: False,
-    )
-    return dataclasses.replace(facts, **changes)
+    """The healthy node's facts; `changes` replace Facts fields."""
+    return dataclasses.replace(read_node(), **changes)
 
 
 def by_name(facts: Facts) -> dict[str, tuple[str, str, str]]:
@@ -103,15 +107,7 @@ def test_few_cores_per_gpu_and_little_host_memory_warn() -> None:
 
 def test_mig_warns_that_timings_hold_for_the_slice() -> None:
     nvml = FakeNvml(devices=[FakeGpu(name=H100, mig=True), FakeGpu(name=H100, mig=NOT_SUPPORTED)])
-    facts = gather_facts(
-        nvml=nvml,
-        torch_facts=lambda: CUDA_TORCH,
-        shm=lambda: 64 * GB,
-        meminfo=lambda: (512 * GB, 480 * GB),
-        toolchain=lambda: TOOLS,
-        environ={},
-        cpus=lambda: 32,
-    )
+    facts = read_node(nvml=nvml, cpus=lambda: 32)
     assert [g.mig for g in facts.gpus] == [True, None]
     level, detail, fix = by_name(facts)["MIG"]
     assert level == WARN and "1 GPU(s)" in detail and "nvidia-smi -mig 0" in fix
@@ -138,13 +134,8 @@ def test_dali_missing_on_a_gpu_node_and_a_global_tf32_override_warn() -> None:
 
 def test_in_a_slurm_job_the_job_is_described() -> None:
     environ = {"SLURM_JOB_ID": "4242", "SLURM_JOB_NUM_NODES": "1", "SLURM_GPUS_ON_NODE": "4"}
-    facts = gather_facts(
-        nvml=FakeNvml(devices=[FakeGpu()]),
-        torch_facts=lambda: CUDA_TORCH,
-        shm=lambda: 64 * GB,
-        meminfo=lambda: (None, None),
-        toolchain=lambda: TOOLS,
-        environ=environ,
+    facts = read_node(
+        nvml=FakeNvml(devices=[FakeGpu()]), meminfo=lambda: (None, None), environ=environ
     )
     checks = by_name(facts)
     assert "4242" in checks["SLURM"][1]

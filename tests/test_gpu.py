@@ -84,12 +84,14 @@ print(float(err))
 """
 
 
-def test_tf32_off_gives_full_float32_matmuls() -> None:
+def _tf32_errors(probe: str) -> dict[bool, float]:
+    """The probe's relative error against float64 with TF32 on and off, each in a fresh process
+    (the CUDA libraries read NVIDIA_TF32_OVERRIDE once, when CUDA starts)."""
     errors = {}
     for enabled in (True, False):
         env = {k: v for k, v in os.environ.items() if k != "NVIDIA_TF32_OVERRIDE"}
         done = subprocess.run(
-            [sys.executable, "-c", TF32_PROBE.format(enabled=enabled)],
+            [sys.executable, "-c", probe.format(enabled=enabled)],
             capture_output=True,
             text=True,
             env=env,
@@ -97,6 +99,11 @@ def test_tf32_off_gives_full_float32_matmuls() -> None:
         )
         assert done.returncode == 0, done.stderr
         errors[enabled] = float(done.stdout.strip())
+    return errors
+
+
+def test_tf32_off_gives_full_float32_matmuls() -> None:
+    errors = _tf32_errors(TF32_PROBE)
     assert errors[False] < 1e-5, f"TF32 off still lossy: {errors}"
     assert errors[True] > 10 * errors[False], f"TF32 on looks like full fp32: {errors}"
 
@@ -149,18 +156,7 @@ print(float(err))
 
 def test_tf32_off_gives_full_float32_convolutions() -> None:
     # The U-Net spends its time in 3D convolutions (cuDNN), not in matmuls (cuBLAS).
-    errors = {}
-    for enabled in (True, False):
-        env = {k: v for k, v in os.environ.items() if k != "NVIDIA_TF32_OVERRIDE"}
-        done = subprocess.run(
-            [sys.executable, "-c", TF32_CONV_PROBE.format(enabled=enabled)],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=120,
-        )
-        assert done.returncode == 0, done.stderr
-        errors[enabled] = float(done.stdout.strip())
+    errors = _tf32_errors(TF32_CONV_PROBE)
     assert errors[False] < 1e-5, f"TF32 off still lossy in conv3d: {errors}"
     assert errors[True] > 10 * errors[False], f"TF32 on looks like full fp32 in conv3d: {errors}"
 

@@ -82,7 +82,7 @@ def probed(env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> tup
 @pytest.fixture(scope="module")
 def made(
     probed: tuple[Path, str],
-    synthetic_data: Any,
+    tiny_run: dict[str, Any],
     tmp_path_factory: pytest.TempPathFactory,
 ) -> dict[str, str]:
     """The files the commands read: a results folder, a GPU trace, a config, a probe spec."""
@@ -93,21 +93,7 @@ def made(
     for _ in range(3):
         recording.sample()
     recording.close()
-    # The conftest's tiny CPU run (its fixtures are function-scoped, so spelled out here).
-    values = {
-        "device": "cpu",
-        "levels": 3,
-        "width": 4,
-        "data_size": 8,
-        "global_batch_size": 4,
-        "Nsamples": 16,
-        "Nsamples_val": 4,
-        "num_epochs": 1,
-        "data_loader_config": "inmem",
-        "num_data_workers": 0,
-        "train_path": str(synthetic_data.train_path),
-        "val_path": str(synthetic_data.val_path),
-    }
+    values = dict(tiny_run)  # the conftest's tiny CPU run
     config = folder / "tiny.yaml"
     config.write_text(yaml.safe_dump(values))
     spec = folder / "spec.json"

@@ -59,6 +59,7 @@ def _deep_copy(value: Any) -> Any:
     return value
 
 
+INPUT_CHANNELS = 4  # the N-body fields of the tutorial's data (Nbody: 4 x L^3)
 # torch.compile modes that capture CUDA graphs themselves (inductor's cudagraphs).
 GRAPHING_COMPILE_MODES = ("reduce-overhead", "max-autotune")
 LOADER_CHOICES = ("lowmem", "inmem", "synthetic", "dali-lowmem", "gpu")

@@ -60,11 +60,11 @@ COMPILE_TIMEOUT_S = {"gpu": 300.0, "cpu": 240.0}
 
 
 def precision_of(values: dict[str, Any], device: str) -> str:
-    """Which peak a row is held against: bf16/fp16, tf32 or fp32."""
-    amp = values.get("amp_mode", "none")
-    if amp in ("bf16", "fp16"):
-        return amp
-    return "tf32" if values.get("tf32", True) and device == "cuda" else "fp32"
+    """Which peak a row is held against: bf16/fp16, tf32 (on CUDA) or fp32."""
+    from tuneup.trainer.flops import math_mode
+
+    tf32 = bool(values.get("tf32", True)) and device == "cuda"
+    return math_mode(str(values.get("amp_mode", "none")), tf32)
 
 
 def measure_one(values: dict[str, Any], warm: int, trials: int, steps: int) -> dict[str, Any]:

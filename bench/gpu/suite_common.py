@@ -70,31 +70,12 @@ def slug(text: str) -> str:
 
 
 def peak_tflops(gpu_name: str | None, precision: str) -> tuple[float | None, str]:
-    """The dense peak TFLOP/s of `gpu_name` at `precision` from tuneup's own table, and why not.
-
-    tuneup has no such table in every version (tuneup.trainer.flops may gain one); without
-    it MFU is reported as null rather than from a table of the suite's own.
-    """
+    """The dense peak TFLOP/s of `gpu_name` at `precision` from tuneup's table, and why not."""
     if not gpu_name:
         return None, "no GPU"
-    try:
-        from tuneup.trainer import flops
-    except ImportError as exc:
-        return None, f"tuneup.trainer.flops not importable: {exc}"
-    lookup = getattr(flops, "peak_tflops", None)
-    if not callable(lookup):
-        return None, "tuneup.trainer.flops has no peak_tflops table"
-    try:
-        value = lookup(gpu_name, precision)
-    except TypeError:
-        try:
-            value = lookup(gpu_name)
-        except Exception as exc:
-            return None, f"peak_tflops({gpu_name!r}) failed: {exc}"
-    except Exception as exc:
-        return None, f"peak_tflops({gpu_name!r}, {precision!r}) failed: {exc}"
-    if isinstance(value, dict):
-        value = value.get(precision)
+    from tuneup.trainer.flops import peak_tflops as lookup
+
+    value = lookup(gpu_name, precision)
     if value is None:
         return None, f"no peak for {gpu_name!r} at {precision}"
-    return float(value), "tuneup.trainer.flops.peak_tflops"
+    return value, "tuneup.trainer.flops.PEAK_TFLOPS"

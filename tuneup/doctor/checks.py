@@ -7,16 +7,19 @@ from typing import Any
 
 from tuneup.cluster.shm import batches_in_flight, shm_shortfall
 from tuneup.cluster.toolchain import compile_blocker
+from tuneup.config import build_config
 from tuneup.doctor.facts import Facts
 from tuneup.doctor.honesty import HONEST, Honesty
+from tuneup.probe.preflight import batch_bytes
 
 OK, WARN, FAIL = "OK", "WARN", "FAIL"
 MIN_CPUS_PER_GPU = 4  # below this, host loaders cannot keep a GPU busy on this model
 MIN_HOST_MEMORY = 16 * 10**9
-# What tuneup's default run puts through /dev/shm: 2 workers x 2 batches of the
-# tutorial's 64 crops of 4 + 5 channels of 64^3 float32.
-DEFAULT_BATCH_BYTES = 64 * 9 * 64**3 * 4
-DEFAULT_WORKERS = 2
+# What tuneup's default run puts through /dev/shm: its loader workers x 2 batches of the
+# tutorial's 64 crops of 4 + 5 channels of 64^3 float32 (about 604 MB each).
+DEFAULT_RUN = build_config({})
+DEFAULT_BATCH_BYTES = batch_bytes(DEFAULT_RUN)
+DEFAULT_WORKERS = DEFAULT_RUN.num_data_workers
 # Pinned host-to-device copies below this are slower than PCIe 3.0 x16 delivers
 # (15.75 GB/s raw, 12-13 GB/s measured): a narrowed link or the far NUMA node.
 MIN_PINNED_H2D_GBS = 10.0

@@ -6,15 +6,26 @@ Pure: the machine's facts come in as values (tuneup.cluster.shm reads them).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuneup.cluster.shm import shm_shortfall
 from tuneup.errors import UsageError
 
+if TYPE_CHECKING:
+    from tuneup.config import TrainConfig
+
 # Loaders whose DataLoader workers hand batches over through /dev/shm.
 SHARED_MEMORY_LOADERS = ("lowmem", "inmem", "synthetic")
-INPUT_CHANNELS = 4
 FLOAT32_BYTES = 4
+
+
+def batch_bytes(cfg: TrainConfig, ranks_per_node: int = 1) -> int:
+    """Bytes of one rank's host batch: input and target crops in float32."""
+    from tuneup.config import INPUT_CHANNELS
+    from tuneup.trainer.distributed import local_batch
+
+    batch = local_batch(cfg.global_batch_size, cfg.local_batch_size, max(1, ranks_per_node))
+    return batch * (INPUT_CHANNELS + cfg.N_out_channels) * cfg.data_size**3 * FLOAT32_BYTES
 
 
 def loader_shm_problem(
@@ -27,16 +38,13 @@ def loader_shm_problem(
     if shm_free is None:
         return None
     from tuneup.config import build_config
-    from tuneup.trainer.distributed import local_batch
 
     try:
         cfg = build_config(dict(values), source="the probe config")
-        batch = local_batch(cfg.global_batch_size, cfg.local_batch_size, max(1, ranks_per_node))
+        per_batch = batch_bytes(cfg, ranks_per_node)
     except UsageError:
         return None
     if cfg.data_loader_config not in SHARED_MEMORY_LOADERS:
         return None
-    channels = INPUT_CHANNELS + cfg.N_out_channels
-    batch_bytes = batch * channels * cfg.data_size**3 * FLOAT32_BYTES
     workers = cfg.num_data_workers * max(1, ranks_per_node)
-    return shm_shortfall(shm_free, batch_bytes, workers, cfg.prefetch_factor)
+    return shm_shortfall(shm_free, per_batch, workers, cfg.prefetch_factor)

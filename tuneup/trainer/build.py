@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from tuneup.config import TrainConfig
+from tuneup.config import INPUT_CHANNELS, TrainConfig
 from tuneup.errors import UsageError
 from tuneup.trainer.datacheck import check_data, data_paths, npy_copies
 from tuneup.trainer.distributed import DistEnv, init_process_group, local_batch
@@ -28,7 +28,6 @@ from tuneup.trainer.runtime import DeviceChoice, apply_backend_flags, choose_dev
 from tuneup.trainer.schedule import LrSchedule, schedule_for
 from tuneup.trainer.step import EagerStep, GraphedStep, LossFn
 
-INPUT_CHANNELS = 4
 VAL_SEED_OFFSET = 1_000_003  # validation crops come from a stream of their own
 
 
