@@ -6,7 +6,10 @@ workers, anything the trainer spawned) can be stopped together: an OOM, a
 CUDA error, a hang or a segfault costs one probe, never the session. Ranks
 that torchrun starts in sessions of their own are found through the process
 tree, recorded while the probe runs (`tuneup.cluster.proctree`), and killed
-too when it ends.
+too when it ends. Each child runs under a guardian (`tuneup.cluster.guardian`)
+that stops it, and everything below it, when tuneup itself dies, even by
+SIGKILL; every process of a probe carries `TUNEUP_PROBE_DIR`, so a later
+`--resume` finds what a dead session left running.
 
 Classification of an ended child into a status and one human reason is
 pure (`classify`, `build_result`); process handling lives in `ProbeRunner`.
@@ -28,7 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from tuneup.cluster.guardian import guarded
 from tuneup.cluster.launch import Launcher, LocalLauncher, RankFailure, rank_failures
+from tuneup.cluster.leftovers import MARKER
 from tuneup.cluster.proctree import Tree
 from tuneup.errors import UsageError
 from tuneup.probe.events import parse_event
@@ -196,11 +201,11 @@ class ProbeRunner:
     def _run_child(self, record: ChildRun, deadline: float, launcher: Launcher) -> None:
         """Start, watch, stop and reap one child and everything it started; fills `record`."""
         argv = launcher.command(record.spec_path)
-        env = launcher.env(dict(os.environ))
+        env = {**launcher.env(dict(os.environ)), MARKER: str(self.workdir.resolve())}
         with record.stderr_path.open("wb") as stderr_file:
             try:
                 proc = subprocess.Popen(
-                    argv,
+                    guarded(argv, os.getpid()),
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE,
                     stderr=stderr_file,
