@@ -33,14 +33,14 @@ def main() -> None:
     args = parser.parse_args()
 
     from tuneup.cluster.launch import LocalLauncher, TorchrunLauncher
+    from tuneup.probe.assembly import base_values
     from tuneup.probe.backends import probe_config
     from tuneup.probe.preset import load_preset
     from tuneup.probe.runner import ProbeRunner
     from tuneup.probe.types import ProbeSpec
-    from tuneup.probe_command import _base_values
 
     preset = load_preset(args.preset)
-    values = _base_values(preset, "unet")
+    values = base_values(preset, "unet", None)
     spec = ProbeSpec(config=probe_config(values, preset.budget), budget=preset.budget)
     launchers = {"local": LocalLauncher(), "torchrun": TorchrunLauncher(args.nproc)}
     runs: dict[str, list[dict]] = {name: [] for name in launchers}

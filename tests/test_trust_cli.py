@@ -10,6 +10,7 @@ process outside tuneup during one probe.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -36,17 +37,9 @@ counts[args.amp_mode] = counts.get(args.amp_mode, 0) + 1
 state.write_text(json.dumps(counts))
 run, mine = counts["all"], counts[args.amp_mode]
 
-def burn_elsewhere(seconds):
-    # Another job's process: started twice removed, so it is not tuneup's descendant.
-    if os.fork() == 0:
-        os.setsid()
-        if os.fork() == 0:
-            end = time.time() + seconds
-            while time.time() < end:
-                pass
-            os._exit(0)
-        os._exit(0)
-    os.wait()
+def burn_elsewhere():
+    # Asks another job's process (started by the test, outside tuneup) to load a CPU.
+    state.with_name("burn").touch()
 
 rate = 100.0
 if args.scenario == "confirm-loses" and args.amp_mode == "bf16":
@@ -58,8 +51,8 @@ elif args.scenario == "real":
         0.05 * random.Random(run).gauss(0.0, 1.0)
     )
 elif args.scenario == "burst" and args.amp_mode == "bf16" and mine == 1:
-    burn_elsewhere(1.6)
-    time.sleep(1.7)
+    burn_elsewhere()
+    time.sleep(1.9)
     rate = 40.0  # what the contention did to this probe
 
 for epoch, wobble in enumerate([0.0, -0.01, 0.0, 0.01]):
@@ -70,8 +63,31 @@ for epoch, wobble in enumerate([0.0, -0.01, 0.0, 0.01]):
 """
 
 
+# Another job's process: double-forked by a launcher that exits, so it belongs to no
+# tuneup process tree (a probe's guardian adopts whatever its probe starts). When the
+# trigger file appears it keeps a CPU busy for 1.6 s.
+BURNER = """
+import os, sys, time
+from pathlib import Path
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        trigger, give_up = Path(sys.argv[1]), time.time() + 120
+        while not trigger.exists() and time.time() < give_up:
+            time.sleep(0.02)
+        end = time.time() + 1.6
+        while time.time() < end:
+            pass
+        os._exit(0)
+    os._exit(0)
+os.wait()
+"""
+
+
 def run_session(tmp_path: Path, scenario: str, capsys: Any) -> tuple[dict[str, Any], str, Path]:
     """`tuneup probe` on the script's amp stage (bf16 against none); (summary, stderr, folder)."""
+    if scenario == "burst":
+        subprocess.run([sys.executable, "-c", BURNER, str(tmp_path / "burn")], check=True)
     script = tmp_path / "train.py"
     script.write_text(textwrap.dedent(SCRIPT).lstrip(), encoding="utf-8")
     preset = {

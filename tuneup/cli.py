@@ -8,12 +8,14 @@ stderr; bad input is one line and exit status 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
 from tuneup import __version__
+from tuneup.cluster.signals import Stopped
 from tuneup.errors import ExitCode, UsageError
 
 # The tutorial's train.py flags, accepted by `tuneup train` as the knobs they set.
@@ -37,7 +39,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse whose usage errors are one line on stderr with exit status 2."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(f"{self.prog}: {message} (see `{self.prog} --help`)")
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -477,10 +479,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if debug:
             traceback.print_exc()
         print(f"tuneup: error: {exc}", file=sys.stderr)
-        return ExitCode.USAGE
+        return exc.exit_code
     except KeyboardInterrupt:
         print("tuneup: interrupted", file=sys.stderr)
         return ExitCode.INTERRUPTED
+    except Stopped as exc:
+        with contextlib.suppress(OSError):
+            print(f"tuneup: {exc}", file=sys.stderr)
+        return exc.exit_code
     except Exception as exc:  # an internal failure: one line unless --debug
         if debug:
             traceback.print_exc()

@@ -11,8 +11,9 @@ class ExitCode(IntEnum):
     OK = 0
     INTERNAL = 1
     USAGE = 2
-    PROBE_FAILED = 3  # a probe worker reported an error event
-    INTERRUPTED = 130
+    PROBE_FAILED = 3  # a probe worker reported an error event; the baseline never ran
+    OUT_OF_TIME = 75  # sysexits' EX_TEMPFAIL: the allocation ends; resume in a new one
+    INTERRUPTED = 130  # SIGINT; SIGTERM gives 143 and SIGHUP 129 (128 + the signal)
 
 
 class UsageError(Exception):
@@ -20,3 +21,5 @@ class UsageError(Exception):
 
     The message names the problem and, where there is one, the fix.
     """
+
+    exit_code: int = ExitCode.USAGE

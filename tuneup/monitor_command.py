@@ -128,6 +128,11 @@ def run_monitor_command(
         from tuneup.app_deps import require_app
 
         require_app("the full-screen monitor", "tuneup monitor --once / --json")
+        if not (out or sys.stdout).isatty():
+            raise UsageError(
+                "the live monitor needs a terminal, and standard output is not one: use "
+                "--once for one table or --json for JSON lines"
+            )
     from tuneup.monitor.slurm import read_job, visible_gpu_indices
 
     env = os.environ if environ is None else environ

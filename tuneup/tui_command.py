@@ -45,7 +45,7 @@ def run_tui_command(
 
     machine = machine_info()
     if preset_name is None:
-        from tuneup.probe_command import pick_preset
+        from tuneup.probe.assembly import pick_preset
 
         preset_name, _why = pick_preset(None, machine)
     machine = _with_layout(machine, preset_name)
@@ -68,8 +68,8 @@ def _with_layout(machine: Any, preset_name: str) -> Any:
     import dataclasses
 
     from tuneup.cluster.job import read_job_env
+    from tuneup.probe.assembly import choose_layout
     from tuneup.probe.preset import load_preset
-    from tuneup.probe_command import choose_layout
 
     job = read_job_env(gpu_count=machine.gpu_count if machine.cuda else 0)
     try:

@@ -20,8 +20,9 @@ Test hook: when ``TUNEUP_WORKER_FAULT`` is ``oom``, ``hang``, ``kill`` or
 raises ``RuntimeError``), so the parent's handling can be tested without a
 GPU. ``NAME:knob=value`` limits the fault to probes whose config has that
 value, so one rung of a ladder fails and the rest run; ``NAME:rank=N`` to
-rank N of a multi-rank probe, so one rank fails and the others see it. It
-is for tests only.
+rank N of a multi-rank probe, so one rank fails and the others see it;
+``NAME:once=FILE`` to the first probe that creates FILE (a fault that does
+not come back). It is for tests only.
 
 Several ranks (torchrun or srun): rank 0 speaks for the job; every rank
 writes its own ``error`` event, tagged with its rank. Each trial edge
@@ -103,12 +104,19 @@ def fault_for(setting: str, config: dict[str, object], rank: int = 0) -> str | N
     """Which fault the test hook asks of this probe (and this rank).
 
     `NAME` hits every probe; `NAME:knob=value` only probes whose config has that
-    value, so one rung of a ladder fails; `NAME:rank=N` only rank N; several
-    rules are joined with commas.
+    value, so one rung of a ladder fails; `NAME:rank=N` only rank N;
+    `NAME:once=FILE` only the first probe to create FILE (a transient fault);
+    several rules are joined with commas.
     """
     for rule in filter(None, (part.strip() for part in setting.split(","))):
         name, _, condition = rule.partition(":")
         knob, _, wanted = condition.partition("=")
+        if knob == "once":
+            try:
+                Path(wanted).open("x").close()
+            except FileExistsError:
+                continue
+            return name
         value = rank if knob == "rank" else config.get(knob)
         if not condition or str(value) == wanted:
             return name

@@ -627,8 +627,9 @@ def judge(
         oom = _oom_line(lines)
         if oom is not None:
             return Status.OOM, f"out of memory: {oom}", {}
-        if returncode < 0:
-            return Status.CRASH, _with_detail(_signal_reason(-returncode), last), {}
+        if returncode < 0:  # killed from outside: it may well run the next time
+            reason = _with_detail(_signal_reason(-returncode), last)
+            return Status.CRASH, reason, {"transient": True}
         return Status.CRASH, _with_detail(f"command exited with status {returncode}", last), {}
     if "full_sps" not in fields:
         return Status.CRASH, no_throughput_reason(facts, spec), {}

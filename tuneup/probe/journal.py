@@ -1,15 +1,21 @@
 """The results directory: session.json, journal.jsonl (one line per probe), summary.json.
 
 The journal is appended and flushed to disk as each probe finishes, so an
-interrupted session loses nothing it measured; a torn last line (power lost
-mid-write) is skipped on reading.
+interrupted session loses nothing it measured. Before a resume appends to
+it, `repair` keeps every line it can read, drops a torn last line (power
+lost mid-write) and moves any other unreadable line to
+`journal.damaged.jsonl`, and says which and why: nothing is dropped
+silently, and no probe whose line could be read is measured again.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
+import shlex
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +25,58 @@ from tuneup.probe.types import ProbeResult
 SESSION = "session.json"
 JOURNAL = "journal.jsonl"
 SUMMARY = "summary.json"
+DAMAGED = "journal.damaged.jsonl"
+
+
+@dataclass(frozen=True)
+class JournalRepair:
+    """What `ResultsDir.repair` did to a journal before a resume."""
+
+    kept: int = 0
+    torn: bool = False  # the last line was cut short: dropped (a copy is in DAMAGED)
+    damaged: tuple[tuple[int, str], ...] = ()  # (line number, why) moved to DAMAGED
+    newline_added: bool = False  # a whole last line lacked its newline: kept
+
+    def notes(self, folder: Path) -> list[str]:
+        """One line per change, for the user."""
+        lines = []
+        if self.torn:
+            lines.append(
+                f"journal: dropped its last line, cut short while being written (its probe "
+                f"will be measured again; a copy is in {folder / DAMAGED})"
+            )
+        for number, why in self.damaged:
+            lines.append(
+                f"journal: line {number} could not be read ({why}): moved to "
+                f"{folder / DAMAGED}; its probe will be measured again"
+            )
+        return lines
+
+
+def quoted(path: Path | str) -> str:
+    """A path as a shell reads it back: commands tuneup prints are pasted as they are."""
+    return shlex.quote(str(path))
+
+
+def folder_problem(path: Path, exc: OSError) -> str:
+    """One line for a results folder that cannot be made or written, with the way out."""
+    where = f"cannot use {path} as the results folder"
+    code = exc.errno
+    if code in (errno.EACCES, errno.EPERM, errno.EROFS):
+        why = "read-only file system" if code == errno.EROFS else "permission denied"
+        return f"{where} ({why}): choose a folder you can write to with --out"
+    if code in (errno.EEXIST, errno.ENOTDIR):
+        culprit = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), path)
+        return f"{where}: {culprit} is a file, not a folder: choose another --out"
+    if code == errno.ENAMETOOLONG:
+        longest = max((len(part) for part in path.parts), default=0)
+        return (
+            f"{where}: the path is too long ({len(str(path))} characters, longest name "
+            f"{longest}; names may have at most 255): choose a shorter --out"
+        )
+    if code == errno.ENOSPC:
+        return f"{where}: no space left on the device: free some or choose another --out"
+    return f"{where}: {exc.strerror or exc}: choose another --out"
 
 
 class ResultsDir:
@@ -27,9 +85,28 @@ class ResultsDir:
     def __init__(self, path: Path) -> None:
         self.path = path
 
+    def prepare(self) -> None:
+        """Make the folder (and its parents); a folder tuneup cannot use is a UsageError."""
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            probe = self.path / ".tuneup-write-check"
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as exc:
+            raise UsageError(folder_problem(self.path, exc)) from None
+
+    def has_session(self) -> bool:
+        try:
+            return (self.path / SESSION).is_file()
+        except OSError:  # a name too long, say: prepare() says what is wrong
+            return False
+
     def create(self, session: dict[str, Any]) -> None:
-        self.path.mkdir(parents=True, exist_ok=True)
-        self._write_json(SESSION, session)
+        self.prepare()
+        try:
+            self._write_json(SESSION, session)
+        except OSError as exc:
+            raise UsageError(folder_problem(self.path, exc)) from None
 
     def session(self) -> dict[str, Any]:
         file = self.path / SESSION
@@ -49,27 +126,62 @@ class ResultsDir:
             os.fsync(file.fileno())
 
     def results(self) -> list[ProbeResult]:
-        """Every journaled probe, in order; an unreadable (torn) line is skipped."""
+        """Every journaled probe, in order; an unreadable line is skipped (see `repair`)."""
         file = self.path / JOURNAL
         if not file.is_file():
             return []
         found = []
         for raw in file.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                found.append(ProbeResult.from_journal(json.loads(raw)))
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-                continue
+            result, _why = _read_line(raw)
+            if result is not None:
+                found.append(result)
         return found
 
-    def repair(self) -> None:
-        """Drop a torn last line so appends after a resume start on a clean line."""
+    def repair(self) -> JournalRepair:
+        """Make the journal whole before appending to it, and say what changed.
+
+        Every readable line is kept (a whole last line missing its newline
+        gets one); a torn last line is dropped; an unreadable line elsewhere
+        is moved to DAMAGED. Dropped and moved lines are copied there first.
+        """
         file = self.path / JOURNAL
         if not file.is_file():
-            return
+            return JournalRepair()
         text = file.read_text(encoding="utf-8", errors="replace")
-        if text and not text.endswith("\n"):
-            kept = text[: text.rfind("\n") + 1]
-            file.write_text(kept, encoding="utf-8")
+        lines = text.split("\n")
+        ends_whole = lines[-1] == ""
+        if ends_whole:
+            lines.pop()
+        kept: list[str] = []
+        bad: list[str] = []
+        damaged: list[tuple[int, str]] = []
+        torn = False
+        for number, raw in enumerate(lines, start=1):
+            if not raw.strip():
+                continue
+            _result, why = _read_line(raw)
+            if why is None:
+                kept.append(raw)
+            elif number == len(lines) and not ends_whole:
+                torn = True
+                bad.append(raw)
+            else:
+                damaged.append((number, why))
+                bad.append(raw)
+        report = JournalRepair(
+            kept=len(kept),
+            torn=torn,
+            damaged=tuple(damaged),
+            newline_added=bool(lines) and not ends_whole and not torn,
+        )
+        if bad:
+            with (self.path / DAMAGED).open("a", encoding="utf-8") as out:
+                out.write("".join(line + "\n" for line in bad))
+        if bad or report.newline_added:
+            tmp = file.with_name(f".{JOURNAL}.tmp")
+            tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+            os.replace(tmp, file)
+        return report
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         self._write_json(SUMMARY, summary)
@@ -79,7 +191,7 @@ class ResultsDir:
         if not file.is_file():
             raise UsageError(
                 f"{self.path} has no {SUMMARY}: the session did not finish "
-                f"(resume it with `tuneup probe --resume {self.path}`)"
+                f"(resume it with `tuneup probe --resume {quoted(self.path)}`)"
             )
         return json.loads(file.read_text())
 
@@ -89,6 +201,22 @@ class ResultsDir:
         text = json.dumps(_finite(data), indent=2, allow_nan=False, default=_plain)
         tmp.write_text(text + "\n", encoding="utf-8")
         os.replace(tmp, target)
+
+
+def _read_line(raw: str) -> tuple[ProbeResult | None, str | None]:
+    """A journal line as a result, or why it cannot be one."""
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        return None, f"not JSON: {exc.msg} at column {exc.colno}"
+    if not isinstance(data, dict):
+        return None, "not a JSON object"
+    try:
+        return ProbeResult.from_journal(data), None
+    except KeyError as exc:
+        return None, f"no {exc.args[0]!r} field"
+    except (TypeError, ValueError) as exc:
+        return None, f"a field of the wrong kind: {exc}"
 
 
 def _finite(value: Any) -> Any:

@@ -134,6 +134,9 @@ class PlainReporter:
     def probe_start(self, stage: str, label: str) -> None:
         pass
 
+    def total_changed(self, total: int) -> None:
+        self.total = total
+
     def probe_done(self, result: ProbeResult, reused: bool) -> None:
         self.done += 1
         if result.stage == "baseline" and result.ok and self.baseline_sps is None:
@@ -166,6 +169,10 @@ class RichReporter(PlainReporter):
         super().session_start(info, total)
         self.progress.update(self.ladder, total=total)
         self.progress.start()
+
+    def total_changed(self, total: int) -> None:
+        super().total_changed(total)
+        self.progress.update(self.ladder, total=total)
 
     def probe_start(self, stage: str, label: str) -> None:
         self.progress.update(

@@ -81,6 +81,7 @@ __all__ = [
     "ProbeRunner",
     "build_result",
     "classify",
+    "transient",
 ]
 
 
@@ -185,18 +186,29 @@ class ProbeRunner:
         status, reason = classify(
             record.events, record.returncode, record.ended, limit, record.stderr_tail
         )
-        return build_result(stage, variant, spec, record.events, status, reason, wall_s)
+        result = build_result(stage, variant, spec, record.events, status, reason, wall_s)
+        result.transient = status is not Status.OK and transient(
+            record.events, record.returncode, record.ended, record.stderr_tail
+        )
+        return result
 
     def _next_paths(self, stage: str) -> tuple[Path, Path]:
-        """Fresh file names in workdir, never overwriting an earlier probe's files."""
+        """Fresh file names in workdir, never overwriting an earlier probe's files.
+
+        The spec file is created exclusively, so even two runners in one folder
+        (which the folder's lock prevents) could not take the same number.
+        """
         self.workdir.mkdir(parents=True, exist_ok=True)
         slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", stage).strip("-.") or "probe"
         while True:
             self._count += 1
             stem = f"{self._count:04d}-{slug}"
             spec_path = self.workdir / f"{stem}.json"
-            if not spec_path.exists():
-                return spec_path, self.workdir / f"{stem}.stderr.log"
+            try:
+                spec_path.open("x").close()
+            except FileExistsError:
+                continue
+            return spec_path, self.workdir / f"{stem}.stderr.log"
 
     def _run_child(self, record: ChildRun, deadline: float, launcher: Launcher) -> None:
         """Start, watch, stop and reap one child and everything it started; fills `record`."""
@@ -343,6 +355,27 @@ def classify(
     if has_result:
         prefix += " after its result"
     return Status.CRASH, _with_detail(prefix, last_line)
+
+
+def transient(
+    events: Iterable[Mapping[str, Any]],
+    returncode: int | None,
+    ended: str,
+    stderr_tail: list[str],
+) -> bool:
+    """Whether a failure may not happen again: the worker (or a rank) killed by a signal
+    from outside before it could report an error, or an NCCL timeout."""
+    if ended != EXITED or returncode is None:
+        return False
+    errors = [e for e in events if e.get("event") == "error"]
+    if any(
+        e.get("kind") == "nccl" and "timeout" in str(e.get("message", "")).lower() for e in errors
+    ):
+        return True
+    if returncode < 0:
+        return not errors
+    failures = rank_failures(stderr_tail) if returncode != 0 else []
+    return _silent_death(failures, errors) is not None
 
 
 def build_result(

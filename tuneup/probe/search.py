@@ -51,7 +51,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tuneup.errors import UsageError
+from tuneup.errors import ExitCode, UsageError
 from tuneup.probe.guard import loss_verdict
 from tuneup.probe.paired import EXTEND, FLOOR, WILD, NoiseTracker, PairedEvidence, Verdict, judge
 from tuneup.probe.stats import iqr_pct, median, noise_margin
@@ -194,10 +194,16 @@ class BaselineFailed(UsageError):
 
     def __init__(self, result: ProbeResult) -> None:
         detail = f": {result.reason}" if result.reason else ""
-        super().__init__(
-            f"the baseline probe ended '{result.status.value}'{detail}; "
-            "fix the base config (preset or --set) and run again"
-        )
+        if result.transient or result.status is Status.TIMEOUT:
+            # Not the config's fault as far as anyone can tell: not "bad input" either.
+            self.exit_code = ExitCode.PROBE_FAILED
+            fix = "check the node (`tuneup doctor`) and run again"
+        else:
+            fix = (
+                "fix the base config in the preset's train section (`tuneup presets show "
+                "NAME` prints it; save your own copy and pass it with --preset) and run again"
+            )
+        super().__init__(f"the baseline probe ended '{result.status.value}'{detail}; {fix}")
         self.result = result
 
 
@@ -403,10 +409,12 @@ class _Runner:
         return result
 
     def baseline(self, values: dict[str, Any], repeats: int) -> ProbeResult:
-        runs = [self.run(BASELINE, Candidate(BASELINE, {}), values) for _ in range(repeats)]
-        for result in runs:
+        runs = []
+        for _ in range(repeats):
+            result = self.run(BASELINE, Candidate(BASELINE, {}), values)
             if not _ran(result):  # a contended baseline still counts: it is all there is
-                raise BaselineFailed(result)
+                raise BaselineFailed(result)  # measure() already tried it again where it could
+            runs.append(result)
         # Repeats far apart (one of them hit by something nothing reported): measure
         # again, twice at most, so the median and the noise do not rest on a wild one.
         while len(runs) < repeats + 2 and len(runs) > 1 and _disagree(runs):

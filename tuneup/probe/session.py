@@ -41,6 +41,25 @@ class SessionInterrupted(Exception):
     """The user stopped the session; everything finished so far is journaled."""
 
 
+class OutOfTime(SessionInterrupted):
+    """The allocation ends before the next probe could finish: it was not started."""
+
+    def __init__(self, left_s: float, need_s: float, measured: bool) -> None:
+        self.left_s = left_s
+        self.need_s = need_s
+        how = "the slowest probe so far, with a margin" if measured else "its time limit"
+        super().__init__(
+            f"{left_s:.0f} s left in the allocation, and the next probe may take "
+            f"{need_s:.0f} s ({how}): not started"
+        )
+
+
+# A probe is started only with this much time to spare (SLURM then sends SIGTERM and,
+# KillWait later, SIGKILL); the slowest probe so far is stretched by TIME_STRETCH.
+TIME_MARGIN_S = 15.0
+TIME_STRETCH = 1.25
+
+
 class SessionControl:
     """What a front end may ask of a running session, from any thread.
 
@@ -96,11 +115,19 @@ class Reporter(Protocol):
 
     def probe_done(self, result: ProbeResult, reused: bool) -> None: ...
 
+    def total_changed(self, total: int) -> None:
+        """The expected number of probes changed: re-measures and extra pairs made the
+        ladder longer, or it ended (the exact count)."""
+        ...
+
 
 class SilentReporter:
     """Hears nothing: for tests and `--json`."""
 
     def session_start(self, info: dict[str, Any], total: int) -> None:
+        pass
+
+    def total_changed(self, total: int) -> None:
         pass
 
     def probe_start(self, stage: str, label: str) -> None:
@@ -112,6 +139,22 @@ class SilentReporter:
 
 def _key(stage: str, values: dict[str, Any], ranks: int) -> str:
     return f"{stage}|{ranks}|" + json.dumps(values, sort_keys=True, default=str)
+
+
+BASELINE_ATTEMPTS = 3  # the baseline is given up only when it fails the same way twice
+
+
+def _again(stage: str, attempts: list[ProbeResult]) -> bool:
+    """Whether a failed probe is run again: once after a transient failure (killed by a
+    signal, an NCCL timeout); the baseline, which every decision needs, until it fails
+    the same way twice."""
+    last = attempts[-1]
+    if last.ok or last.status in (Status.SKIPPED, Status.UNSUPPORTED):
+        return False
+    if stage == "baseline":
+        earlier = {(a.status, a.reason) for a in attempts[:-1]}
+        return len(attempts) < BASELINE_ATTEMPTS and (last.status, last.reason) not in earlier
+    return len(attempts) == 1 and last.transient
 
 
 def shm_free_for(trainer: str) -> int | None:
@@ -223,9 +266,15 @@ class ProbeSession:
     # "nodes": 1, "world_size": 4, "launcher": "torchrun"}. None: not known.
     job: dict[str, Any] | None = None
     launch: dict[str, Any] | None = None
+    # Seconds left in the allocation (None: no limit known); a probe that could not
+    # finish in them is not started (OutOfTime).
+    time_left: Callable[[], float | None] | None = None
     _journaled: dict[str, list[ProbeResult]] = field(default_factory=dict)
     _served: Counter = field(default_factory=Counter)
     _baseline_losses: list[float] | None = None
+    _walls: list[float] = field(default_factory=list)
+    _done: int = 0
+    _total: int = 0
 
     def session_info(self) -> dict[str, Any]:
         return {
@@ -237,6 +286,7 @@ class ProbeSession:
             "stages": [p.name for p in self.plans],
             "machine": self.machine.to_dict(),
             "base_config": self.base_values,
+            "budget": self.preset.budget.to_dict(),
             "hints": self.preset.hints,
             "job": self.job,
             "launch": self.launch,
@@ -257,16 +307,17 @@ class ProbeSession:
                     )
             self.results.repair()
             for result in self.results.results():
+                if result.retried:  # a failed attempt the next line of its probe replaces
+                    continue
                 key = _key(result.stage, result.config, result.ranks)
                 self._journaled.setdefault(key, []).append(result)
         else:
             self.results.create(self.session_info())
-        total = probe_count(
-            [0 if p.skip_reason else len(p.candidates) for p in self.plans],
-            baseline_repeats=self.baseline_repeats,
+        self._total = probe_count(
+            self._candidate_counts(), baseline_repeats=self.baseline_repeats,
             confirm_pairs=self.confirm_pairs,
-        )
-        self.reporter.session_start(self.session_info(), total)
+        )  # fmt: skip
+        self.reporter.session_start(self.session_info(), self._total)
         if self.sampler is not None:
             self.sampler.start()
 
@@ -283,11 +334,13 @@ class ProbeSession:
             if replayed is not None:  # a backend that keeps count (the sim) stays in step
                 replayed(stage, candidate, values)
             self._remember_baseline(stage, result)
-            self.reporter.probe_done(result, reused=True)
+            self._walls.append(result.wall_s)
+            self._report(stage, result, reused=True)
             return result
         self.control.wait_if_paused()
         if self.stop_requested() or self.control.stopped:
             raise SessionInterrupted
+        self._check_time()
         self.control.current_stage = stage
         if self.control.skipping(stage):
             result = ProbeResult(
@@ -298,9 +351,29 @@ class ProbeSession:
                 "skipped by the user",
                 ranks=ranks,
             )
-            self.reporter.probe_done(result, reused=False)
+            self._report(stage, result, reused=False)
             return result
-        self.reporter.probe_start(stage, candidate.label)
+        attempts = [self._run(stage, candidate, values, ranks)]
+        while _again(stage, attempts):
+            failed = attempts[-1]
+            failed.retried = True
+            self.results.append(failed)
+            self._report(stage, failed, reused=False)
+            self._check_time()
+            attempts.append(self._run(stage, candidate, values, ranks, again=failed.reason))
+        result = attempts[-1]
+        if not candidate.reference:  # noddp changes the arithmetic on purpose
+            self._guard(stage, result, values)
+        self._remember_baseline(stage, result)
+        self.results.append(result)
+        self._report(stage, result, reused=False)
+        return result
+
+    def _run(
+        self, stage: str, candidate: Candidate, values: dict[str, Any], ranks: int, again: str = ""
+    ) -> ProbeResult:
+        label = f"{candidate.label} (again, after: {again})" if again else candidate.label
+        self.reporter.probe_start(stage, label)
         result = self.backend(stage, candidate, values)
         if self.stop_requested() or self.control.stopped:
             raise SessionInterrupted  # the probe was cut short: not journaled
@@ -308,12 +381,39 @@ class ProbeSession:
             # A backend that does not report ranks (a failed launch, a plain command):
             # journal what was asked for, so a resume finds this probe again.
             result.ranks = ranks
-        if not candidate.reference:  # noddp changes the arithmetic on purpose
-            self._guard(stage, result, values)
-        self._remember_baseline(stage, result)
-        self.results.append(result)
-        self.reporter.probe_done(result, reused=False)
+        self._walls.append(result.wall_s)
         return result
+
+    def _check_time(self) -> None:
+        """Refuse to start a probe the allocation's time limit would cut short."""
+        left = self.time_left() if self.time_left is not None else None
+        if left is None:
+            return
+        limit = self.preset.budget.limit_s
+        measured = [w for w in self._walls if w > 0]
+        need = min(limit, TIME_STRETCH * max(measured)) if measured else limit
+        if left < need + TIME_MARGIN_S:
+            raise OutOfTime(max(left, 0.0), need, bool(measured))
+
+    def _report(self, stage: str, result: ProbeResult, reused: bool) -> None:
+        self._done += 1
+        total = self._done + self._expected_after(stage)
+        if total > self._total:  # said before the line that would have run past it
+            self._total = total
+            self.reporter.total_changed(total)
+        self.reporter.probe_done(result, reused=reused)
+
+    def _candidate_counts(self) -> list[int]:
+        return [0 if p.skip_reason else len(p.candidates) for p in self.plans]
+
+    def _expected_after(self, stage: str) -> int:
+        """Probes still expected after one of `stage`: later stages' and the confirmation's."""
+        counts = self._candidate_counts()
+        if stage == "confirm" or not any(counts):
+            return 0
+        names = [p.name for p in self.plans]
+        later = counts[names.index(stage) + 1 :] if stage in names else counts
+        return probe_count(later, baseline_repeats=0, confirm_pairs=0) + 2 * self.confirm_pairs
 
     def _guard(self, stage: str, result: ProbeResult, values: dict[str, Any]) -> None:
         """The search's loss rule, applied before journaling so the journal says `diverged`."""
@@ -344,6 +444,9 @@ class ProbeSession:
         finally:
             if self.sampler is not None:
                 self.sampler.stop()
+        if self._total != self._done:  # the ladder is over: the count is exact now
+            self._total = self._done
+            self.reporter.total_changed(self._done)
         from tuneup.probe.scaling_report import scaling_summary
         from tuneup.probe.verdicts import summary_dict
 

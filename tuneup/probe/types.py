@@ -146,6 +146,10 @@ class ProbeResult:
     contention: Contention | None = None
     # Leading trials dropped as outliers (late one-time work) and replaced by more trials.
     trials_discarded: int = 0
+    # A failure that need not happen again (killed by a signal, an NCCL timeout).
+    transient: bool = False
+    # This attempt failed and the probe was run again: a later journal line replaces it.
+    retried: bool = False
 
     @property
     def ok(self) -> bool:

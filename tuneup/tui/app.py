@@ -2,13 +2,13 @@
 
 The app receives what touches the machine in its constructor (the machine,
 the SLURM job, the clock, the backend factory, the monitor's GPU source), so
-tests run it on fakes. It builds the ProbeSession exactly as `tuneup probe`
-does: the same preset, base values, stage plans, backends and results folder.
+tests run it on fakes. Its sessions, new or resumed, come from the one
+assembly `tuneup probe` uses (tuneup.probe.assembly): the same preset, base
+values, stage plans, backends, results folder and lock.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,44 +20,17 @@ from textual.screen import Screen
 
 from tuneup.monitor.slurm import JobInfo
 from tuneup.monitor.types import GpuBackend
-from tuneup.probe.engine import Engine
+from tuneup.probe.assembly import AssembledSession, EngineFactory
+from tuneup.probe.engine import build_engine
 from tuneup.probe.estimate import StepModel
 from tuneup.probe.journal import ResultsDir
-from tuneup.probe.preset import ProbePreset, default_preset_name, load_preset
-from tuneup.probe.types import Budget, MachineInfo
+from tuneup.probe.preset import default_preset_name
+from tuneup.probe.types import MachineInfo
 from tuneup.tui.screens.setup import SetupChoice, SetupScreen
 
 # Guesses for the estimate until a ladder has measured the real ones: the sim
 # trainer answers at once; a U-Net probe starts a process, imports torch and loads data.
 STEP_MODELS = {"sim": StepModel(startup_s=0.1, step_s=0.001), "unet": StepModel()}
-
-
-EngineFactory = Callable[[str, MachineInfo, ResultsDir, Budget, int], Engine]
-
-
-def default_engine(
-    trainer: str, machine: MachineInfo, results: ResultsDir, budget: Budget, seed: int
-) -> Engine:
-    """The backends of `tuneup probe` (tuneup.probe.engine), events relayed to the app.
-
-    The ranks each probe runs with are the machine's (`world_size` over `nodes`,
-    as the setup screen chose them).
-    """
-    from tuneup.cluster.job import read_job_env
-    from tuneup.cluster.launch import LaunchPlan
-    from tuneup.probe.engine import build_engine
-    from tuneup.tui.driver import EventRelay
-
-    return build_engine(
-        trainer,
-        machine,
-        results.path / "probes",
-        budget,
-        seed,
-        launch=LaunchPlan(nproc=machine.ranks_per_node, nodes=machine.nodes),
-        job=read_job_env(gpu_count=machine.gpu_count if machine.cuda else 0),
-        on_event=None if trainer == "sim" else EventRelay(),  # the sim trainer sends none
-    )
 
 
 def preset_choices() -> list[tuple[str, str]]:
@@ -69,36 +42,6 @@ def preset_choices() -> list[tuple[str, str]]:
         for entry in list_presets()
         if entry.error is None and not entry.shadowed
     ]
-
-
-def base_values(preset: ProbePreset, trainer: str, data_path: Path | None) -> dict[str, Any]:
-    """The session's base config: the user's data file, else the preset's synthetic box.
-
-    A data file is the tutorial's train.h5; its sibling val.h5 is the
-    validation box when present (probes do not validate, so the train file
-    stands in otherwise).
-    """
-    from tuneup.probe_command import _base_values
-
-    if data_path is None:
-        return _base_values(preset, trainer)  # makes the synthetic box on first use
-    val = data_path.with_name("val.h5")
-    return {
-        **preset.train,
-        "train_path": str(data_path),
-        "val_path": str(val if val.is_file() else data_path),
-    }
-
-
-def _layout_fields(machine: MachineInfo) -> dict[str, Any]:
-    """The session's `job` and `launch` records, as `tuneup probe` writes them."""
-    from tuneup.cluster.job import read_job_env
-    from tuneup.cluster.launch import LaunchPlan
-    from tuneup.probe_command import launch_info
-
-    job = read_job_env(gpu_count=machine.gpu_count if machine.cuda else 0)
-    plan = LaunchPlan(nproc=machine.ranks_per_node, nodes=machine.nodes)
-    return {"job": job.to_dict(), "launch": launch_info(plan)}
 
 
 def _default_tune_screen(driver: Any, start: bool) -> Screen[Any]:
@@ -119,7 +62,8 @@ class TuneupApp(App[None]):
         preset_name: the preset chosen first; the default for the machine when None.
         job: the SLURM job (None outside SLURM).
         clock: epoch seconds (frozen in tests).
-        engine: builds the session's backends (tests pass the sim or fakes).
+        engine: builds the session's backends (tuneup.probe.engine.build_engine's
+            signature; tests may pass fakes).
         monitor_backend: the monitor's GPU source (a replayed trace in demo mode).
         step_model: the estimate's guesses; by trainer when None.
         time_budget_s: a time budget for the ladder, shown against the estimate.
@@ -147,7 +91,7 @@ class TuneupApp(App[None]):
         preset_name: str | None = None,
         job: JobInfo | None = None,
         clock: Callable[[], float] = time.time,
-        engine: EngineFactory = default_engine,
+        engine: EngineFactory = build_engine,
         monitor_backend: Callable[[], tuple[GpuBackend, str]] | None = None,
         step_model: StepModel | None = None,
         time_budget_s: float | None = None,
@@ -172,7 +116,8 @@ class TuneupApp(App[None]):
         self.tune_screen = tune_screen
         self.gpu_memory_gib = gpu_memory_gib
         self.driver: Any = None
-        self.engine: Engine | None = None
+        self.built: AssembledSession | None = None
+        self._alerts: list[str] = []
 
     def on_mount(self) -> None:
         self.push_screen(
@@ -193,8 +138,11 @@ class TuneupApp(App[None]):
             self.open_review(self.review)
 
     def on_unmount(self) -> None:
-        if self.engine is not None:
-            self.engine.close()
+        if self.driver is not None and self.driver.running:
+            self.driver.stop()  # the running probe's worker is stopped, not left behind
+            self.driver.wait(timeout=10)
+        if self.built is not None:
+            self.built.close()
 
     # A new session
 
@@ -213,32 +161,54 @@ class TuneupApp(App[None]):
         self.call_from_thread(self._launch, driver, True)
 
     def build_driver(self, choice: SetupChoice) -> Any:
-        """The ProbeSession of `choice`, as `tuneup probe` builds it, inside a SessionDriver."""
-        from tuneup.probe.session import ProbeSession, shm_free_for, stage_plans
+        """The session of `choice`, assembled as `tuneup probe` assembles it, in a driver."""
+        from tuneup.probe.assembly import SessionRequest, assemble_new
+
+        request = SessionRequest(
+            preset=choice.preset.source or choice.preset.name,
+            stages=tuple(choice.stages),
+            trainer=self.trainer,
+            seed=self.seed,
+            nproc=choice.nproc,
+            nodes=choice.nodes,
+            data_path=choice.data_path,
+            budget=choice.budget,
+        )
+        relay = self._relay()
+        built = assemble_new(
+            request,
+            self.machine,
+            out=self.out or self._default_out(choice.preset.name),
+            on_event=relay,
+            job=self._job_env(),
+            engine_factory=self.engine_factory,
+        )
+        return self._session_driver(built, relay)
+
+    def _default_out(self, preset: str) -> Path:
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(self.clock()))
+        return self.results_root / f"{preset}-{stamp}"
+
+    def _relay(self) -> Any:
+        from tuneup.tui.driver import EventRelay
+
+        return None if self.trainer == "sim" else EventRelay()  # the sim trainer sends none
+
+    def _job_env(self) -> Any:
+        from tuneup.cluster.job import read_job_env
+
+        return read_job_env(gpu_count=self.machine.gpu_count if self.machine.cuda else 0)
+
+    def _session_driver(self, built: AssembledSession, relay: Any) -> Any:
         from tuneup.tui.driver import SessionDriver
 
-        preset = dataclasses.replace(choice.preset, budget=choice.budget)
-        base = base_values(preset, self.trainer, choice.data_path)
-        machine = dataclasses.replace(
-            self.machine, world_size=choice.nproc * choice.nodes, nodes=choice.nodes
+        self.built = built
+        if built.session.sampler is None:
+            built.session.sampler = self._demo_sampler()
+        self._alerts = list(built.alerts)  # shown by _launch, on the app's thread
+        return SessionDriver(
+            built.session, resume=built.resumed, relay=relay, on_end=built.lock.release
         )
-        plans = stage_plans(choice.stages, machine, base, preset, shm_free_for(self.trainer))
-        stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(self.clock()))
-        results = ResultsDir(self.out or self.results_root / f"{preset.name}-{stamp}")
-        self.engine = self.engine_factory(self.trainer, machine, results, preset.budget, self.seed)
-        session = ProbeSession(
-            preset=preset,
-            trainer=self.trainer,
-            backend=self.engine.backend,
-            results=results,
-            machine=machine,
-            base_values=base,
-            plans=plans,
-            seed=self.seed,
-            sampler=self.engine.sampler or self._demo_sampler(),
-            **_layout_fields(machine),
-        )
-        return SessionDriver(session, relay=self.engine.relay)
 
     def _demo_sampler(self) -> Any:
         """In demo mode (`--trainer sim --replay TRACE`), GPU charts come from the trace."""
@@ -250,6 +220,9 @@ class TuneupApp(App[None]):
         return Sampler(backend, interval_s=0.5)
 
     def _launch(self, driver: Any, start: bool) -> None:
+        for line in self._alerts:
+            self.notify(line, severity="warning", timeout=10)
+        self._alerts = []
         self.driver = driver
         self.push_screen(self.tune_screen(driver, start))
 
@@ -274,38 +247,18 @@ class TuneupApp(App[None]):
 
     def resume_driver(self, results: ResultsDir) -> Any:
         """The interrupted session rebuilt from session.json, as `tuneup probe --resume` does."""
-        from tuneup.probe.session import ProbeSession, shm_free_for, stage_plans
-        from tuneup.tui.driver import SessionDriver
+        from tuneup.probe.assembly import SessionRequest, assemble_resume
 
-        info = results.session()
-        preset = load_preset(str(info.get("preset_source") or info.get("preset")))
-        trainer = str(info.get("trainer", self.trainer))
-        # The journal is keyed by config: resume from the very base the session ran.
-        base = dict(info.get("base_config") or base_values(preset, trainer, None))
-        seed = int(info.get("seed", self.seed))
-        launch = info.get("launch") or {}
-        machine = dataclasses.replace(
+        relay = self._relay()
+        built = assemble_resume(
+            results.path,
+            SessionRequest(),
             self.machine,
-            world_size=int(launch.get("world_size", self.machine.world_size)),
-            nodes=int(launch.get("nodes", self.machine.nodes)),
+            on_event=relay,
+            job=self._job_env(),
+            engine_factory=self.engine_factory,
         )
-        stages = tuple(info.get("stages", preset.stages))
-        plans = stage_plans(stages, machine, base, preset, shm_free_for(trainer))
-        self.engine = self.engine_factory(trainer, machine, results, preset.budget, seed)
-        session = ProbeSession(
-            preset=preset,
-            trainer=trainer,
-            backend=self.engine.backend,
-            results=results,
-            machine=machine,
-            base_values=base,
-            plans=plans,
-            search=str(info.get("search", "staged")),
-            seed=seed,
-            sampler=self.engine.sampler,
-            **_layout_fields(machine),
-        )
-        return SessionDriver(session, resume=True, relay=self.engine.relay)
+        return self._session_driver(built, relay)
 
     def action_resume_session(self) -> None:
         driver = self.driver

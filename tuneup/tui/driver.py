@@ -70,6 +70,13 @@ class SessionDriver:
             self.result = result
             self.reused = reused
 
+    class TotalChanged(Message):
+        """The expected number of probes changed (~how many now; exact once it ended)."""
+
+        def __init__(self, total: int) -> None:
+            super().__init__()
+            self.total = total
+
     class WorkerEvent(Message):
         """One event of the running probe's worker (start, warmup, trial, loss, ...)."""
 
@@ -94,9 +101,15 @@ class SessionDriver:
             self.error = error
 
     def __init__(
-        self, session: ProbeSession, *, resume: bool = False, relay: EventRelay | None = None
+        self,
+        session: ProbeSession,
+        *,
+        resume: bool = False,
+        relay: EventRelay | None = None,
+        on_end: Callable[[], None] | None = None,
     ) -> None:
         self.session = session
+        self.on_end = on_end  # called when run() ends (the results folder's lock goes back)
         self.resuming = resume
         session.reporter = self
         if relay is not None:
@@ -157,6 +170,8 @@ class SessionDriver:
         except Exception as exc:  # the screen shows it; the thread must not die silently
             self.error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
         finally:
+            if self.on_end is not None:
+                self.on_end()
             self.finished.set()
             self.post(self.Finished(self.outcome, self.summary, self.interrupted, self.error))
         return self.outcome
@@ -171,6 +186,9 @@ class SessionDriver:
 
     def probe_done(self, result: ProbeResult, reused: bool) -> None:
         self.post(self.ProbeDone(result, reused))
+
+    def total_changed(self, total: int) -> None:
+        self.post(self.TotalChanged(total))
 
     def event(self, event: dict[str, Any]) -> None:
         """The worker's events (called from the runner's reader thread)."""

@@ -15,6 +15,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, ProgressBar, RichLog, Static
 
 from tuneup.monitor.widgets.chart import Chart, Series
+from tuneup.probe.journal import quoted
 from tuneup.probe.report import result_line, session_ranks
 from tuneup.probe.verdicts import bottleneck
 from tuneup.tui.driver import SessionDriver
@@ -142,6 +143,10 @@ class TuneScreen(Screen[None]):
         )
         self.query_one(ProgressBar).update(total=message.total, progress=0)
 
+    def on_session_driver_total_changed(self, message: SessionDriver.TotalChanged) -> None:
+        self.total = message.total
+        self.query_one(ProgressBar).update(total=max(self.total, self.done))
+
     def on_session_driver_probe_started(self, message: SessionDriver.ProbeStarted) -> None:
         self.current = f"{message.stage}: {message.label}"
         self._show_status("running")
@@ -180,8 +185,11 @@ class TuneScreen(Screen[None]):
             self.notify(message.error.splitlines()[0], severity="error", timeout=10)
         elif message.interrupted:
             folder = self.driver.session.results.path
-            log.write(f"tuneup: stopped; finished probes are in {folder / 'journal.jsonl'}")
-            self._show_status("stopped (resume with tuneup probe --resume)")
+            log.write(
+                f"tuneup: stopped; finished probes are in {quoted(folder / 'journal.jsonl')}; "
+                f"continue with: tuneup probe --resume {quoted(folder)}"
+            )
+            self._show_status(f"stopped (resume with tuneup probe --resume {quoted(folder)})")
         else:
             summary = message.summary or {}
             verdict = summary.get("bottleneck", {})

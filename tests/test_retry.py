@@ -1,0 +1,153 @@
+"""Transient failures are measured again, not fatal; the allocation's end is respected."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tuneup.errors import ExitCode
+from tuneup.probe.journal import ResultsDir
+from tuneup.probe.preset import load_preset
+from tuneup.probe.runner import EXITED, transient
+from tuneup.probe.search import BaselineFailed
+from tuneup.probe.session import OutOfTime, ProbeSession, stage_plans
+from tuneup.probe.types import Candidate, MachineInfo, ProbeResult, Status
+
+MACHINE = MachineInfo(cuda=False, gpu_count=0, cpus_usable=2)
+KILLED = (Status.CRASH, "worker killed by SIGKILL", True)
+OOM = (Status.OOM, "out of memory: 2 GiB", False)
+
+
+class Scripted:
+    """A backend that fails as scripted (per stage, in order), then runs ok at 100 samples/s."""
+
+    def __init__(self, failures: dict[str, list[tuple[Status, str, bool]]]) -> None:
+        self.failures = {k: list(v) for k, v in failures.items()}
+        self.calls: list[str] = []
+
+    def __call__(self, stage: str, candidate: Candidate, values: dict[str, Any]) -> ProbeResult:
+        self.calls.append(stage)
+        variant = dict(candidate.values)
+        if self.failures.get(stage):
+            status, reason, is_transient = self.failures[stage].pop(0)
+            result = ProbeResult(stage, variant, dict(values), status, reason, wall_s=2.0)
+            result.transient = is_transient
+            return result
+        return ProbeResult(
+            stage, variant, dict(values), Status.OK, full_sps=100.0,
+            full_sps_trials=[100.0, 100.0, 100.0], losses=[1.0, 0.9], wall_s=2.0,
+        )  # fmt: skip
+
+
+def session(tmp_path: Path, backend: Scripted, **kwargs: Any) -> ProbeSession:
+    preset = load_preset("cpu-smoke")
+    base = dict(preset.train)
+    plans = stage_plans(("amp",), MACHINE, base, preset)
+    run = ProbeSession(
+        preset=preset,
+        trainer="sim",
+        backend=backend,
+        results=ResultsDir(tmp_path),
+        machine=MACHINE,
+        base_values=base,
+        plans=plans,
+        **kwargs,
+    )
+    run.start(resume=False)
+    return run
+
+
+def statuses(tmp_path: Path) -> list[tuple[str, str, bool]]:
+    return [(r.stage, r.status.value, r.retried) for r in ResultsDir(tmp_path).results()]
+
+
+def test_a_baseline_killed_once_is_run_again_and_the_session_goes_on(tmp_path: Path) -> None:
+    backend = Scripted({"baseline": [KILLED]})
+    session(tmp_path, backend).run()
+    assert statuses(tmp_path)[:3] == [
+        ("baseline", "crash", True),
+        ("baseline", "ok", False),
+        ("baseline", "ok", False),
+    ]
+    assert (tmp_path / "summary.json").exists()
+
+
+def test_a_baseline_failing_differently_is_tried_again_and_the_same_way_twice_is_fatal(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(BaselineFailed, match="out of memory") as failed:
+        session(tmp_path, Scripted({"baseline": [KILLED, OOM, OOM]})).run()
+    assert failed.value.exit_code == ExitCode.USAGE  # the config does not fit: bad input
+    assert [s for _stage, s, _again in statuses(tmp_path)] == ["crash", "oom", "oom"]
+
+    other = tmp_path / "killed"
+    with pytest.raises(BaselineFailed, match="killed by SIGKILL") as killed:
+        session(other, Scripted({"baseline": [KILLED, KILLED]})).run()
+    assert killed.value.exit_code == ExitCode.PROBE_FAILED  # nothing says the input is bad
+    assert "tuneup doctor" in str(killed.value)
+
+
+def test_a_variant_is_run_again_only_after_a_transient_failure(tmp_path: Path) -> None:
+    backend = Scripted({"amp": [KILLED]})
+    session(tmp_path, backend).run()
+    amp = [x for x in statuses(tmp_path) if x[0] == "amp"]
+    assert amp[:2] == [("amp", "crash", True), ("amp", "ok", False)]
+
+    plain = tmp_path / "plain"
+    deterministic = Scripted({"amp": [(Status.CRASH, "RuntimeError: bad knob", False)]})
+    session(plain, deterministic).run()
+    first_amp = next(x for x in statuses(plain) if x[0] == "amp")
+    assert first_amp == ("amp", "crash", False)  # journaled as it is, not repeated
+
+
+def test_a_resume_skips_the_failed_attempt_and_reuses_its_retry(tmp_path: Path) -> None:
+    session(tmp_path, Scripted({"baseline": [KILLED]})).run()
+    journaled = len(ResultsDir(tmp_path).results())
+    (tmp_path / "summary.json").unlink()
+
+    again = Scripted({})
+    run = ProbeSession(
+        preset=load_preset("cpu-smoke"),
+        trainer="sim",
+        backend=again,
+        results=ResultsDir(tmp_path),
+        machine=MACHINE,
+        base_values=dict(load_preset("cpu-smoke").train),
+        plans=stage_plans(("amp",), MACHINE, dict(load_preset("cpu-smoke").train)),
+    )
+    run.start(resume=True)
+    run.run()
+    assert again.calls.count("baseline") == 0 and "amp" not in again.calls[:1]
+    assert len(ResultsDir(tmp_path).results()) >= journaled
+
+
+def test_no_probe_starts_that_the_time_left_cannot_hold(tmp_path: Path) -> None:
+    left = {"s": 10_000.0}
+    backend = Scripted({})
+    run = session(tmp_path, backend, time_left=lambda: left["s"])
+    values = dict(run.base_values)
+    run.measure("baseline", Candidate("baseline", {}), values)  # 2 s, measured
+
+    left["s"] = 17.6  # 1.25 x 2 s + the 15 s margin = 17.5: it fits
+    run.measure("amp", Candidate("bf16", {"amp_mode": "bf16"}), {**values, "amp_mode": "bf16"})
+    left["s"] = 17.4
+    with pytest.raises(OutOfTime, match="17 s left in the allocation"):
+        run.measure("amp", Candidate("fp16", {"amp_mode": "fp16"}), {**values, "amp_mode": "fp16"})
+    assert backend.calls == ["baseline", "amp"]
+
+
+@pytest.mark.parametrize(
+    ("events", "returncode", "expected"),
+    [
+        ([], -9, True),  # killed from outside before it could say anything
+        ([{"event": "error", "kind": "cuda", "message": "illegal address"}], -6, False),
+        ([{"event": "error", "kind": "nccl", "message": "Watchdog: collective Timeout"}], 1, True),
+        ([{"event": "error", "kind": "oom", "message": "2 GiB"}], 3, False),
+        ([], 1, False),
+    ],
+)  # fmt: skip
+def test_which_failures_are_transient(events: list[dict[str, Any]], returncode: int,
+                                      expected: bool) -> None:  # fmt: skip
+    assert transient(events, returncode, EXITED, []) is expected

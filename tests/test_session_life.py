@@ -1,0 +1,411 @@
+"""Sessions through the real life of an allocation, with real processes.
+
+One assembly for both front ends (an app-started session resumed by the CLI,
+and the reverse), one owner per results folder, every stop signal, SIGKILL of
+tuneup, SLURM's time limit, transient failures, and the clear one-line ends.
+The `command` trainer runs a small script that hangs in its bf16 probe while
+a flag file exists, so a test can stop tuneup in the middle of a probe.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tuneup.cluster.leftovers import MARKER, find_leftovers, stop_leftovers
+from tuneup.probe.journal import quoted
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
+
+SCRIPT = """
+import argparse, subprocess, sys, time
+from pathlib import Path
+parser = argparse.ArgumentParser()
+parser.add_argument("--amp_mode", default="none")
+parser.add_argument("--hang", required=True)
+args = parser.parse_args()
+hang = Path(args.hang)
+if args.amp_mode == "bf16" and hang.exists():
+    subprocess.Popen(["sleep", "1000"])  # what a launcher would leave behind
+    hang.with_suffix(".started").touch()
+    time.sleep(1000)
+for epoch in range(4):
+    sps = 30.0 if epoch == 0 else 100.0
+    print(f"Time taken for epoch {epoch + 1} is 0.1 sec, avg {sps:.3f} samples/sec",
+          file=sys.stderr)
+    print(f"Avg train loss={0.1 / (epoch + 1):.6f}", file=sys.stderr)
+"""
+
+
+def wait_until(condition: Any, timeout_s: float = 60.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return bool(condition())
+
+
+def tuneup_run(*args: str, env: dict[str, str] | None = None, timeout: float = 180):
+    return subprocess.run(
+        [sys.executable, "-m", "tuneup", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
+
+
+class Hanging:
+    """A `command` preset whose bf16 probe hangs (with a child `sleep`) while the flag exists."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        script = root / "train.py"
+        script.write_text(textwrap.dedent(SCRIPT).lstrip(), encoding="utf-8")
+        self.flag = root / "hang"
+        self.flag.touch()
+        self.started = self.flag.with_suffix(".started")
+        self.preset = root / "life.yaml"
+        self.preset.write_text(
+            yaml.safe_dump(
+                {
+                    "name": "life",
+                    "train": {"amp_mode": "none"},
+                    "probe": {
+                        "stages": [{"amp": {"amp_mode": ["bf16"]}}],
+                        "budget": {"limit_s": 60},
+                    },
+                    "command": {
+                        "run": [sys.executable, str(script), "--hang", str(self.flag)],
+                        "cwd": str(root),
+                        "flags": {"amp_mode": "--amp_mode {value}"},
+                    },
+                }
+            ),
+            encoding="utf-8",
+        )
+        self.out = root / "run dir"  # a space: printed commands must quote it
+        self.log = root / "stderr.log"
+
+    def start(self, *extra: str) -> subprocess.Popen[bytes]:
+        argv = ["probe", "--trainer", "command", "--preset", str(self.preset), *extra]
+        with self.log.open("wb") as log:
+            return subprocess.Popen(
+                [sys.executable, "-m", "tuneup", *argv, "--out", str(self.out)],
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+                start_new_session=True,  # its own group, to check that nothing of it is left
+            )
+
+    def hung(self, proc: subprocess.Popen[bytes]) -> None:
+        assert wait_until(lambda: self.started.exists() or proc.poll() is not None)
+        assert proc.poll() is None, self.log.read_text()
+
+    def journal(self) -> list[dict[str, Any]]:
+        text = (self.out / "journal.jsonl").read_text()
+        return [json.loads(line) for line in text.splitlines()]
+
+    def resume(self) -> subprocess.CompletedProcess[str]:
+        self.flag.unlink(missing_ok=True)
+        return tuneup_run("probe", "--resume", str(self.out))
+
+
+def group_gone(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+@pytest.fixture
+def hanging(tmp_path: Path):
+    setup = Hanging(tmp_path)
+    yield setup
+    stop_leftovers(find_leftovers(setup.out / "probes"), grace_s=0.5)
+
+
+# ---- every way an allocation ends --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("signum", "code"),
+    [(signal.SIGTERM, 143), (signal.SIGHUP, 129), (signal.SIGINT, 130)],
+    ids=["SIGTERM", "SIGHUP", "SIGINT"],
+)
+def test_a_stop_signal_mid_probe_journals_says_how_to_resume_and_leaves_nothing(
+    hanging: Hanging, signum: int, code: int
+) -> None:
+    proc = hanging.start()
+    hanging.hung(proc)
+    finished = hanging.journal()
+    assert [p["stage"] for p in finished][:2] == ["baseline", "baseline"]
+
+    proc.send_signal(signum)
+    assert proc.wait(timeout=30) == code
+    # nothing of the session is left: not in tuneup's group, not anywhere under the folder
+    assert wait_until(lambda: group_gone(proc.pid), 5)
+    assert wait_until(lambda: not find_leftovers(hanging.out / "probes"), 5)
+    assert hanging.journal() == finished  # valid, and the cut probe is not in it
+    assert not (hanging.out / "summary.json").exists()
+    last = hanging.log.read_text().splitlines()[-1]
+    assert "continue with: tuneup probe --resume" in last
+    assert shlex.split(last.split("--resume ", 1)[1]) == [str(hanging.out)]
+
+    resumed = hanging.resume()
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stderr.count("[from journal]") == len(finished)
+
+
+def test_sigkill_of_tuneup_leaves_no_child_and_resume_stops_any_leftover(
+    hanging: Hanging,
+) -> None:
+    proc = hanging.start()
+    hanging.hung(proc)
+    assert len(find_leftovers(hanging.out / "probes")) >= 3  # guardian, script, its sleep
+    proc.kill()
+    proc.wait(timeout=10)
+    assert wait_until(lambda: not find_leftovers(hanging.out / "probes"), 5)
+
+    # Something of the dead session that still runs (its guardian died too, say):
+    marker = {**os.environ, MARKER: str((hanging.out / "probes").resolve())}
+    stray = subprocess.Popen(["sleep", "1000"], env=marker, start_new_session=True)
+    try:
+        resumed = hanging.resume()
+        assert resumed.returncode == 0, resumed.stderr
+        assert f"a dead session left running: pid {stray.pid} (sleep)" in resumed.stderr
+        assert f"pid {proc.pid} on {socket.gethostname()}" in resumed.stderr  # its lock
+        assert stray.wait(timeout=5) == -signal.SIGTERM
+    finally:
+        stray.kill()
+
+
+# ---- one owner per results folder ---------------------------------------------------
+
+
+def test_a_second_live_run_on_a_folder_is_refused_naming_the_owner(hanging: Hanging) -> None:
+    proc = hanging.start()
+    try:
+        hanging.hung(proc)
+        before = hanging.journal()
+
+        second = tuneup_run("probe", "--resume", str(hanging.out))
+        assert second.returncode == 2 and second.stdout == ""
+        (line,) = second.stderr.splitlines()
+        assert "is in use by another tuneup" in line and f"pid {proc.pid}" in line
+
+        again = tuneup_run("probe", "--trainer", "command", "--preset", str(hanging.preset),
+                           "--out", str(hanging.out))  # fmt: skip
+        assert again.returncode == 2
+        assert "already holds a tuneup session" in again.stderr
+        assert hanging.journal() == before
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_out_onto_a_finished_session_is_refused_and_nothing_changes(tmp_path: Path) -> None:
+    out = tmp_path / "done"
+    first = tuneup_run("probe", "--trainer", "sim", "--stages", "amp", "--out", str(out))
+    assert first.returncode == 0, first.stderr
+    files = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+
+    second = tuneup_run("probe", "--trainer", "sim", "--stages", "amp", "--out", str(out))
+    assert second.returncode == 2
+    (line,) = second.stderr.splitlines()
+    assert "already holds a tuneup session" in line
+    assert f"tuneup probe --resume {quoted(out)}" in line and "new folder with --out" in line
+    after = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    assert after == files
+
+
+# ---- one assembly: either front end resumes the other's session ----------------------
+
+
+def _app(tmp_path: Path, out: Path) -> Any:
+    pytest.importorskip("textual")
+    from tuneup.probe.types import MachineInfo
+    from tuneup.tui.app import TuneupApp
+
+    machine = MachineInfo(cuda=False, gpu_count=0, cpus_usable=2)
+    return TuneupApp(machine, trainer="sim", preset_name="cpu-smoke", out=out)
+
+
+def _drive(driver: Any, stop_after: int | None = None) -> list[Any]:
+    """Run a SessionDriver in this thread; stop it after `stop_after` probes."""
+    done: list[Any] = []
+
+    def post(message: Any) -> None:
+        if type(message).__name__ == "ProbeDone":
+            done.append(message)
+            if stop_after is not None and len(done) == stop_after:
+                driver.stop()
+
+    driver.post = post
+    driver.run()
+    return done
+
+
+def test_an_app_session_resumed_by_the_cli_reuses_every_probe_on_the_same_data(
+    tmp_path: Path,
+) -> None:
+    from tuneup.probe.preset import load_preset
+    from tuneup.tui.screens.setup import SetupChoice
+
+    data = tmp_path / "my data" / "train.h5"
+    data.parent.mkdir()
+    data.write_bytes(b"the sim trainer reads no data")
+    out = tmp_path / "app run"
+    app = _app(tmp_path, out)
+    preset = load_preset("cpu-smoke")
+    choice = SetupChoice(preset, ("workers", "amp"), preset.budget, data_path=data)
+    driver = app.build_driver(choice)
+    _drive(driver, stop_after=6)
+    app.built.close()
+    journal = (out / "journal.jsonl").read_text().splitlines()
+    assert len(journal) == 6 and not (out / "summary.json").exists()
+
+    resumed = tuneup_run("probe", "--resume", str(out))
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stderr.count("[from journal]") == 6
+    probes = [json.loads(line) for line in (out / "journal.jsonl").read_text().splitlines()]
+    assert len(probes) > 6
+    assert {p["config"]["train_path"] for p in probes} == {str(data.resolve())}
+    session = json.loads((out / "session.json").read_text())
+    assert session["base_config"]["train_path"] == str(data.resolve())
+
+
+def test_a_cli_session_resumed_in_the_app_reuses_every_probe(tmp_path: Path) -> None:
+    from tuneup.probe.journal import ResultsDir
+
+    out = tmp_path / "cli run"
+    done = tuneup_run("probe", "--trainer", "sim", "--stages", "workers,amp", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    lines = (out / "journal.jsonl").read_text().splitlines()
+    (out / "journal.jsonl").write_text("\n".join(lines[:5]) + "\n")  # as if stopped there
+    (out / "summary.json").unlink()
+    base = json.loads((out / "session.json").read_text())["base_config"]
+
+    app = _app(tmp_path, tmp_path / "unused")
+    driver = app.resume_driver(ResultsDir(out))
+    assert driver.session.base_values == base
+    done_messages = _drive(driver)
+    app.built.close()
+    assert [m.reused for m in done_messages[:5]] == [True] * 5
+    assert not any(m.reused for m in done_messages[5:])
+    assert driver.summary is not None and (out / "summary.json").exists()
+
+
+# ---- SLURM's time limit, transient failures ---------------------------------------
+
+
+def test_no_probe_starts_that_the_allocation_could_not_let_finish(tmp_path: Path) -> None:
+    preset = tmp_path / "slow.yaml"
+    preset.write_text(
+        yaml.safe_dump(
+            {
+                "name": "slow",
+                "train": {"amp_mode": "none"},
+                "probe": {"stages": ["amp"], "budget": {"limit_s": 300}},
+            }
+        )
+    )
+    slurm = {
+        **os.environ,
+        "SLURM_JOB_ID": "4242",
+        "SLURM_JOB_NUM_NODES": "1",
+        "SLURM_JOB_NODELIST": socket.gethostname(),
+        "SLURM_JOB_END_TIME": str(int(time.time()) + 90),
+    }
+    out = tmp_path / "short"
+    argv = ["probe", "--trainer", "sim", "--preset", str(preset), "--out", str(out)]
+    done = tuneup_run(*argv, env=slurm)
+    assert done.returncode == 75, done.stderr
+    last = done.stderr.splitlines()[-1]
+    assert "s left in the allocation" in last and "may take 300 s" in last
+    assert f"in a new allocation with: tuneup probe --resume {quoted(out)}" in last
+    assert not (out / "journal.jsonl").exists()
+
+    slurm["SLURM_JOB_END_TIME"] = str(int(time.time()) + 3600)
+    assert tuneup_run(*argv[:-2], "--out", str(tmp_path / "long"), env=slurm).returncode == 0
+
+
+@pytest.mark.slow
+def test_a_worker_killed_once_in_the_baseline_is_retried_and_the_session_finishes(
+    tmp_path: Path,
+) -> None:
+    env = {**os.environ, "TUNEUP_WORKER_FAULT": f"kill:once={tmp_path / 'killed'}"}
+    out = tmp_path / "run"
+    done = tuneup_run("probe", "--stages", "tf32", "--out", str(out), "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    journal = [json.loads(line) for line in (out / "journal.jsonl").read_text().splitlines()]
+    first = journal[0]
+    assert first["stage"] == "baseline" and first["status"] == "crash"
+    assert first["retried"] and first["transient"]
+    assert first["reason"].startswith("worker killed by SIGKILL")
+    assert [p["status"] for p in journal[1:3]] == ["ok", "ok"]
+    assert (out / "summary.json").exists()
+
+
+# ---- clear ends --------------------------------------------------------------------
+
+
+def _bad_outs(tmp_path: Path) -> list[tuple[Path, str]]:
+    a_file = tmp_path / "a file"
+    a_file.write_text("not a folder")
+    cases = [
+        (a_file, "is a file, not a folder"),
+        (a_file / "below", "is a file, not a folder"),
+        (tmp_path / ("x" * 300), "the path is too long"),
+    ]
+    try:
+        Path("/sys/tuneup-write-test").mkdir()
+    except OSError:
+        cases.append((Path("/sys/tuneup-results"), "choose a folder you can write to"))
+    return cases
+
+
+def test_bad_out_folders_are_one_line_errors_with_exit_2(tmp_path: Path) -> None:
+    for out, words in _bad_outs(tmp_path):
+        done = tuneup_run("probe", "--trainer", "sim", "--out", str(out))
+        assert done.returncode == 2, (out, done.stderr)
+        (line,) = done.stderr.strip().splitlines()[-1:]
+        assert line.startswith("tuneup: error: cannot use ") and words in line, line
+        assert "Traceback" not in done.stderr and "internal error" not in done.stderr
+
+
+def test_stages_naming_no_stage_and_a_monitor_without_terminal_are_usage_errors() -> None:
+    done = tuneup_run("probe", "--trainer", "sim", "--stages", ",")
+    assert done.returncode == 2 and "--stages names no stage" in done.stderr
+
+    pytest.importorskip("textual")
+    done = tuneup_run("monitor")  # stdout is a pipe here
+    assert done.returncode == 2 and done.stdout == ""
+    assert "--once" in done.stderr and "--json" in done.stderr
+    assert "\x1b" not in done.stdout + done.stderr
+
+
+def test_the_progress_counter_never_runs_past_its_total(tmp_path: Path) -> None:
+    done = tuneup_run("probe", "--trainer", "sim", "--out", str(tmp_path / "p"))
+    assert done.returncode == 0, done.stderr
+    counters = [
+        line.split("]")[0].lstrip("[").split("/~")
+        for line in done.stderr.splitlines()
+        if line.startswith("[")
+    ]
+    assert counters and all(int(n) <= int(total) for n, total in counters)
+    totals = [int(total) for _n, total in counters]
+    assert totals == sorted(totals)  # it grows with re-measures, never jumps back

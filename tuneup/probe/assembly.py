@@ -1,0 +1,441 @@
+"""One assembly of a probe session, for every front end: `tuneup probe`, the app, the benchmarks.
+
+A new session is built from what the user asked (`SessionRequest`); a
+resumed one is rebuilt from its folder's `session.json`, which records
+everything the session was run with (preset as resolved, trainer, stages,
+search, seed, budget, layout, and the base config with its data paths), so
+a session continues on the same data whichever front end started it and
+whichever resumes it. Both take the folder's lock first (tuneup.probe.lock)
+and give it back in `AssembledSession.close`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tuneup.cluster.job import JobEnv, default_layout, describe, read_job_env
+from tuneup.cluster.launch import LaunchPlan, check_plan
+from tuneup.cluster.leftovers import describe as describe_processes
+from tuneup.cluster.leftovers import find_leftovers, stop_leftovers
+from tuneup.errors import UsageError
+from tuneup.probe.adapters import load_trainer
+from tuneup.probe.engine import Engine, build_engine
+from tuneup.probe.journal import ResultsDir, quoted
+from tuneup.probe.lock import ResultsLock
+from tuneup.probe.preset import ProbePreset, load_preset, preset_warnings
+from tuneup.probe.session import (
+    ProbeSession,
+    Reporter,
+    SilentReporter,
+    shm_free_for,
+    stage_plans,
+)
+from tuneup.probe.types import Budget, MachineInfo
+
+DEFAULT_ROOT = Path("tuneup-results")
+EngineFactory = Callable[..., Engine]  # build_engine's signature
+
+
+@dataclass(frozen=True)
+class SessionRequest:
+    """What a front end asks for; None means the default (new) or what was recorded (resume).
+
+    Attributes:
+        preset: a preset name or YAML path; None: picked by the GPUs found.
+        stages: the stages to run, in order; None: the preset's.
+        trainer: "unet", "sim", "command" or a plugin's; None: "unet".
+        search: "staged" or "grid".
+        seed: the session's seed.
+        nproc: ranks per node; None: the preset's, else what the job gives.
+        nodes: nodes per probe; None: likewise.
+        data_path: the user's training file (train.h5; its sibling val.h5 is used
+            when present); None: the preset's data, or its synthetic box.
+        budget: replaces the preset's probe budget (the app's setting).
+    """
+
+    preset: str | None = None
+    stages: tuple[str, ...] | None = None
+    trainer: str | None = None
+    search: str | None = None
+    seed: int | None = None
+    nproc: int | None = None
+    nodes: int | None = None
+    data_path: Path | None = None
+    budget: Budget | None = None
+
+
+@dataclass
+class AssembledSession:
+    """A session ready to start, what it runs with, and what to tell the user first.
+
+    Attributes:
+        notes: lines for the user before the first probe (the preset picked and
+            why, the job, preset warnings); a quiet front end may leave them out.
+        alerts: lines the user must see whatever the front end (a repaired
+            journal, leftovers of a dead session stopped, a lock taken over).
+    """
+
+    session: ProbeSession
+    engine: Engine
+    results: ResultsDir
+    lock: ResultsLock
+    resumed: bool
+    notes: list[str] = field(default_factory=list)
+    alerts: list[str] = field(default_factory=list)
+
+    def interrupt(self) -> None:
+        """Stop the running probe and the ladder (safe from a signal handler: flags only)."""
+        self.session.control.stop()
+        interrupt = getattr(self.engine.backend, "interrupt", None)
+        if interrupt is not None:
+            interrupt()
+
+    def close(self) -> None:
+        self.engine.close()
+        self.lock.release()
+
+
+def pick_preset(preset_name: str | None, machine: MachineInfo) -> tuple[str, str | None]:
+    """The preset to load, and why when tuneup chose it (auto-pick by the GPUs found)."""
+    if preset_name is not None:
+        return preset_name, None
+    from tuneup.probe.autopick import auto_pick, gpu_inventory
+
+    inventory = gpu_inventory() if machine.gpu_count else []
+    pick = auto_pick(inventory, machine.cpus_usable, cuda=machine.cuda)
+    return pick.name, pick.reason
+
+
+def pick_stages(preset_stages: tuple[str, ...], chosen: tuple[str, ...] | None) -> tuple[str, ...]:
+    """The stages to run: the chosen ones (each must exist), else the preset's."""
+    if chosen is None:
+        return preset_stages
+    from tuneup.probe.stages import stage_names
+
+    if not chosen:
+        raise UsageError("--stages names no stage: give at least one (see `tuneup plugins list`)")
+    known = set(stage_names())
+    for name in chosen:
+        if name not in known:
+            raise UsageError(
+                f"--stages: no stage named '{name}' (known: {', '.join(sorted(known))})"
+            )
+    return chosen
+
+
+def parse_stages(text: str | None) -> tuple[str, ...] | None:
+    """`--stages a,b` as names; None when the flag was not given."""
+    if text is None:
+        return None
+    return tuple(s.strip() for s in text.split(",") if s.strip())
+
+
+def choose_layout(
+    nproc: int | None, nodes: int | None, preset: ProbePreset, job: JobEnv, machine: MachineInfo
+) -> LaunchPlan:
+    """The ranks each probe runs with: the flags, else the preset's, else what the job gives.
+
+    Raises:
+        UsageError: a layout the job cannot run (tuneup.cluster.launch.check_plan), or
+            more ranks per node than GPUs on a CUDA run.
+    """
+    given_nproc, given_nodes = default_layout(job)
+    plan = LaunchPlan(
+        nproc=_first(nproc, preset.launch.nproc, given_nproc),
+        nodes=_first(nodes, preset.launch.nodes, given_nodes),
+    )
+    check_plan(plan, job)
+    on_gpu = machine.cuda and preset.train.get("device", "auto") != "cpu"
+    if on_gpu and plan.nproc > max(1, machine.gpu_count):
+        raise UsageError(
+            f"{plan.nproc} ranks per node but {machine.gpu_count} GPU(s) visible: lower "
+            "--nproc (one rank per GPU)"
+        )
+    return plan
+
+
+def _first(*values: int | None) -> int:
+    return next(v for v in values if v is not None)
+
+
+def launch_info(plan: LaunchPlan) -> dict[str, Any]:
+    """The layout as session.json records it (export and --resume read it back)."""
+    launcher = "local" if plan.world_size == 1 else ("srun" if plan.nodes > 1 else "torchrun")
+    return {
+        "nproc": plan.nproc,
+        "nodes": plan.nodes,
+        "world_size": plan.world_size,
+        "launcher": launcher,
+    }
+
+
+def base_values(preset: ProbePreset, trainer: str, data_path: Path | None) -> dict[str, Any]:
+    """The session's base config: the user's data file, else the preset's data or synthetic box.
+
+    A data file is the tutorial's train.h5; its sibling val.h5 is the
+    validation box when present (probes do not validate, so the train file
+    stands in otherwise). The synthetic box is made on first use.
+    """
+    values = dict(preset.train)
+    if data_path is not None:
+        if not data_path.is_file():
+            raise UsageError(f"no such data file: {data_path} (give the tutorial's train.h5)")
+        val = data_path.with_name("val.h5")
+        values["train_path"] = str(data_path.resolve())
+        values["val_path"] = str((val if val.is_file() else data_path).resolve())
+        return values
+    synth = preset.synthetic_data
+    needs_files = values.get("data_loader_config", "lowmem") != "synthetic"
+    if trainer == "unet" and synth and needs_files and not values.get("train_path"):
+        from tuneup.bundled import cache_dir, ensure_synthetic_data
+
+        train, val, made = ensure_synthetic_data(
+            synth["box"], synth["val_box"], synth.get("seed", 0), cache_dir()
+        )
+        if made:
+            print(
+                f"tuneup: made a synthetic {synth['box']}^3 box in {train.parent}", file=sys.stderr
+            )
+        values["train_path"], values["val_path"] = str(train), str(val)
+    return values
+
+
+def default_folder(preset: str, clock: Callable[[], float] = time.time) -> Path:
+    return DEFAULT_ROOT / f"{preset}-{time.strftime('%Y%m%d-%H%M%S', time.localtime(clock()))}"
+
+
+def assemble_new(
+    request: SessionRequest,
+    machine: MachineInfo,
+    *,
+    out: Path | None = None,
+    reporter: Reporter | None = None,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+    job: JobEnv | None = None,
+    engine_factory: EngineFactory = build_engine,
+    clock: Callable[[], float] = time.time,
+) -> AssembledSession:
+    """A new session in `out` (default tuneup-results/PRESET-TIME), its folder locked.
+
+    Raises:
+        UsageError: bad input (unknown preset, trainer or stage; a layout the job
+            cannot run; a folder that cannot be used or already holds a session; a
+            baseline whose loader cannot run here).
+        FolderBusy: another live tuneup writes to `out`.
+    """
+    trainer = request.trainer or "unet"
+    load_trainer(trainer)  # fails early, listing the known ones, before any data is made
+    preset_name, why = pick_preset(request.preset, machine)
+    preset = load_preset(preset_name)
+    if request.budget is not None:
+        preset = dataclasses.replace(preset, budget=request.budget)
+    names = pick_stages(preset.stages, request.stages)
+    job = job or read_job_env(gpu_count=machine.gpu_count if machine.cuda else 0)
+    plan = choose_layout(request.nproc, request.nodes, preset, job, machine)
+    machine = dataclasses.replace(machine, world_size=plan.world_size, nodes=plan.nodes)
+    notes = [] if why is None else [f"no --preset given: using {preset.name} ({why})"]
+    notes.append(describe(job))
+    notes += [f"warning: {w}" for w in preset_warnings(preset, machine)]
+
+    results = ResultsDir(out or default_folder(preset.name, clock))
+    if results.has_session():
+        raise _already_a_session(results.path)
+    results.prepare()
+    lock = ResultsLock(results.path)
+    lock.acquire()
+    try:
+        if results.has_session():  # another run finished there while this one started
+            raise _already_a_session(results.path)
+        base = base_values(preset, trainer, request.data_path)
+        return _build(
+            preset=preset,
+            trainer=trainer,
+            stages=names,
+            base=base,
+            search=request.search or "staged",
+            seed=0 if request.seed is None else request.seed,
+            machine=machine,
+            plan=plan,
+            job=job,
+            results=results,
+            lock=lock,
+            resumed=False,
+            reporter=reporter,
+            on_event=on_event,
+            engine_factory=engine_factory,
+            notes=notes,
+            alerts=[],
+        )
+    except BaseException:
+        lock.release()
+        raise
+
+
+def assemble_resume(
+    folder: Path,
+    request: SessionRequest,
+    machine: MachineInfo,
+    *,
+    reporter: Reporter | None = None,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+    job: JobEnv | None = None,
+    engine_factory: EngineFactory = build_engine,
+) -> AssembledSession:
+    """The session of `folder`, rebuilt from its session.json, to continue where it stopped.
+
+    The data, base config, budget and preset come from the folder; a given
+    preset or trainer must be the recorded one. Before anything runs, the
+    journal is repaired and whatever a dead session left running is stopped;
+    both are said in `alerts`.
+
+    Raises:
+        UsageError: not a results folder, or a request that contradicts it.
+        FolderBusy: a live tuneup still runs this session.
+    """
+    results = ResultsDir(folder)
+    info = results.session()
+    _check_same(folder, request, info)
+    lock = ResultsLock(results.path)
+    previous = lock.acquire()
+    try:
+        alerts = []
+        if previous is not None:
+            alerts.append(f"the run that held {quoted(folder)} ({previous.describe()}) is gone")
+        left = find_leftovers(results.path / "probes")
+        if left:
+            stop_leftovers(left)
+            alerts.append(
+                f"stopped {len(left)} process(es) a dead session left running: "
+                f"{describe_processes(left)}"
+            )
+        alerts += results.repair().notes(results.path)
+
+        source = str(info.get("preset_source") or info.get("preset"))
+        preset = load_preset(request.preset or source)
+        recorded_budget = info.get("budget")
+        if isinstance(recorded_budget, dict):
+            preset = dataclasses.replace(preset, budget=Budget(**recorded_budget))
+        trainer = str(info.get("trainer") or "unet")
+        load_trainer(trainer)
+        launched = info.get("launch") or {}
+        nproc = request.nproc if request.nproc is not None else launched.get("nproc")
+        nodes = request.nodes if request.nodes is not None else launched.get("nodes")
+        job = job or read_job_env(gpu_count=machine.gpu_count if machine.cuda else 0)
+        plan = choose_layout(nproc, nodes, preset, job, machine)
+        machine = dataclasses.replace(machine, world_size=plan.world_size, nodes=plan.nodes)
+        recorded_base = info.get("base_config")
+        # The journal is keyed by config: resume from the very base the session ran.
+        base = dict(recorded_base) if isinstance(recorded_base, dict) else None
+        if base is None:
+            base = base_values(preset, trainer, None)
+        recorded_stages = tuple(info.get("stages") or preset.stages)
+        return _build(
+            preset=preset,
+            trainer=trainer,
+            stages=pick_stages(preset.stages, request.stages or recorded_stages),
+            base=base,
+            search=request.search or str(info.get("search") or "staged"),
+            seed=request.seed if request.seed is not None else int(info.get("seed") or 0),
+            machine=machine,
+            plan=plan,
+            job=job,
+            results=results,
+            lock=lock,
+            resumed=True,
+            reporter=reporter,
+            on_event=on_event,
+            engine_factory=engine_factory,
+            notes=[describe(job)],
+            alerts=alerts,
+        )
+    except BaseException:
+        lock.release()
+        raise
+
+
+def _already_a_session(folder: Path) -> UsageError:
+    return UsageError(
+        f"{folder} already holds a tuneup session: continue it with "
+        f"`tuneup probe --resume {quoted(folder)}`, or give a new folder with --out"
+    )
+
+
+def _check_same(folder: Path, request: SessionRequest, info: dict[str, Any]) -> None:
+    recorded_preset = {info.get("preset"), info.get("preset_source")}
+    if request.preset is not None and Path(request.preset).is_file():
+        given = {request.preset, str(Path(request.preset).resolve())}
+    else:
+        given = {request.preset}
+    for flag, asked, allowed in (
+        ("preset", given, recorded_preset),
+        ("trainer", {request.trainer}, {info.get("trainer")}),
+    ):
+        if None not in asked and not asked & allowed:
+            raise UsageError(
+                f"cannot resume {folder}: it was a {flag} '{info.get(flag)}' session, not "
+                f"'{sorted(a for a in asked if a)[0]}' (drop --{flag}, or start a new "
+                "session with --out)"
+            )
+
+
+def _build(
+    *,
+    preset: ProbePreset,
+    trainer: str,
+    stages: tuple[str, ...],
+    base: dict[str, Any],
+    search: str,
+    seed: int,
+    machine: MachineInfo,
+    plan: LaunchPlan,
+    job: JobEnv,
+    results: ResultsDir,
+    lock: ResultsLock,
+    resumed: bool,
+    reporter: Reporter | None,
+    on_event: Callable[[dict[str, Any]], None] | None,
+    engine_factory: EngineFactory,
+    notes: list[str],
+    alerts: list[str],
+) -> AssembledSession:
+    from tuneup.probe.preflight import loader_shm_problem
+
+    shm_free = shm_free_for(trainer)  # the U-Net's loader workers pass batches through it
+    problem = loader_shm_problem(base, machine.ranks_per_node, shm_free)
+    if problem is not None:
+        raise UsageError(f"the baseline's loader cannot run here: {problem}")
+    plans = stage_plans(stages, machine, base, preset, shm_free=shm_free)
+    engine = engine_factory(
+        trainer,
+        machine,
+        results.path / "probes",
+        preset.budget,
+        seed,
+        launch=plan,
+        job=job,
+        on_event=on_event,
+        preset=preset,
+    )
+    session = ProbeSession(
+        preset=preset,
+        trainer=trainer,
+        backend=engine.backend,
+        results=results,
+        machine=machine,
+        base_values=base,
+        plans=plans,
+        reporter=reporter or SilentReporter(),
+        search=search,
+        seed=seed,
+        sampler=engine.sampler,
+        job=job.to_dict(),
+        launch=launch_info(plan),
+        time_left=job.seconds_left if job.end_time is not None else None,
+    )
+    return AssembledSession(session, engine, results, lock, resumed, notes, alerts)
