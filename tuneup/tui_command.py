@@ -5,9 +5,11 @@ Textual is imported only inside `run_tui_command`, so `tuneup --help` stays fast
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
 
+from tuneup.cluster.signals import StopSignals
 from tuneup.errors import ExitCode, UsageError
 
 # The app drives the U-Net worker or the sim surface; other trainers run headless.
@@ -59,8 +61,12 @@ def run_tui_command(
         monitor_backend=replayed_gpus(replay) if replay is not None else None,
         gpu_memory_gib=_gpu_memory_gib() if machine.cuda else (),
     )
-    app.run()
-    return ExitCode.OK
+    with StopSignals(stream=io.StringIO()) as stop:  # the app owns the terminal: no notice
+        # SIGTERM (SLURM's time limit) and SIGHUP (a closed terminal) end the app as `q`
+        # would: on_unmount stops the running probe, and its journal is kept.
+        stop.arm(app.exit)
+        app.run()
+    return stop.exit_code if stop.requested else ExitCode.OK
 
 
 def _with_layout(machine: Any, preset_name: str) -> Any:

@@ -66,7 +66,7 @@ def _ignore(signum: int, frame: object) -> None:
 
 def _children_of(pid: int) -> list[int]:
     """Pids of the processes whose parent is `pid` (from /proc), in no particular order."""
-    found = []
+    found: list[int] = []
     try:
         entries = os.listdir("/proc")
     except OSError:
@@ -105,7 +105,7 @@ def _signal_all(signum: int) -> None:
 
 def _reap() -> list[tuple[int, int]]:
     """Reap every child that has ended (the child and adopted orphans alike)."""
-    ended = []
+    ended: list[tuple[int, int]] = []
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)

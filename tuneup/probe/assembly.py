@@ -368,10 +368,9 @@ def _already_a_session(folder: Path) -> UsageError:
 
 def _check_same(folder: Path, request: SessionRequest, info: dict[str, Any]) -> None:
     recorded_preset = {info.get("preset"), info.get("preset_source")}
+    given: set[str | None] = {request.preset}
     if request.preset is not None and Path(request.preset).is_file():
-        given = {request.preset, str(Path(request.preset).resolve())}
-    else:
-        given = {request.preset}
+        given.add(str(Path(request.preset).resolve()))
     for flag, asked, allowed in (
         ("preset", given, recorded_preset),
         ("trainer", {request.trainer}, {info.get("trainer")}),
