@@ -32,12 +32,12 @@ from tuneup.cluster.leftovers import MARKER, find_leftovers
 PARENT = """
 import os, subprocess, sys, time
 from tuneup.cluster.guardian import guarded
-env = {**os.environ, "%s": sys.argv[1]}
+env = {**os.environ, "MARKER": sys.argv[1]}
 subprocess.Popen(guarded(["sh", "-c", "setsid sleep 1000 & sleep 1001 & wait"], os.getpid()),
                  env=env, start_new_session=True)
 print("started", flush=True)
 time.sleep(1000)
-""" % MARKER
+""".replace("MARKER", MARKER)
 
 
 def start_ms(argv: list[str]) -> float:
