@@ -46,7 +46,7 @@ def test_amp_fp16_trains_with_its_scaler(tiny_config, restore_torch_state) -> No
     assert isinstance(setup.precision.scaler, torch.amp.GradScaler)
     with setup.precision.autocast():
         inp = torch.randn(2, 4, 8, 8, 8, device="cuda")
-        assert setup.raw_model.down[0](inp).dtype == torch.float16
+        assert setup.raw_model.conv_down1(inp).dtype == torch.float16
     result = run_training(setup)
     assert setup.precision.scaler.get_scale() > 0
     assert all(torch.isfinite(torch.tensor(result.train_losses)))

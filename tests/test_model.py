@@ -37,10 +37,10 @@ def batch(n: int = 2, crop: int = 16, channels: int = 4) -> torch.Tensor:
 def test_full_model_has_the_tutorials_layers_and_size():
     with torch.device("meta"):
         model = UNet(width=64, levels=6)
-    assert [block[0].out_channels for block in model.down] == [64, 128, 256, 512, 512, 512]
-    assert [block[0].in_channels for block in model.up] == [512, 1024, 1024, 512, 256]
-    assert [block[0].out_channels for block in model.up] == [512, 512, 256, 128, 64]
-    assert (model.head.in_channels, model.head.out_channels) == (128, 5)
+    assert [block[0].out_channels for block in model.blocks_down] == [64, 128, 256, 512, 512, 512]
+    assert [block[0].in_channels for block in model.blocks_up] == [512, 1024, 1024, 512, 256]
+    assert [block[0].out_channels for block in model.blocks_up] == [512, 512, 256, 128, 64]
+    assert (model.conv_last.in_channels, model.conv_last.out_channels) == (128, 5)
     assert count_parameters(model) == pytest.approx(117e6, rel=0.01)
 
 
@@ -48,7 +48,7 @@ def test_half_scale_variant_drops_the_sixth_level():
     with torch.device("meta"):
         full = UNet(width=64, levels=6)
         half = UNet(width=64, levels=5)
-    assert len(half.down) == 5 and len(half.up) == 4
+    assert len(half.blocks_down) == 5 and len(half.blocks_up) == 4
     assert count_parameters(half) < count_parameters(full)
     assert unet_widths(64, 5) == [64, 128, 256, 512, 512]
 
@@ -56,8 +56,8 @@ def test_half_scale_variant_drops_the_sixth_level():
 def test_frozen_parameters_are_not_counted():
     model = tiny()
     total = count_parameters(model)
-    model.head.weight.requires_grad_(False)
-    assert count_parameters(model) == total - model.head.weight.numel()
+    model.conv_last.weight.requires_grad_(False)
+    assert count_parameters(model) == total - model.conv_last.weight.numel()
 
 
 def test_full_model_flops_match_the_published_figure():
@@ -101,14 +101,14 @@ def test_analytic_flops_equal_torch_flop_counter(
 def test_init_draws_small_normal_weights_and_zero_biases():
     torch.manual_seed(0)
     model = UNet(width=16, levels=3)
-    conv = model.down[2][0]  # 32 -> 64 channels: 131072 weights
+    conv = model.conv_down3[0]  # 32 -> 64 channels: 131072 weights
     assert conv.weight.std().item() == pytest.approx(0.02, rel=0.03)
     assert abs(conv.weight.mean().item()) < 1e-3
     assert torch.count_nonzero(conv.bias) == 0
 
     init_weights(model, scale=0.05, bias=0.1)
     assert conv.weight.std().item() == pytest.approx(0.05, rel=0.03)
-    assert torch.all(model.head.bias == 0.1)
+    assert torch.all(model.conv_last.bias == 0.1)
 
 
 def test_init_leaves_other_layers_alone():

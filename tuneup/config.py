@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from tuneup.errors import UsageError
+from tuneup.trainer.flops import MAX_LEVELS
 
 _MISSING = object()
 
@@ -347,7 +348,12 @@ def _check_consistency(cfg: TrainConfig) -> None:
         raise UsageError("config key 'num_data_workers' must be 0 or more")
     if cfg.Nsamples_val < 0:
         raise UsageError("config key 'Nsamples_val' must be 0 or more")
-    if cfg.unet_levels < 1 or cfg.data_size % (2**cfg.unet_levels) != 0:
+    if not 1 <= cfg.unet_levels <= MAX_LEVELS:
+        raise UsageError(
+            f"config key 'levels' must be 1 to {MAX_LEVELS} (the tutorial's full_scale "
+            f"depth), got {cfg.unet_levels}"
+        )
+    if cfg.data_size % (2**cfg.unet_levels) != 0:
         step = 2**cfg.unet_levels
         raise UsageError(
             f"data_size {cfg.data_size} does not fit a {cfg.unet_levels}-level U-Net: "

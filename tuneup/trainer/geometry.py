@@ -1,15 +1,19 @@
-"""Crops and the 24 proper rotations of a cube, for numpy arrays and torch tensors.
+"""Crops and the tutorial's 24 symmetry transforms of a cube, for numpy arrays and tensors.
 
-A rotation is stored as an axis permutation plus per-axis flips. With spatial
-axes indexed from the cube's centre, rotation ``index`` sends the voxel at
-position ``x`` of the input to position ``rotation_matrix(index) @ x`` of the
-output. The table is built from all 48 signed permutations by keeping those
-of determinant +1, so no mirror image can slip in; index 0 is the identity.
+The table is the tutorial's augmentation (`RandomRotator` in the NERSC
+tutorial's utils/data_loader.py): 16 rotations and 8 mirror images of the
+cube, which its README calls "random rotations and reflections" (not the 24
+proper rotations). Its transforms 1..23 keep their numbers here and its 24,
+the identity, is index 0.
+
+A transform is stored as an axis permutation plus per-axis flips. With
+spatial axes indexed from the cube's centre, transform ``index`` sends the
+voxel at position ``x`` of the input to position ``rotation_matrix(index) @ x``
+of the output.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from typing import NamedTuple, TypeVar
 
@@ -36,21 +40,41 @@ def _signed_permutation_matrix(rot: _Rotation) -> np.ndarray:
     return matrix
 
 
-def _build_rotations() -> tuple[_Rotation, ...]:
-    # Identity first: permutations and flip patterns both enumerate in
-    # lexicographic order, starting from (0, 1, 2) and no flips.
-    proper = []
-    for perm in itertools.permutations(range(SPATIAL_DIMS)):
-        for flips in itertools.product((False, True), repeat=SPATIAL_DIMS):
-            rot = _Rotation(perm, flips)  # type: ignore[arg-type]
-            if round(np.linalg.det(_signed_permutation_matrix(rot))) == 1:
-                proper.append(rot)
-    return tuple(proper)
+# The tutorial's table as (output axis k takes input axis perm[k], flipped when
+# flips[k]), in its order: numpy's `x.transpose([0, 2, 1, 3])[:, ::-1, :, :]` is
+# perm (1, 0, 2) with the first output axis flipped.
+_T, _F = True, False
+_TUTORIAL = (
+    _Rotation((0, 1, 2), (_F, _F, _F)),  # 24: the identity
+    _Rotation((0, 1, 2), (_T, _T, _F)),
+    _Rotation((0, 1, 2), (_T, _F, _T)),
+    _Rotation((0, 1, 2), (_F, _T, _T)),
+    _Rotation((1, 0, 2), (_T, _F, _F)),
+    _Rotation((1, 0, 2), (_T, _F, _T)),
+    _Rotation((1, 0, 2), (_F, _T, _F)),
+    _Rotation((1, 0, 2), (_F, _T, _T)),
+    _Rotation((2, 1, 0), (_T, _F, _F)),
+    _Rotation((2, 1, 0), (_T, _T, _F)),
+    _Rotation((2, 1, 0), (_F, _F, _T)),
+    _Rotation((2, 1, 0), (_F, _T, _T)),
+    _Rotation((0, 2, 1), (_F, _T, _F)),
+    _Rotation((0, 2, 1), (_T, _T, _F)),
+    _Rotation((0, 2, 1), (_F, _F, _T)),
+    _Rotation((0, 2, 1), (_T, _F, _T)),
+    _Rotation((1, 2, 0), (_T, _T, _F)),
+    _Rotation((1, 2, 0), (_F, _T, _T)),
+    _Rotation((1, 2, 0), (_T, _F, _T)),
+    _Rotation((1, 2, 0), (_T, _T, _T)),
+    _Rotation((2, 0, 1), (_T, _T, _F)),
+    _Rotation((2, 0, 1), (_T, _F, _T)),
+    _Rotation((2, 0, 1), (_F, _T, _T)),
+    _Rotation((2, 0, 1), (_T, _T, _T)),
+)
 
 
-_ROTATIONS = _build_rotations()
+_ROTATIONS = _TUTORIAL
 ROTATION_COUNT = 24
-assert len(_ROTATIONS) == ROTATION_COUNT  # a cube has exactly 24 proper symmetries
+assert len(_ROTATIONS) == ROTATION_COUNT
 
 
 def _check_index(index: int) -> _Rotation:

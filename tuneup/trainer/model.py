@@ -14,6 +14,7 @@ from torch import Tensor, nn
 
 from tuneup.trainer.flops import (
     KERNEL,
+    MAX_LEVELS,
     GeometryError,
     check_geometry,
     flops_per_sample,
@@ -22,6 +23,7 @@ from tuneup.trainer.flops import (
 
 __all__ = [
     "LEAKY_SLOPE",
+    "MAX_LEVELS",
     "RHO_SCALE",
     "GeometryError",
     "UNet",
@@ -33,9 +35,9 @@ __all__ = [
     "unet_widths",
 ]
 
-# Negative slope of the encoder's LeakyReLU: the usual choice for this
-# pix2pix-style encoder.
-LEAKY_SLOPE = 0.2
+# Negative slope of the encoder's LeakyReLU: PyTorch's default, as the tutorial's
+# `nn.LeakyReLU(inplace=True)` has it (with 0.2 outputs differed by up to 0.17).
+LEAKY_SLOPE = 0.01
 
 # Channel 0 (gas density) is stored as a log-like value in [-1, 1]; exp(14 x)
 # brings it back to a density-like scale for the optional rho term.
@@ -69,15 +71,20 @@ class UNet(nn.Module):
     """3D U-Net: `levels` halvings down, as many doublings up, tanh output.
 
     With width 64 and 6 levels it is the tutorial's full_scale model (about
-    117 M parameters); 5 levels is its full_scale=False variant; tests use
-    tiny widths. Weights are initialised as in the tutorial (normal(0, 0.02),
-    zero biases) unless `init_scale` is None.
+    117 M parameters), block for block and name for name, so a state_dict of
+    the tutorial's `UNet` loads here with strict=True and the reverse; 5
+    levels is its full_scale=False variant; tests use tiny widths. Weights are
+    initialised as in the tutorial (normal(0, 0.02), zero biases) unless
+    `init_scale` is None.
+
+    Blocks a shallower model does not have are None: TorchScript drops the
+    branches that test them, so the forward pass scripts at any depth.
 
     Args:
         in_channels: input fields (4 N-body channels).
         out_channels: output fields (5 hydro channels).
         width: channels of the first level; deeper levels double up to 8x.
-        levels: number of down blocks; crops must divide by 2**levels.
+        levels: number of down blocks, 1 to MAX_LEVELS; crops must divide by 2**levels.
         init_scale: std of the initial conv weights, or None for torch's default.
     """
 
@@ -86,40 +93,77 @@ class UNet(nn.Module):
         in_channels: int = 4,
         out_channels: int = 5,
         width: int = 64,
-        levels: int = 6,
+        levels: int = MAX_LEVELS,
         init_scale: float | None = 0.02,
     ) -> None:
         super().__init__()
+        if not 1 <= levels <= MAX_LEVELS:
+            raise GeometryError(f"the U-Net has 1 to {MAX_LEVELS} levels, got {levels}")
         widths = unet_widths(width, levels)
         self.levels = levels
-        self.down = nn.ModuleList()
         channels = in_channels
-        for cout in widths:
-            self.down.append(_down(channels, cout))
-            channels = cout
-        self.up = nn.ModuleList()
-        for j in range(levels - 1):
-            # After the first up block the input carries the concatenated skip.
-            cin = widths[-1] if j == 0 else 2 * widths[levels - 1 - j]
-            self.up.append(_up(cin, widths[levels - 2 - j]))
+        for k in range(1, MAX_LEVELS + 1):
+            down = None
+            if k <= levels:
+                down, channels = _down(channels, widths[k - 1]), widths[k - 1]
+            setattr(self, f"conv_down{k}", down)
+        for k in range(MAX_LEVELS, 1, -1):
+            up = None
+            if k <= levels:
+                # Level K's output: the bottleneck, or the previous up block's output
+                # with level K's skip concatenated; out: level K-1's width.
+                cin = widths[k - 1] if k == levels else 2 * widths[k - 1]
+                up = _up(cin, widths[k - 2])
+            setattr(self, f"conv_up{k}", up)
         head_in = 2 * widths[0] if levels > 1 else widths[0]
-        self.head = nn.ConvTranspose3d(head_in, out_channels, KERNEL, stride=2, padding=1)
+        self.conv_last = nn.ConvTranspose3d(head_in, out_channels, KERNEL, stride=2, padding=1)
+        self.tanh = nn.Tanh()
         if init_scale is not None:
             init_weights(self, init_scale)
+
+    @property
+    def blocks_down(self) -> list[nn.Module]:
+        """The encoder's blocks, shallowest first."""
+        return [getattr(self, f"conv_down{k}") for k in range(1, self.levels + 1)]
+
+    @property
+    def blocks_up(self) -> list[nn.Module]:
+        """The decoder's blocks, deepest first (conv_last apart)."""
+        return [getattr(self, f"conv_up{k}") for k in range(self.levels, 1, -1)]
+
+    __jit_unused_properties__ = ["blocks_down", "blocks_up"]  # noqa: RUF012
 
     def forward(self, x: Tensor) -> Tensor:
         """Map (N, in, S, S, S) to (N, out, S, S, S) with values in (-1, 1)."""
         skips: list[Tensor] = []
-        h = x
-        for block in self.down:
-            h = block(h)
+        h = self.conv_down1(x)
+        if self.conv_down2 is not None:
             skips.append(h)
-        # The deepest output is the bottleneck itself, not a skip.
-        skips.pop()
-        for block in self.up:
-            h = block(h)
-            h = torch.cat([h, skips.pop()], dim=1)
-        return torch.tanh(self.head(h))
+            h = self.conv_down2(h)
+        if self.conv_down3 is not None:
+            skips.append(h)
+            h = self.conv_down3(h)
+        if self.conv_down4 is not None:
+            skips.append(h)
+            h = self.conv_down4(h)
+        if self.conv_down5 is not None:
+            skips.append(h)
+            h = self.conv_down5(h)
+        if self.conv_down6 is not None:
+            skips.append(h)
+            h = self.conv_down6(h)
+        # The deepest output is the bottleneck itself; each up block gets its skip.
+        if self.conv_up6 is not None:
+            h = torch.cat([self.conv_up6(h), skips.pop()], dim=1)
+        if self.conv_up5 is not None:
+            h = torch.cat([self.conv_up5(h), skips.pop()], dim=1)
+        if self.conv_up4 is not None:
+            h = torch.cat([self.conv_up4(h), skips.pop()], dim=1)
+        if self.conv_up3 is not None:
+            h = torch.cat([self.conv_up3(h), skips.pop()], dim=1)
+        if self.conv_up2 is not None:
+            h = torch.cat([self.conv_up2(h), skips.pop()], dim=1)
+        return self.tanh(self.conv_last(h))
 
 
 def init_weights(model: nn.Module, scale: float = 0.02, bias: float = 0.0) -> None:
