@@ -18,21 +18,31 @@ from tuneup import __version__
 from tuneup.cluster.signals import Stopped
 from tuneup.errors import ExitCode, UsageError
 
-# The tutorial's train.py flags, accepted by `tuneup train` as the knobs they set.
-TUTORIAL_FLAGS: dict[str, tuple[str, str]] = {
-    "--enable_amp": ("enable_amp", "true"),
-    "--enable_apex": ("enable_apex", "true"),
-    "--enable_jit": ("enable_jit", "true"),
-    "--disable_broadcast_buffers": ("broadcast_buffers", "false"),
-    "--noddp": ("noddp", "true"),
+# The tutorial's train.py flags (SC22, and SC21's --enable_amp), accepted by `tuneup
+# train` as the knobs they set, so one command line runs either program.
+TUTORIAL_FLAGS: dict[str, tuple[tuple[str, str], ...]] = {
+    "--enable_amp": (("enable_amp", "true"),),
+    "--enable_apex": (("enable_apex", "true"),),
+    "--enable_jit": (("enable_jit", "true"),),
+    "--enable_benchy": (("enable_benchy", "true"),),
+    # as in the tutorial: buffers not broadcast, and gradients as views of the buckets
+    "--disable_broadcast_buffers": (
+        ("broadcast_buffers", "false"),
+        ("gradient_as_bucket_view", "true"),
+    ),
+    "--noddp": (("noddp", "true"),),
 }
 TUTORIAL_VALUE_FLAGS = (
+    "amp_mode",
     "data_loader_config",
     "local_batch_size",
     "num_epochs",
     "num_data_workers",
     "bucket_cap_mb",
 )
+# Accepted so the tutorial's command line runs unchanged; tuneup has no use for them.
+TUTORIAL_IGNORED_FLAGS = {"--run_num": True, "--enable_manual_profiling": False}
+TUTORIAL_YAML = Path("config/UNet.yaml")  # the tutorial's --yaml_config default
 
 
 class _Parser(argparse.ArgumentParser):
@@ -308,6 +318,12 @@ def _add_export(commands: argparse._SubParsersAction) -> None:
     export.add_argument(
         "-o", type=Path, dest="output", metavar="FILE", help="write to FILE instead of stdout"
     )
+    export.add_argument(
+        "--edition",
+        choices=("sc22", "sc21"),
+        default="sc22",
+        help="the tutorial's edition the flags are spelt for (sc21: --enable_amp)",
+    )
     export.set_defaults(handler=_run_export)
 
 
@@ -348,6 +364,9 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
         train.add_argument(flag, action="store_true", help=argparse.SUPPRESS)
     for name in TUTORIAL_VALUE_FLAGS:
         train.add_argument(f"--{name}", help=argparse.SUPPRESS)
+    for flag, takes_value in TUTORIAL_IGNORED_FLAGS.items():
+        action = "store" if takes_value else "store_true"
+        train.add_argument(flag, action=action, help=argparse.SUPPRESS)
     train.set_defaults(handler=_run_train)
 
 
@@ -390,8 +409,9 @@ def _train_overrides(args: argparse.Namespace) -> list[str]:
     """The tutorial flags as --set overrides, applied before the user's own --set."""
     overrides = [
         f"{key}={value}"
-        for flag, (key, value) in TUTORIAL_FLAGS.items()
+        for flag, settings in TUTORIAL_FLAGS.items()
         if getattr(args, flag.lstrip("-"))
+        for key, value in settings
     ]
     for name in TUTORIAL_VALUE_FLAGS:
         value = getattr(args, name)
@@ -405,9 +425,20 @@ def _run_train(args: argparse.Namespace) -> int:
 
     if args.yaml_config is not None and args.config is None:
         raise UsageError("--yaml_config needs --config NAME: the block of that file to train")
+    yaml_config = args.yaml_config
+    if yaml_config is None and args.config is not None and not Path(args.config).is_file():
+        if not TUTORIAL_YAML.is_file():
+            raise UsageError(
+                f"--config {args.config}: no such file, and no {TUTORIAL_YAML} here (the "
+                "tutorial's default --yaml_config): give --yaml_config FILE"
+            )
+        yaml_config = TUTORIAL_YAML  # a block name, as the tutorial's train.py reads it
+    for flag in TUTORIAL_IGNORED_FLAGS:
+        if getattr(args, flag.lstrip("-")):
+            print(f"tuneup: {flag} is the tutorial's; tuneup train ignores it", file=sys.stderr)
     return run_train_command(
         config=args.config,
-        yaml_config=args.yaml_config,
+        yaml_config=yaml_config,
         overrides=_train_overrides(args),
         metrics_path=args.metrics,
     )
@@ -435,7 +466,7 @@ def _run_probe(args: argparse.Namespace) -> int:
 def _run_export(args: argparse.Namespace) -> int:
     from tuneup.export_command import run_export_command
 
-    return run_export_command(args.dir, args.format, args.output)
+    return run_export_command(args.dir, args.format, args.output, args.edition)
 
 
 def _run_convert(args: argparse.Namespace) -> int:

@@ -7,22 +7,38 @@ from typing import Any
 
 from tuneup.config import TrainConfig, build_config
 from tuneup.errors import UsageError
-from tuneup.export.configs import render_flags, render_tuneup, render_yaml
-from tuneup.export.slurm import render_env, render_sbatch
+from tuneup.export import tutorial
+from tuneup.export.configs import render_tuneup
+from tuneup.export.slurm import job_layout, render_env, render_sbatch
 
-_Renderer = Callable[[TrainConfig, Mapping[str, Any] | None], str]
+_Renderer = Callable[[TrainConfig, Mapping[str, Any] | None, tutorial.TutorialRun | None, str], str]
+
+
+def _run(
+    cfg: TrainConfig, hints: Mapping[str, Any] | None, run: tutorial.TutorialRun | None
+) -> tutorial.TutorialRun:
+    """The run the tutorial is asked for: the session's, else the hints' layout."""
+    return run or tutorial.TutorialRun(world_size=job_layout(cfg, hints).ranks)
+
 
 _RENDERERS: dict[str, _Renderer] = {
-    "yaml": lambda cfg, hints: render_yaml(cfg),
-    "flags": lambda cfg, hints: render_flags(cfg),
-    "env": render_env,
-    "sbatch": render_sbatch,
-    "tuneup": lambda cfg, hints: render_tuneup(cfg),
+    "yaml": lambda cfg, hints, run, ed: tutorial.render_yaml(cfg, _run(cfg, hints, run)),
+    "flags": lambda cfg, hints, run, ed: tutorial.render_flags(cfg, _run(cfg, hints, run), ed),
+    "env": lambda cfg, hints, run, ed: render_env(cfg, hints),
+    "sbatch": lambda cfg, hints, run, ed: render_sbatch(cfg, hints),
+    "tuneup": lambda cfg, hints, run, ed: render_tuneup(cfg),
 }
 FORMATS = tuple(_RENDERERS)
 
 
-def render(fmt: str, values: Mapping[str, Any], *, hints: Mapping[str, Any] | None = None) -> str:
+def render(
+    fmt: str,
+    values: Mapping[str, Any],
+    *,
+    hints: Mapping[str, Any] | None = None,
+    run: tutorial.TutorialRun | None = None,
+    edition: str = tutorial.SC22,
+) -> str:
     """Render a configuration (knob values over the defaults) in export format `fmt`.
 
     Args:
@@ -32,7 +48,10 @@ def render(fmt: str, values: Mapping[str, Any], *, hints: Mapping[str, Any] | No
             cpus_per_node, cpus_per_task, account, partition, qos, constraint,
             time, job_name; also accepted under a nested `slurm:` mapping): the
             preset's, or `tuneup.export.slurm.hints_from_session` for a finished
-            session. Only env and sbatch read them.
+            session. env and sbatch read them; yaml and flags take the ranks from them
+            when `run` is None.
+        run: the ranks and data boxes the recommendation was measured with (yaml, flags).
+        edition: the tutorial's edition the flags are spelt for ("sc22" or "sc21").
 
     Raises:
         UsageError: an unknown format, invalid values or invalid hints.
@@ -41,4 +60,4 @@ def render(fmt: str, values: Mapping[str, Any], *, hints: Mapping[str, Any] | No
     if renderer is None:
         raise UsageError(f"unknown export format '{fmt}': choose one of {', '.join(FORMATS)}")
     cfg = build_config(values, source="the exported config")
-    return renderer(cfg, hints)
+    return renderer(cfg, hints, run, edition)

@@ -1,0 +1,210 @@
+"""Exports the tutorial's own train.py runs unchanged: its YAML block and its command line.
+
+Facts (the NERSC tutorial, SC22 edition): its train.py takes `enable_apex`
+and `enable_jit` only from its flags (their YAML values are overwritten),
+`amp_mode` from the YAML unless `--amp_mode` says otherwise, turns on
+`gradient_as_bucket_view` with `--disable_broadcast_buffers`, and trains at
+`global_batch_size // world_size` per rank unless `--local_batch_size` is
+given (then the global batch is that times the world size). SC21 spelt fp16
+`--enable_amp` and had no bf16. Its YParams reads one named block of a YAML
+file, so the block must hold every key its train.py reads.
+
+Pure: a TrainConfig and what the session knew (ranks, data box) in, text out.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+from tuneup.config import TrainConfig, knob_fields
+from tuneup.errors import UsageError
+from tuneup.export.configs import scalar
+from tuneup.trainer.flops import MAX_LEVELS
+
+SC22 = "sc22"
+SC21 = "sc21"
+EDITIONS = (SC22, SC21)
+YAML_BLOCK = "tuned"
+
+# The tutorial's loaders; tuneup's others (the GPU-resident one) are tuneup's alone.
+TUTORIAL_LOADERS = ("synthetic", "inmem", "lowmem", "dali-lowmem")
+# The real boxes of the tutorial's data (train, validation), when the session ran on
+# tuneup's synthetic box: the user points the block at their files.
+TUTORIAL_BOX = (1024, 512)
+TUTORIAL_CROP = 64
+SHORT_VAL_SAMPLES = 512  # the tutorial's `short` block, when the probes validated nothing
+DEFAULT_EXPDIR = "./logs"
+
+# The keys the tutorial's train.py reads from its block, in its config's order.
+TUTORIAL_KEYS = (
+    "weight_init",
+    "lambda_rho",
+    "full_scale",
+    "global_batch_size",
+    "base_batch_size",
+    "Nsamples",
+    "Nsamples_val",
+    "num_epochs",
+    "amp_mode",
+    "enable_apex",
+    "enable_benchy",
+    "enable_jit",
+    "expdir",
+    "lr_schedule",
+    "data_loader_config",
+    "box_size",
+    "data_size",
+    "num_data_workers",
+    "N_out_channels",
+    "train_path",
+    "val_path",
+    "train_path_npy_data",
+    "train_path_npy_label",
+    "val_path_npy_data",
+    "val_path_npy_label",
+    "use_cache",
+)
+_NOT_KNOBS = {"N_out_channels"}
+# Keys tuneup writes for itself; the tutorial neither reads nor needs them.
+_SKIP = {"enable_amp", "expdir", "local_batch_size"}  # the block's global batch says it
+# tuneup knobs the tutorial's train.py takes from a flag, not from its YAML.
+_BY_FLAG = {
+    "bucket_cap_mb": "--bucket_cap_mb",
+    "broadcast_buffers": "--disable_broadcast_buffers",
+    "gradient_as_bucket_view": "--disable_broadcast_buffers",
+    "noddp": "--noddp",
+}
+
+
+@dataclass(frozen=True)
+class TutorialRun:
+    """What the tutorial's run needs beside the knob values.
+
+    Attributes:
+        world_size: the ranks the recommendation was measured with.
+        box_size: (train, validation) box sides read from the user's data files;
+            None: the config's own.
+        synthetic: the session ran on tuneup's synthetic box, not the user's data:
+            the block names the tutorial's boxes and leaves the paths to set.
+    """
+
+    world_size: int = 1
+    box_size: tuple[int, int] | None = None
+    synthetic: bool = False
+
+
+def per_rank_batch(cfg: TrainConfig, world_size: int) -> int:
+    """The batch each rank trains with, as tuneup's trainer and the tutorial compute it."""
+    return cfg.local_batch_size or max(1, cfg.global_batch_size // max(1, world_size))
+
+
+def tutorial_levels(cfg: TrainConfig) -> int:
+    """The depth the tutorial's model can have for `cfg`: 5 or 6 (full_scale)."""
+    return 5 if cfg.unet_levels == 5 else MAX_LEVELS
+
+
+def flag_tokens(cfg: TrainConfig, run: TutorialRun, edition: str = SC22) -> list[str]:
+    """The tutorial's command-line flags for `cfg` (with --yaml_config FILE --config tuned)."""
+    if edition not in EDITIONS:
+        raise UsageError(f"--edition {edition}: choose one of {', '.join(EDITIONS)}")
+    tokens: list[str] = []
+    if edition == SC22:
+        tokens += ["--amp_mode", cfg.amp_mode]
+    elif cfg.amp_mode == "fp16":
+        tokens.append("--enable_amp")
+    elif cfg.amp_mode == "bf16":
+        raise UsageError("the SC21 tutorial's train.py has no bf16: export with --edition sc22")
+    if cfg.optimizer_impl == "apex":
+        tokens.append("--enable_apex")
+    if cfg.jit == "script":
+        tokens.append("--enable_jit")
+    if cfg.data_loader_config in TUTORIAL_LOADERS:
+        tokens += ["--data_loader_config", cfg.data_loader_config]
+    tokens += ["--num_data_workers", str(cfg.num_data_workers)]
+    tokens += ["--local_batch_size", str(per_rank_batch(cfg, run.world_size))]
+    tokens += ["--bucket_cap_mb", str(cfg.bucket_cap_mb)]
+    if not cfg.broadcast_buffers:
+        tokens.append("--disable_broadcast_buffers")
+    if cfg.noddp:
+        tokens.append("--noddp")
+    return tokens
+
+
+def render_flags(cfg: TrainConfig, run: TutorialRun, edition: str = SC22) -> str:
+    """The flags as one shell-quoted line."""
+    return shlex.join(flag_tokens(cfg, run, edition)) + "\n"
+
+
+def block_values(cfg: TrainConfig, run: TutorialRun) -> dict[str, tuple[Any, str]]:
+    """Every key of the `tuned` block: (value, comment), the tutorial's keys first."""
+    values = cfg.to_dict()
+    values["N_out_channels"] = 5
+    levels = tutorial_levels(cfg)
+    out: dict[str, tuple[Any, str]] = {}
+    for key in TUTORIAL_KEYS:
+        out[key] = (values.get(key), "")
+    out["full_scale"] = (levels == MAX_LEVELS, "")
+    if cfg.unet_levels != levels:
+        out["full_scale"] = (True, f"tuneup probed a {cfg.unet_levels}-level model (levels below)")
+    crop = cfg.data_size
+    if crop % 2**levels:
+        out["data_size"] = (TUTORIAL_CROP, f"tuneup probed {crop}^3 crops")
+    world = max(1, run.world_size)
+    out["global_batch_size"] = (
+        per_rank_batch(cfg, world) * world,
+        f"{per_rank_batch(cfg, world)} per rank x {world} rank(s), as measured",
+    )
+    if cfg.Nsamples_val <= 0:
+        out["Nsamples_val"] = (SHORT_VAL_SAMPLES, "the probes did not validate")
+    out["expdir"] = (cfg.expdir or DEFAULT_EXPDIR, "")
+    out["enable_apex"] = (cfg.optimizer_impl == "apex", "the tutorial takes it from --enable_apex")
+    out["enable_jit"] = (cfg.jit == "script", "the tutorial takes it from --enable_jit")
+    if cfg.data_loader_config not in TUTORIAL_LOADERS:
+        out["data_loader_config"] = ("lowmem", f"tuneup's {cfg.data_loader_config} loader below")
+    if run.box_size is not None:
+        out["box_size"] = (list(run.box_size), "read from the data files")
+    elif run.synthetic:
+        out["box_size"] = (list(TUTORIAL_BOX), "the tutorial's data; tuneup probed a synthetic box")
+        for key in ("train_path", "val_path", *(k for k in TUTORIAL_KEYS if "_npy_" in k)):
+            out[key] = (None, "set this to your file")
+    for key, value in _tuneup_only(cfg).items():
+        flag = _BY_FLAG.get(key)
+        note = (
+            f"the tutorial takes it from {flag}"
+            if flag
+            else "tuneup only: the tutorial does not apply it"
+        )
+        out[key] = (value, note)
+    return out
+
+
+def render_yaml(cfg: TrainConfig, run: TutorialRun) -> str:
+    """A `tuned: &tuned` block the tutorial's train.py and `tuneup train` both run."""
+    lines = [
+        "# tuneup: the tuned configuration as a block of the tutorial's config file.",
+        f"#   python train.py --yaml_config FILE --config {YAML_BLOCK} $(tuneup export DIR "
+        "--format flags)",
+        f"#   tuneup train --yaml_config FILE --config {YAML_BLOCK}",
+        f"{YAML_BLOCK}: &{YAML_BLOCK}",
+    ]
+    for key, (value, note) in block_values(cfg, run).items():
+        lines.append(f"  {key}: {scalar(value)}" + (f"  # {note}" if note else ""))
+    return "\n".join(lines) + "\n"
+
+
+def _tuneup_only(cfg: TrainConfig) -> dict[str, Any]:
+    """tuneup's knobs the tutorial has no key for, where they differ from the default."""
+    base = TrainConfig().to_dict()
+    values = cfg.to_dict()
+    known = set(TUTORIAL_KEYS) | _SKIP
+    out = {}
+    for f in knob_fields():
+        name = f.name
+        if name in known or values[name] == base[name]:
+            continue
+        out[name] = values[name]
+    if cfg.unet_levels != tutorial_levels(cfg) and "levels" not in out:
+        out["levels"] = cfg.unet_levels
+    return out
