@@ -40,6 +40,16 @@ def test_the_child_ends_as_it_would_without_the_guardian(tmp_path: Path) -> None
     assert missing.returncode == 127 and "could not start the worker" in missing.stderr
 
 
+def test_a_users_own_sigusr2_does_not_end_a_healthy_probe() -> None:
+    """SIGUSR2 also wakes the guardian when tuneup dies; from anyone else it changes nothing."""
+    script = 'trap "" USR2; echo ready; sleep 0.6; exit 4'
+    proc = subprocess.Popen(guarded(["sh", "-c", script], os.getpid()), stdout=subprocess.PIPE,
+                            text=True, start_new_session=True)  # fmt: skip
+    assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+    os.killpg(proc.pid, signal.SIGUSR2)  # `sbatch --signal=USR2@60`, say
+    assert proc.wait(timeout=10) == 4
+
+
 def test_sigkill_of_tuneup_takes_the_child_and_everything_it_started(tmp_path: Path) -> None:
     """A script's `sleep`, even one in a session of its own, does not outlive a killed tuneup."""
     probes = tmp_path / "probes"

@@ -142,6 +142,7 @@ def test_no_probe_starts_that_the_time_left_cannot_hold(tmp_path: Path) -> None:
     ("events", "returncode", "expected"),
     [
         ([], -9, True),  # killed from outside before it could say anything
+        ([], -11, False),  # its own segfault: it will crash again
         ([{"event": "error", "kind": "cuda", "message": "illegal address"}], -6, False),
         ([{"event": "error", "kind": "nccl", "message": "Watchdog: collective Timeout"}], 1, True),
         ([{"event": "error", "kind": "oom", "message": "2 GiB"}], 3, False),

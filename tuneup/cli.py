@@ -512,7 +512,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"tuneup: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print("tuneup: interrupted", file=sys.stderr)
+        with contextlib.suppress(OSError):
+            print("tuneup: interrupted", file=sys.stderr)
         return ExitCode.INTERRUPTED
     except Stopped as exc:
         with contextlib.suppress(OSError):

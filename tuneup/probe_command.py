@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -54,24 +55,24 @@ def run_probe_command(
                 request, machine, out=out, reporter=reporter, on_event=_events(reporter)
             )
         folder = built.results.path
-        for line in ([] if as_json else built.notes) + built.alerts:
-            print(f"tuneup: {line}", file=sys.stderr)
         try:
+            for line in ([] if as_json else built.notes) + built.alerts:
+                print(f"tuneup: {line}", file=sys.stderr)
             stop.arm(built.interrupt)
             built.session.start(resume=built.resumed)
             outcome = built.session.run()
         except OutOfTime as exc:
-            print(f"tuneup: {exc}; {_finished_and_resume(folder, 'in a new allocation')}",
-                  file=sys.stderr)  # fmt: skip
+            _say(f"tuneup: {exc}; {_finished_and_resume(folder, 'in a new allocation')}")
             return ExitCode.OUT_OF_TIME
         except SessionInterrupted:
-            print(f"tuneup: interrupted; {_finished_and_resume(folder)}", file=sys.stderr)
+            _say(f"tuneup: interrupted; {_finished_and_resume(folder)}")
             return stop.exit_code
         finally:
             built.close()
             close = getattr(reporter, "close", None)
             if close is not None:
-                close()
+                with contextlib.suppress(OSError):  # SIGHUP: the terminal may be gone
+                    close()
 
     summary = built.results.summary()
     if as_json:
@@ -84,6 +85,12 @@ def run_probe_command(
         return ExitCode.OK
     _print_outcome(outcome, summary, folder)
     return ExitCode.OK
+
+
+def _say(line: str) -> None:
+    """A last line on stderr; after SIGHUP the terminal may be gone (EIO), and that is fine."""
+    with contextlib.suppress(OSError):
+        print(line, file=sys.stderr, flush=True)
 
 
 def _finished_and_resume(folder: Path, where: str = "") -> str:

@@ -5,6 +5,7 @@ Textual is imported only inside `run_tui_command`, so `tuneup --help` stays fast
 
 from __future__ import annotations
 
+import asyncio
 import io
 from pathlib import Path
 from typing import Any
@@ -61,12 +62,21 @@ def run_tui_command(
         monitor_backend=replayed_gpus(replay) if replay is not None else None,
         gpu_memory_gib=_gpu_memory_gib() if machine.cuda else (),
     )
-    with StopSignals(stream=io.StringIO()) as stop:  # the app owns the terminal: no notice
-        # SIGTERM (SLURM's time limit) and SIGHUP (a closed terminal) end the app as `q`
-        # would: on_unmount stops the running probe, and its journal is kept.
-        stop.arm(app.exit)
+    # The app owns the terminal: no notice. SIGTERM (SLURM's time limit) and SIGHUP (a
+    # closed terminal) end the app as `q` would (on_unmount stops the running probe and
+    # its journal is kept); a second one ends the process at once.
+    with StopSignals(stream=io.StringIO(), hard_abort=True) as stop:
+        stop.arm(lambda: _exit_soon(app))
         app.run()
     return stop.exit_code if stop.requested else ExitCode.OK
+
+
+def _exit_soon(app: Any) -> None:
+    """Ask the app to exit from a signal handler: through the loop, which this wakes."""
+    try:
+        asyncio.get_running_loop().call_soon_threadsafe(app.exit)
+    except RuntimeError:  # no loop running yet (or any more)
+        app.exit()
 
 
 def _with_layout(machine: Any, preset_name: str) -> Any:

@@ -4,8 +4,8 @@ Every probe child runs under one. It stands between tuneup and the child so
 that nothing a probe started outlives tuneup, however tuneup ends, SIGKILL
 included (which no handler in tuneup can see):
 
-* it asks the kernel for a signal when tuneup dies (PR_SET_PDEATHSIG) and
-  also checks that its parent is still tuneup, for the moment before that;
+* it asks the kernel for a signal when tuneup dies (PR_SET_PDEATHSIG), which
+  wakes it to check that its parent is still tuneup (it checks every 50 ms too);
 * it is a child subreaper (PR_SET_CHILD_SUBREAPER), so processes that leave
   their parent's session (torchrun's ranks, a script's `sleep`) are
   reparented to it, not to init, and it can still find and stop them;
@@ -39,12 +39,11 @@ GRACE_S = 2.0  # after tuneup's death: SIGTERM, this long, then SIGKILL
 POLL_S = 0.05
 EXIT_CANNOT_START = 127
 
-_parent_gone = False
-
 
 def guarded(argv: list[str], parent: int, python: str = sys.executable) -> list[str]:
     """`argv` run under a guardian that watches the process `parent` (normally tuneup)."""
-    return [python, "-S", str(Path(__file__).resolve()), str(parent), "--", *argv]
+    # -I: neither this folder nor the probe's PYTHONPATH goes on sys.path; -S: no site.
+    return [python, "-I", "-S", str(Path(__file__).resolve()), str(parent), "--", *argv]
 
 
 def _prctl(option: int, value: int) -> bool:
@@ -55,9 +54,9 @@ def _prctl(option: int, value: int) -> bool:
         return False
 
 
-def _on_parent_gone(signum: int, frame: object) -> None:
-    global _parent_gone
-    _parent_gone = True
+def _wake(signum: int, frame: object) -> None:
+    """PARENT_GONE only wakes the loop: the parent check decides (a user's own SIGUSR2,
+    from `sbatch --signal` say, must not end a healthy probe)."""
 
 
 def _ignore(signum: int, frame: object) -> None:
@@ -151,7 +150,7 @@ def main(args: list[str]) -> None:
         sys.stderr.write("usage: guardian.py PARENT_PID -- ARGV...\n")
         os._exit(2)
     parent, argv = int(args[0]), args[2:]
-    signal.signal(PARENT_GONE, _on_parent_gone)
+    signal.signal(PARENT_GONE, _wake)
     _prctl(PR_SET_PDEATHSIG, int(PARENT_GONE))
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
     # SIGCHLD is waited for, not handled: the loop wakes the moment a child ends.
@@ -178,7 +177,7 @@ def main(args: list[str]) -> None:
                 _signal_all(signal.SIGKILL)  # what the child left behind, as the runner would
                 _reap()
                 _exit_like(status)
-        if _parent_gone or os.getppid() != parent:
+        if os.getppid() != parent:  # the kernel reparents before it sends PARENT_GONE
             _stop_everything(GRACE_S)
             os._exit(128 + signal.SIGTERM)
         signal.sigtimedwait({signal.SIGCHLD}, POLL_S)

@@ -12,6 +12,7 @@ second one, or one before there is anything to stop gently, aborts at once
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sys
 import threading
@@ -46,10 +47,13 @@ class StopSignals:
 
     Args:
         stream: where the one-line notice goes (stderr).
+        hard_abort: a second signal ends the process at once (os._exit) instead of
+            raising: where an event loop would swallow the exception (the app).
     """
 
-    def __init__(self, stream: IO[str] | None = None) -> None:
+    def __init__(self, stream: IO[str] | None = None, *, hard_abort: bool = False) -> None:
         self.stream = stream
+        self.hard_abort = hard_abort
         self.signum: int | None = None
         self._on_stop: Callable[[], None] | None = None
         self._previous: dict[int, Any] = {}
@@ -85,6 +89,8 @@ class StopSignals:
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         first = self.signum is None
         self.signum = self.signum or signum
+        if not first and self.hard_abort:
+            os._exit(128 + signum)
         if not first or self._on_stop is None:
             raise Stopped(signum)
         self._say(

@@ -88,17 +88,27 @@ class AssembledSession:
     resumed: bool
     notes: list[str] = field(default_factory=list)
     alerts: list[str] = field(default_factory=list)
+    stopping: bool = False
+
+    def __post_init__(self) -> None:
+        self.session.stop_requested = lambda: self.stopping
 
     def interrupt(self) -> None:
-        """Stop the running probe and the ladder (safe from a signal handler: flags only)."""
-        self.session.control.stop()
+        """Stop the running probe and the ladder.
+
+        Safe from a signal handler: it only sets flags (no lock is taken, so a
+        handler that lands while the main thread holds one cannot deadlock).
+        """
+        self.stopping = True
         interrupt = getattr(self.engine.backend, "interrupt", None)
         if interrupt is not None:
             interrupt()
 
     def close(self) -> None:
-        self.engine.close()
-        self.lock.release()
+        try:
+            self.engine.close()
+        finally:
+            self.lock.release()
 
 
 def pick_preset(preset_name: str | None, machine: MachineInfo) -> tuple[str, str | None]:

@@ -627,9 +627,11 @@ def judge(
         oom = _oom_line(lines)
         if oom is not None:
             return Status.OOM, f"out of memory: {oom}", {}
-        if returncode < 0:  # killed from outside: it may well run the next time
+        if returncode < 0:  # killed from outside, it may well run the next time
+            from tuneup.probe.runner import CRASH_SIGNALS
+
             reason = _with_detail(_signal_reason(-returncode), last)
-            return Status.CRASH, reason, {"transient": True}
+            return Status.CRASH, reason, {"transient": -returncode not in CRASH_SIGNALS}
         return Status.CRASH, _with_detail(f"command exited with status {returncode}", last), {}
     if "full_sps" not in fields:
         return Status.CRASH, no_throughput_reason(facts, spec), {}

@@ -271,6 +271,11 @@ class ContentionWatch:
         result.contention = with_gpu_processes(host, gpu) if gpu else host
         return result
 
+    @property
+    def limit_s(self) -> float | None:
+        """The wrapped backend's per-probe limit, where it has its own."""
+        return getattr(self.backend, "limit_s", None)
+
     def interrupt(self) -> None:
         interrupt = getattr(self.backend, "interrupt", None)
         if interrupt is not None:

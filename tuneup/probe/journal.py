@@ -15,6 +15,7 @@ import json
 import math
 import os
 import shlex
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,9 +90,8 @@ class ResultsDir:
         """Make the folder (and its parents); a folder tuneup cannot use is a UsageError."""
         try:
             self.path.mkdir(parents=True, exist_ok=True)
-            probe = self.path / ".tuneup-write-check"
-            probe.write_bytes(b"")
-            probe.unlink()
+            with tempfile.NamedTemporaryFile(dir=self.path, prefix=".tuneup-write-check"):
+                pass  # a name of its own: two runs starting here do not trip on each other
         except OSError as exc:
             raise UsageError(folder_problem(self.path, exc)) from None
 

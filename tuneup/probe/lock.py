@@ -86,12 +86,13 @@ class ResultsLock:
         return previous
 
     def release(self) -> None:
-        if self._fd is None:
+        """Give the folder back; safe to call twice, from two threads."""
+        fd, self._fd = self._fd, None
+        if fd is None:
             return
         with contextlib.suppress(OSError):
-            os.ftruncate(self._fd, 0)
-        os.close(self._fd)  # closing drops the flock
-        self._fd = None
+            os.ftruncate(fd, 0)
+        os.close(fd)  # closing drops the flock
 
     def _lock(self, fd: int, previous: Owner | None) -> bool:
         try:

@@ -357,6 +357,12 @@ def classify(
     return Status.CRASH, _with_detail(prefix, last_line)
 
 
+# Signals a process sends itself when its own code fails: they come back the next time.
+CRASH_SIGNALS = frozenset(
+    int(s) for s in (signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGILL, signal.SIGFPE)
+)
+
+
 def transient(
     events: Iterable[Mapping[str, Any]],
     returncode: int | None,
@@ -364,7 +370,8 @@ def transient(
     stderr_tail: list[str],
 ) -> bool:
     """Whether a failure may not happen again: the worker (or a rank) killed by a signal
-    from outside before it could report an error, or an NCCL timeout."""
+    from outside (SIGKILL, SIGTERM, ...; not a crash signal) before it could report an
+    error, or an NCCL timeout."""
     if ended != EXITED or returncode is None:
         return False
     errors = [e for e in events if e.get("event") == "error"]
@@ -373,9 +380,10 @@ def transient(
     ):
         return True
     if returncode < 0:
-        return not errors
+        return not errors and -returncode not in CRASH_SIGNALS
     failures = rank_failures(stderr_tail) if returncode != 0 else []
-    return _silent_death(failures, errors) is not None
+    silent = _silent_death(failures, errors)
+    return silent is not None and silent.signal not in CRASH_SIGNALS
 
 
 def build_result(

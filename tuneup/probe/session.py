@@ -389,9 +389,10 @@ class ProbeSession:
         left = self.time_left() if self.time_left is not None else None
         if left is None:
             return
-        limit = self.preset.budget.limit_s
+        # The backend's own limit where it has one (the command trainer's command.limit_s).
+        limit = getattr(self.backend, "limit_s", None) or self.preset.budget.limit_s
         measured = [w for w in self._walls if w > 0]
-        need = min(limit, TIME_STRETCH * max(measured)) if measured else limit
+        need = TIME_STRETCH * max(measured) if measured else limit
         if left < need + TIME_MARGIN_S:
             raise OutOfTime(max(left, 0.0), need, bool(measured))
 

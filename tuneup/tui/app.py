@@ -140,7 +140,8 @@ class TuneupApp(App[None]):
     def on_unmount(self) -> None:
         if self.driver is not None and self.driver.running:
             self.driver.stop()  # the running probe's worker is stopped, not left behind
-            self.driver.wait(timeout=10)
+            if not self.driver.wait(timeout=10):
+                return  # still writing its journal: the lock goes with the process
         if self.built is not None:
             self.built.close()
 
@@ -239,7 +240,7 @@ class TuneupApp(App[None]):
             self.push_screen(ResultsScreen(summary, probes, folder))
             return
         self._launch(self.resume_driver(results), False)
-        journaled = results.results()
+        journaled = [r for r in results.results() if not r.retried]
         self.notify(
             f"{len(journaled)} probe(s) journaled in {folder}: press r to resume the ladder",
             timeout=10,
