@@ -164,3 +164,23 @@ def test_export_reads_the_box_sides_from_the_users_data(
     assert block["train_path"] == str(synthetic_data.train_path)
     assert block["global_batch_size"] == 16
     assert json.loads(json.dumps(block))  # plain values only
+
+
+def test_a_block_name_alone_reads_the_tutorials_config_file_as_its_train_py_does(
+    tmp_path: Path, tiny_run: dict[str, Any]
+) -> None:
+    import subprocess
+    import sys
+
+    def train(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "tuneup", "train", *args], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+
+    missing = train("--config", "tiny")
+    assert missing.returncode == 2 and "no config/UNet.yaml here" in missing.stderr
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "UNet.yaml").write_text(yaml.safe_dump({"tiny": tiny_run}))
+    done = train("--config", "tiny", "--run_num", "7", "--num_epochs", "1")
+    assert done.returncode == 0, done.stderr
+    assert "--run_num is the tutorial's; tuneup train ignores it" in done.stderr
+    assert "Time taken for epoch 1" in done.stdout + done.stderr

@@ -426,11 +426,14 @@ def _run_train(args: argparse.Namespace) -> int:
     if args.yaml_config is not None and args.config is None:
         raise UsageError("--yaml_config needs --config NAME: the block of that file to train")
     yaml_config = args.yaml_config
-    if yaml_config is None and args.config is not None and not Path(args.config).is_file():
+    as_path = args.config is not None and (
+        "/" in args.config or args.config.endswith((".yaml", ".yml"))
+    )
+    if yaml_config is None and args.config is not None and not as_path:
         if not TUTORIAL_YAML.is_file():
             raise UsageError(
-                f"--config {args.config}: no such file, and no {TUTORIAL_YAML} here (the "
-                "tutorial's default --yaml_config): give --yaml_config FILE"
+                f"--config {args.config}: a block name needs its file, and there is no "
+                f"{TUTORIAL_YAML} here (the tutorial's default): give --yaml_config FILE"
             )
         yaml_config = TUTORIAL_YAML  # a block name, as the tutorial's train.py reads it
     for flag in TUTORIAL_IGNORED_FLAGS:
