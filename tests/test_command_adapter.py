@@ -42,21 +42,54 @@ TUTORIAL_LOG = """\
 2022-11-09 00:21:40,001 - root - INFO -   Avg train loss=0.019000
 """
 
+# benchy's output as its source prints it (romerojosh/benchy: per trial an
+# "Iteration Throughput" line every report_freq batches, then "Average Iteration
+# Throughput" and "Trial Throughput"; warm-up trials labelled *_WARMUP_*; the summary
+# is the mean +/- standard deviation of the trial throughputs), with made-up numbers.
 BENCHY_LOG = """\
 BENCHY::INFO::Message: Using default benchy configuration.
-BENCHY::IO_WARMUP_0::Avg Throughput: 20.0
-BENCHY::IO_0::Avg Throughput: 88.0
-BENCHY::IO_1::Avg Throughput: 90.0
-BENCHY::SYNTHETIC_WARMUP_0::Throughput: 12.0
-BENCHY::SYNTHETIC_0::Avg Throughput: 376.0
-BENCHY::FULL_0::Throughput: 91.5
-BENCHY::FULL_0::Avg Throughput: 89.0
-BENCHY::FULL_1::Avg Throughput: 91.0
-BENCHY::FULL_2::Avg Throughput: 90.0
+BENCHY::INFO::Message: Profiling mode single. Starting profiler on rank 0 only.
+BENCHY::IO_WARMUP_0::Iteration Throughput: 24.0
+BENCHY::IO_WARMUP_0::Average Iteration Throughput: 22.0
+BENCHY::IO_WARMUP_0::Trial Throughput: 20.0
+BENCHY::IO_0::Iteration Throughput: 105.6
+BENCHY::IO_0::Average Iteration Throughput: 96.80000000000001
+BENCHY::IO_0::Trial Throughput: 88.0
+BENCHY::IO_1::Iteration Throughput: 108.0
+BENCHY::IO_1::Average Iteration Throughput: 99.00000000000001
+BENCHY::IO_1::Trial Throughput: 90.0
+BENCHY::IO_2::Iteration Throughput: 107.39999999999999
+BENCHY::IO_2::Average Iteration Throughput: 98.45
+BENCHY::IO_2::Trial Throughput: 89.5
+BENCHY::SYNTHETIC_WARMUP_0::Iteration Throughput: 14.399999999999999
+BENCHY::SYNTHETIC_WARMUP_0::Average Iteration Throughput: 13.200000000000001
+BENCHY::SYNTHETIC_WARMUP_0::Trial Throughput: 12.0
+BENCHY::SYNTHETIC_0::Iteration Throughput: 451.2
+BENCHY::SYNTHETIC_0::Average Iteration Throughput: 413.6
+BENCHY::SYNTHETIC_0::Trial Throughput: 376.0
+BENCHY::SYNTHETIC_1::Iteration Throughput: 453.0
+BENCHY::SYNTHETIC_1::Average Iteration Throughput: 415.25000000000006
+BENCHY::SYNTHETIC_1::Trial Throughput: 377.5
+BENCHY::SYNTHETIC_2::Iteration Throughput: 450.3
+BENCHY::SYNTHETIC_2::Average Iteration Throughput: 412.77500000000003
+BENCHY::SYNTHETIC_2::Trial Throughput: 375.25
 2022-11-09 00:20:03,014 - root - INFO - Time taken for epoch 2 is 48.7 sec, avg 999.0 samples/sec
-BENCHY::SUMMARY::IO average trial throughput: 89.177 +/- 1.011
-BENCHY::SUMMARY:: SYNTHETIC average trial throughput: 376.537 +/- 0.604
-BENCHY::SUMMARY::FULL average trial throughput: 89.971 +/- 0.621
+BENCHY::FULL_WARMUP_0::Iteration Throughput: 18.0
+BENCHY::FULL_WARMUP_0::Average Iteration Throughput: 16.5
+BENCHY::FULL_WARMUP_0::Trial Throughput: 15.0
+BENCHY::FULL_0::Iteration Throughput: 106.8
+BENCHY::FULL_0::Average Iteration Throughput: 97.9
+BENCHY::FULL_0::Trial Throughput: 89.0
+BENCHY::FULL_1::Iteration Throughput: 109.2
+BENCHY::FULL_1::Average Iteration Throughput: 100.10000000000001
+BENCHY::FULL_1::Trial Throughput: 91.0
+BENCHY::FULL_2::Iteration Throughput: 108.0
+BENCHY::FULL_2::Average Iteration Throughput: 99.00000000000001
+BENCHY::FULL_2::Trial Throughput: 90.0
+BENCHY::SUMMARY::IO average trial throughput: 89.167 +/- 0.850
+BENCHY::SUMMARY:: SYNTHETIC average trial throughput: 376.250 +/- 0.935
+BENCHY::SUMMARY::FULL average trial throughput: 90.000 +/- 0.816
+BENCHY::INFO::Message: Writing JSON output to /tmp/benchy_result.251122-00:20:55.json.
 BENCHY::INFO::Message: Tests completed.... exiting.
 """
 
@@ -262,18 +295,35 @@ def test_epoch_lines_after_the_warm_up_are_the_trials():
     assert measurements(facts, skip=2)["full_sps_trials"] == [86.5, 85.0]
 
 
-def test_benchy_lines_give_the_io_synthetic_full_split():
+def test_benchy_trials_give_the_io_synthetic_full_split_with_their_spread():
     fields = measurements(parse_output(BENCHY_LOG.splitlines()), skip=1)
-    assert fields["io_sps"] == 89.177
-    assert fields["synthetic_sps"] == 376.537
-    assert fields["full_sps"] == 89.971
-    assert fields["full_sps_trials"] == [89.0, 91.0, 90.0]  # warm-up trials left out
+    # each phase is the median of its timed trials; warm-up, per-iteration and epoch
+    # lines are left out
+    assert (fields["io_sps"], fields["synthetic_sps"], fields["full_sps"]) == (89.5, 376.0, 90.0)
+    assert fields["full_sps_trials"] == [89.0, 91.0, 90.0]
+    assert fields["iqr_pct"] > 0  # three trials that differ: a spread, not zero
 
 
-def test_benchy_trials_stand_in_for_a_missing_summary():
+def test_benchy_trials_alone_are_enough():
     lines = [line for line in BENCHY_LOG.splitlines() if "SUMMARY" not in line]
     fields = measurements(parse_output(lines), skip=1)
-    assert fields["io_sps"] == 89.0 and fields["full_sps"] == 90.0
+    assert (fields["io_sps"], fields["full_sps"]) == (89.5, 90.0)
+    assert fields["full_sps_trials"] == [89.0, 91.0, 90.0]
+
+
+def test_a_benchy_summary_alone_gives_its_mean_and_its_spread():
+    lines = [line for line in BENCHY_LOG.splitlines() if "SUMMARY" in line]
+    fields = measurements(parse_output(lines), skip=1)
+    assert (fields["io_sps"], fields["synthetic_sps"], fields["full_sps"]) == (
+        89.167,
+        376.25,
+        90.0,
+    )
+    assert fields["full_sps_trials"] == [90.0]  # one figure: its noise is not claimed known
+    assert fields["iqr_pct"] == pytest.approx(100 * 1.349 * 0.816 / 90.0)
+    # the older spelling of benchy's README ("average throughput") reads the same
+    older = [line.replace("average trial throughput", "average throughput") for line in lines]
+    assert measurements(parse_output(older), skip=1)["full_sps"] == 90.0
 
 
 def test_a_custom_pattern_and_a_nan_loss():
@@ -310,7 +360,8 @@ def test_benchy_output_is_split_into_io_synthetic_full(scripts, tmp_path):
     backend = backend_for(scripts, ["benchy.py", "benchy.log"], tmp_path)
     result = probe(backend, {})
     assert result.status is Status.OK, result.reason
-    assert (result.io_sps, result.synthetic_sps, result.full_sps) == (89.177, 376.537, 89.971)
+    assert (result.io_sps, result.synthetic_sps, result.full_sps) == (89.5, 376.0, 90.0)
+    assert result.full_sps_trials == [89.0, 91.0, 90.0]
 
 
 def test_a_crash_reports_the_exit_status_and_the_last_line(scripts, tmp_path):

@@ -8,10 +8,12 @@ what it prints. The defaults read the NERSC tutorial's own ``train.py``:
 - its epoch line, ``Time taken for epoch N is X sec, avg Y samples/sec``
   (the first epoch is slow, so ``skip: 1`` drops it as warm-up), and its
   ``Avg train loss=L`` line for the loss guard;
-- benchy's lines when it runs with ``--enable_benchy``: per-trial
-  ``BENCHY::FULL_0::Avg Throughput: Y`` and the closing
+- benchy's lines when it runs with ``--enable_benchy`` (as benchy prints
+  them, on rank 0): one ``BENCHY::FULL_0::Trial Throughput: Y`` per timed
+  trial (warm-up trials are labelled ``FULL_WARMUP_0``), and at the end
   ``BENCHY::SUMMARY::IO average trial throughput: Y +/- S`` (also
-  `` SYNTHETIC`` and ``FULL``), which give the IO/SYNTHETIC/FULL split.
+  ``SUMMARY:: SYNTHETIC`` and ``SUMMARY::FULL``), which give the
+  IO/SYNTHETIC/FULL split.
 
 The section (every key but ``run`` is optional)::
 
@@ -63,14 +65,20 @@ DEFAULT_LOSS_PATTERN = rf"train loss\s*=\s*(?P<loss>{_NUMBER_OR_NAN})"
 """The tutorial's per-epoch training loss line, for the divergence guard."""
 DEFAULT_SKIP = 1
 
+# benchy's summary: the mean and standard deviation of its trials' throughputs (its
+# README's older example says "average throughput", without "trial").
 _BENCHY_SUMMARY = re.compile(
     rf"BENCHY::SUMMARY::\s*(?P<phase>IO|SYNTHETIC|FULL) average (?:trial )?throughput:\s*"
-    rf"(?P<sps>{_NUMBER})"
+    rf"(?P<sps>{_NUMBER})(?:\s*\+/-\s*(?P<std>{_NUMBER}))?"
 )
-# Warm-up trials are labelled IO_WARMUP_0 etc., which this does not match.
+# One timed trial: its batches over its wall time. Warm-up trials (IO_WARMUP_0, ...)
+# do not match; nor do the per-iteration lines ("Iteration Throughput", "Average
+# Iteration Throughput"), which leave out the time between trials' batches.
 _BENCHY_TRIAL = re.compile(
-    rf"BENCHY::(?P<phase>IO|SYNTHETIC|FULL)_\d+::Avg Throughput:\s*(?P<sps>{_NUMBER})"
+    rf"BENCHY::(?P<phase>IO|SYNTHETIC|FULL)_\d+::Trial Throughput:\s*(?P<sps>{_NUMBER})"
 )
+# A normal distribution's interquartile range is 1.349 standard deviations.
+_IQR_PER_STD = 1.349
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _OOM = re.compile(r"out of memory|OutOfMemoryError", re.IGNORECASE)
 _OOM_SCAN_LINES = 40
@@ -468,6 +476,7 @@ class OutputFacts:
     losses: tuple[float, ...] = ()
     benchy_summary: dict[str, float] = field(default_factory=dict)  # io/synthetic/full
     benchy_trials: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    benchy_std: dict[str, float] = field(default_factory=dict)  # the summary's +/- S
 
     @property
     def benchy(self) -> bool:
@@ -484,12 +493,15 @@ def parse_output(
     seconds: list[float | None] = []
     losses: list[float] = []
     summary: dict[str, float] = {}
+    std: dict[str, float] = {}
     trials: dict[str, list[float]] = {}
     for line in lines:
         if "BENCHY::" in line:
             found = _BENCHY_SUMMARY.search(line)
             if found:
                 summary[found["phase"].lower()] = float(found["sps"])
+                if found["std"] is not None:
+                    std[found["phase"].lower()] = float(found["std"])
                 continue
             found = _BENCHY_TRIAL.search(line)
             if found:
@@ -514,6 +526,7 @@ def parse_output(
         tuple(losses),
         summary,
         {phase: tuple(values) for phase, values in trials.items()},
+        std,
     )
 
 
@@ -527,10 +540,13 @@ def _float(text: str | None) -> float | None:
 def measurements(facts: OutputFacts, skip: int) -> dict[str, Any]:
     """ProbeResult fields from the output; no `full_sps` when it has no throughput.
 
-    With benchy's lines, IO/SYNTHETIC/FULL come from benchy (its summary,
-    else the median of its trials; FULL trials are the trials) and the epoch
-    lines are ignored: under benchy the epochs are benchy's own trials.
-    Otherwise the pattern's matches after the first `skip` are the FULL trials.
+    With benchy's lines, IO/SYNTHETIC/FULL come from benchy and the epoch
+    lines are ignored (under benchy the epochs are benchy's own trials): each
+    phase is the median of its `Trial Throughput` lines, as tuneup's own
+    phases are, and FULL's trials are the trials. A phase with a summary but
+    no trial line (a log cut short, an older benchy) takes the summary's mean,
+    and FULL's spread is the summary's +/- as an interquartile range; its one
+    figure stands as one trial, so the noise it has is not claimed as known.
     """
     from tuneup.probe.stats import iqr_pct, median
 
@@ -541,15 +557,18 @@ def measurements(facts: OutputFacts, skip: int) -> dict[str, Any]:
     if facts.benchy:
         for phase in ("io", "synthetic", "full"):
             trials = list(facts.benchy_trials.get(phase, ()))
-            value = facts.benchy_summary.get(phase)
-            if value is None and trials:
-                value = median(trials)
+            value = median(trials) if trials else facts.benchy_summary.get(phase)
             if value is not None:
                 fields[f"{phase}_sps"] = value
         full_trials = list(facts.benchy_trials.get("full", ()))
-        if "full_sps" in fields:
-            fields["full_sps_trials"] = full_trials or [fields["full_sps"]]
-            fields["iqr_pct"] = iqr_pct(fields["full_sps_trials"])
+        if full_trials:
+            fields["full_sps_trials"] = full_trials
+            fields["iqr_pct"] = iqr_pct(full_trials)
+        elif "full_sps" in fields:
+            fields["full_sps_trials"] = [fields["full_sps"]]
+            std = facts.benchy_std.get("full")
+            if std is not None and fields["full_sps"] > 0:
+                fields["iqr_pct"] = 100.0 * _IQR_PER_STD * std / fields["full_sps"]
         return fields
     trials = [t for t in facts.sps[skip:] if math.isfinite(t)]
     if trials:
