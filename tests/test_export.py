@@ -153,11 +153,11 @@ def test_env_sets_tf32_override_only_when_tf32_is_off():
 
 
 def test_env_leaves_the_loader_workers_their_cpus():
-    # 8 workers + 1 training process fit in a quarter of 64 CPUs: one thread left over.
+    # a quarter of 64 CPUs per rank, 8 of them for the loader workers: 8 threads left over
     hints = {"gpus_per_node": 4, "cpus_per_node": 64}
     text = render("env", TUNED_GPU, hints=hints)
-    assert env_exports(text)["OMP_NUM_THREADS"] == "1"
-    assert "its 9 CPUs less 8 loader workers" in text
+    assert env_exports(text)["OMP_NUM_THREADS"] == "8"
+    assert "its 16 CPUs less 8 loader workers" in text
     assert env_exports(render("env", {"num_data_workers": 2}))["OMP_NUM_THREADS"] == "1"
 
 
@@ -171,7 +171,7 @@ def test_env_file_sources_in_bash(tmp_path):
         check=True,
         timeout=30,
     )
-    assert out.stdout.split() == ["0", "1"]
+    assert out.stdout.split() == ["0", "4"]  # 12 CPUs less 8 loader workers
 
 
 def sbatch_options(text: str) -> dict[str, str]:
@@ -194,7 +194,8 @@ PERLMUTTER = {
 def test_sbatch_lays_out_one_rank_per_gpu_from_the_hints():
     options = sbatch_options(render("sbatch", TUNED_GPU, hints=PERLMUTTER))
     assert options["nodes"] == "2" and options["ntasks-per-node"] == "4"
-    assert options["gpus-per-node"] == "4" and options["cpus-per-task"] == "9"  # 8 workers + 1
+    assert options["gpus-per-node"] == "4"
+    assert options["cpus-per-task"] == "16"  # the node's 64 CPUs over its 4 ranks
     assert options["account"] == "m1234_g" and options["qos"] == "regular"
     assert options["constraint"] == "gpu" and options["time"] == "00:30:00"
     assert options["partition"] == "<partition>"  # not in the hints: a marked placeholder
@@ -205,7 +206,8 @@ def test_sbatch_without_hints_uses_placeholders_and_the_workers():
     options = sbatch_options(text)
     assert options["account"] == "<account>" and options["partition"] == "<partition>"
     assert options["ntasks-per-node"] == "1" and options["gpus-per-node"] == "1"
-    assert options["cpus-per-task"] == "5"  # the training process and its 4 workers
+    assert options["cpus-per-task"] == "5"  # no share known: the process and its 4 workers
+    assert "set cpus_per_task to your site's CPUs per GPU" in text
     cpu = sbatch_options(render("sbatch", {"device": "cpu"}))
     assert "gpus-per-node" not in cpu
 
@@ -215,7 +217,7 @@ def test_sbatch_runs_tuneup_train_on_the_embedded_config(tmp_path):
     assert text.startswith("#!/bin/bash\n")
     assert "export NVIDIA_TF32_OVERRIDE=0" in text and "export MASTER_PORT=" in text
     srun = [line for line in text.splitlines() if line.startswith("srun ")]
-    assert srun == ['srun --ntasks-per-node=4 --cpus-per-task=9 tuneup train --config "$CONFIG"']
+    assert srun == ['srun --ntasks-per-node=4 --cpus-per-task=16 tuneup train --config "$CONFIG"']
     body = text.split("<<'TUNEUP_CONFIG'\n", 1)[1].split("\nTUNEUP_CONFIG\n", 1)[0]
     assert load_config(write(tmp_path, body)).to_dict() == expected(TUNED_GPU)
     if shutil.which("bash"):
@@ -253,24 +255,30 @@ def sbatch_lines(text: str, prefix: str) -> list[str]:
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
-def test_sbatch_asks_for_a_2x4_allocation_and_the_workers_cpus(tmp_path):
+def test_sbatch_asks_for_a_2x4_allocation_and_the_sites_share_of_cpus(tmp_path):
     hints = {"nodes": 2, "gpus_per_node": 4, "cpus_per_task": 32}
     text = render("sbatch", {"num_data_workers": 8, "global_batch_size": 64}, hints=hints)
     options = sbatch_options(text)
     assert options["nodes"] == "2" and options["ntasks-per-node"] == "4"
     assert options["gpus-per-node"] == "4"
-    assert options["cpus-per-task"] == "9"  # 8 workers + the training process, not all 32
+    # the site's share per GPU (memory comes with reserved cores), not 8 workers + 1
+    assert options["cpus-per-task"] == "32"
     assert sbatch_lines(text, "srun ") == [
-        'srun --ntasks-per-node=4 --cpus-per-task=9 tuneup train --config "$CONFIG"'
+        'srun --ntasks-per-node=4 --cpus-per-task=32 tuneup train --config "$CONFIG"'
     ]
+    assert "num_data_workers: 8" in text  # the measured workers are the config's
     subprocess.run(["bash", "-n", str(write(tmp_path, text, "job.sbatch"))], check=True, timeout=30)
 
 
-def test_cpus_per_task_is_capped_by_the_node_and_says_so():
+def test_cpus_per_task_is_the_nodes_share_and_more_workers_are_said_to_share_it():
     hints = {"gpus_per_node": 4, "cpus_per_node": 64}
     text = render("sbatch", {"num_data_workers": 20, "global_batch_size": 64}, hints=hints)
     assert sbatch_options(text)["cpus-per-task"] == "16"
-    assert "# --cpus-per-task: 20 loader workers + 1 training process want 21, capped at 16" in text
+    assert "# --cpus-per-task: the node's share: 64 CPUs per node / 4 task(s)" in text
+    assert (
+        "# note: 20 loader workers + 1 training process want 21 CPUs, more than the 16 "
+        "reserved: they will share cores" in text
+    )
     assert sbatch_lines(text, "srun ")[0].startswith("srun --ntasks-per-node=4 --cpus-per-task=16 ")
 
 
@@ -353,11 +361,11 @@ def test_export_from_a_session_asks_for_the_probed_layout_and_job(tmp_path):
     options = sbatch_options(text)
     assert options["nodes"] == "2" and options["ntasks-per-node"] == "4"
     assert options["gpus-per-node"] == "4"
-    assert options["cpus-per-task"] == "9"  # 8 workers + 1, within 64 / 4
+    assert options["cpus-per-task"] == "16"  # the preset's 64 cores per node / 4 ranks
     assert options["partition"] == "gpu_ss11"  # the job's: the preset gives none
     assert options["account"] == "m1234_g"  # the preset's wins over the job's
     assert options["qos"] == "regular" and options["constraint"] == "gpu"
-    assert sbatch_lines(text, "srun ")[0].startswith("srun --ntasks-per-node=4 --cpus-per-task=9 ")
+    assert sbatch_lines(text, "srun ")[0].startswith("srun --ntasks-per-node=4 --cpus-per-task=16 ")
 
 
 def test_export_of_a_session_without_layout_blocks_uses_the_preset(tmp_path):
@@ -413,7 +421,7 @@ def test_the_script_starts_ranks_that_tuneup_train_can_place(tmp_path):
     log = dict(line.split("=", 1) for line in (tmp_path / "srun.log").read_text().splitlines()[1:])
     args = (tmp_path / "srun.log").read_text().splitlines()[0]
     config = tmp_path / "tuneup-42.yaml"
-    assert args == f"ARGS --ntasks-per-node=4 --cpus-per-task=9 tuneup train --config {config}"
+    assert args == f"ARGS --ntasks-per-node=4 --cpus-per-task=16 tuneup train --config {config}"
     assert load_config(config).to_dict() == expected(DDP_WON)
     # What one rank of that step sees: tuneup train must find its place in the job.
     rank = dist_env_from(

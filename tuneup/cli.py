@@ -41,7 +41,7 @@ TUTORIAL_VALUE_FLAGS = (
     "bucket_cap_mb",
 )
 # Accepted so the tutorial's command line runs unchanged; tuneup has no use for them.
-TUTORIAL_IGNORED_FLAGS = {"--run_num": True, "--enable_manual_profiling": False}
+TUTORIAL_IGNORED_FLAGS = ("--enable_manual_profiling",)
 TUTORIAL_YAML = Path("config/UNet.yaml")  # the tutorial's --yaml_config default
 
 
@@ -310,10 +310,16 @@ def _add_export(commands: argparse._SubParsersAction) -> None:
     export = commands.add_parser(
         "export",
         help="write a session's recommendation as YAML, flags, env, sbatch or tuneup config",
+        description="yaml and flags run the tutorial's train.py (and tuneup train); env, "
+        "sbatch and tuneup run tuneup train on the site's habits. A session that tuned your "
+        "own command (--trainer command) exports that command: command (one line to paste), "
+        "flags, env and sbatch.",
     )
     export.add_argument("dir", type=Path, metavar="DIR", help="a results folder of tuneup probe")
     export.add_argument(
-        "--format", required=True, choices=("yaml", "flags", "env", "sbatch", "tuneup")
+        "--format",
+        required=True,
+        choices=("yaml", "flags", "env", "sbatch", "tuneup", "command"),
     )
     export.add_argument(
         "-o", type=Path, dest="output", metavar="FILE", help="write to FILE instead of stdout"
@@ -360,13 +366,19 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
         help="override one knob (repeatable; lr_schedule.start_lr=1e-3 reaches nested keys)",
     )
     train.add_argument("--metrics", type=Path, metavar="FILE", help="also write JSON-lines metrics")
+    train.add_argument(
+        "--run_num",
+        default="00",
+        metavar="N",
+        help="run number, as the tutorial's: with expdir set, rank 0 logs to "
+        "EXPDIR/CONFIG/<ranks>GPU/N/out.log and TensorBoard scalars to .../N/logs (default 00)",
+    )
     for flag in TUTORIAL_FLAGS:
         train.add_argument(flag, action="store_true", help=argparse.SUPPRESS)
     for name in TUTORIAL_VALUE_FLAGS:
         train.add_argument(f"--{name}", help=argparse.SUPPRESS)
-    for flag, takes_value in TUTORIAL_IGNORED_FLAGS.items():
-        action = "store" if takes_value else "store_true"
-        train.add_argument(flag, action=action, help=argparse.SUPPRESS)
+    for flag in TUTORIAL_IGNORED_FLAGS:
+        train.add_argument(flag, action="store_true", help=argparse.SUPPRESS)
     train.set_defaults(handler=_run_train)
 
 
@@ -444,6 +456,7 @@ def _run_train(args: argparse.Namespace) -> int:
         yaml_config=yaml_config,
         overrides=_train_overrides(args),
         metrics_path=args.metrics,
+        run_num=args.run_num,
     )
 
 

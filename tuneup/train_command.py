@@ -2,14 +2,29 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 from tuneup.bundled import DEFAULT_PRESET, cache_dir, ensure_synthetic_data, read_bundled_preset
 from tuneup.config import TrainConfig, load_config
 from tuneup.errors import ExitCode, UsageError
+from tuneup.trainer.distributed import DistEnv, dist_env_from
+from tuneup.trainer.expdir import (
+    DEFAULT_RUN_NUM,
+    RunLog,
+    config_file_label,
+    config_name,
+    configuration_lines,
+    experiment_dir,
+    make_experiment_dir,
+    outputs_line,
+)
+from tuneup.trainer.metrics import FanOut, MetricsSink, MetricsWriter
 
 
 def _default_values() -> tuple[dict[str, Any], dict[str, Any]]:
@@ -47,12 +62,33 @@ def _with_default_data(cfg: TrainConfig, synth: dict[str, Any], announce: bool) 
     return cfg
 
 
+def _open_outputs(
+    cfg: TrainConfig, env: DistEnv, name: str, run_num: str, closing: ExitStack
+) -> tuple[RunLog, list[MetricsSink]]:
+    """Rank 0 with expdir set: out.log and TensorBoard scalars in the tutorial's folder.
+
+    Everything opened is registered on `closing`, so every exit path closes it.
+    """
+    if not (env.is_main and cfg.expdir):
+        return RunLog(None), []
+    folder = make_experiment_dir(experiment_dir(cfg.expdir, name, env.world_size, run_num))
+    run_log = closing.enter_context(contextlib.closing(RunLog(folder / "out.log")))
+    from tuneup.trainer.scalars import open_tensorboard
+
+    board = open_tensorboard(folder / "logs")
+    if board is not None:
+        closing.enter_context(contextlib.closing(board))
+    print(outputs_line(folder, board is not None), file=sys.stderr)
+    return run_log, [board] if board is not None else []
+
+
 def run_train_command(
     *,
     config: str | None,
     yaml_config: Path | None,
     overrides: list[str],
     metrics_path: Path | None,
+    run_num: str = DEFAULT_RUN_NUM,
 ) -> int:
     cfg, synth = resolve_config(config, yaml_config, overrides)
     # TF32 off must reach the environment before CUDA starts.
@@ -60,34 +96,51 @@ def run_train_command(
 
     set_tf32_env(cfg.tf32)
     from tuneup.trainer.datacheck import check_data
-    from tuneup.trainer.distributed import dist_env_from
 
     env = dist_env_from(os.environ)
     check_data(cfg, only_set=synth is not None)  # the user's own files, before any work
     from tuneup.trainer.build import preflight
 
     preflight(cfg, env)
-    if synth is not None:
-        if env.is_main:
-            print(
-                f"tuneup: no config given: training the {DEFAULT_PRESET} preset "
-                "(see `tuneup train --help` to give your own)",
-                file=sys.stderr,
-            )
-        # every rank may make the box: files are written under unique names and renamed
-        cfg = _with_default_data(cfg, synth, announce=env.is_main)
-        check_data(cfg)
+    with ExitStack() as closing:
+        name = config_name(config, yaml_config, DEFAULT_PRESET)
+        run_log, boards = _open_outputs(cfg, env, name, run_num, closing)
 
+        def log(message: str) -> None:
+            print(message, flush=True)
+            run_log.write(message)
+
+        if synth is not None:
+            if env.is_main:
+                print(
+                    f"tuneup: no config given: training the {DEFAULT_PRESET} preset "
+                    "(see `tuneup train --help` to give your own)",
+                    file=sys.stderr,
+                )
+            # every rank may make the box: files are written under unique names and renamed
+            cfg = _with_default_data(cfg, synth, announce=env.is_main)
+            check_data(cfg)
+        if cfg.expdir and env.is_main:  # the tutorial's dump, before anything else it logs
+            label = config_file_label(config, yaml_config, DEFAULT_PRESET)
+            for line in configuration_lines(cfg.to_dict(), label, name):
+                log(line)
+        return _train(cfg, env, log, boards, metrics_path)
+
+
+def _train(
+    cfg: TrainConfig,
+    env: DistEnv,
+    log: Callable[[str], None],
+    boards: list[MetricsSink],
+    metrics_path: Path | None,
+) -> int:
+    """Build and run the training on this rank; the exit status from how it ended."""
     from tuneup.trainer.build import build_training
     from tuneup.trainer.distributed import destroy_process_group
     from tuneup.trainer.loop import StopFlag, run_training, stop_on_interrupt
-    from tuneup.trainer.metrics import MetricsWriter
-
-    def log(message: str) -> None:
-        print(message, flush=True)
 
     stop = StopFlag()
-    metrics = MetricsWriter(metrics_path if env.is_main else None)
+    metrics = FanOut([MetricsWriter(metrics_path if env.is_main else None), *boards])
     try:
         with stop_on_interrupt(stop, log):
             setup = build_training(cfg, env)

@@ -21,12 +21,19 @@ def _run(
     return run or tutorial.TutorialRun(world_size=job_layout(cfg, hints).ranks)
 
 
+def _real(
+    cfg: TrainConfig, hints: Mapping[str, Any] | None, run: tutorial.TutorialRun | None
+) -> TrainConfig:
+    """The config a real run trains with: it validates, on the user's data."""
+    return tutorial.for_a_real_run(cfg, _run(cfg, hints, run))
+
+
 _RENDERERS: dict[str, _Renderer] = {
     "yaml": lambda cfg, hints, run, ed: tutorial.render_yaml(cfg, _run(cfg, hints, run)),
     "flags": lambda cfg, hints, run, ed: tutorial.render_flags(cfg, _run(cfg, hints, run), ed),
     "env": lambda cfg, hints, run, ed: render_env(cfg, hints),
-    "sbatch": lambda cfg, hints, run, ed: render_sbatch(cfg, hints),
-    "tuneup": lambda cfg, hints, run, ed: render_tuneup(cfg),
+    "sbatch": lambda cfg, hints, run, ed: render_sbatch(_real(cfg, hints, run), hints),
+    "tuneup": lambda cfg, hints, run, ed: render_tuneup(_real(cfg, hints, run)),
 }
 FORMATS = tuple(_RENDERERS)
 

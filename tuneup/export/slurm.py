@@ -5,119 +5,128 @@ with a finished session's probed layout and SLURM job laid over them
 (`hints_from_session`). What the hints do not say becomes a clearly marked
 placeholder (`<account>`) or a default stated in a comment, never a silent guess.
 
-Hints: nodes, tasks_per_node, gpus_per_node, cpus_per_node (or cores_per_node),
-cpus_per_task (or cores_per_task), account, partition, qos, constraint, time,
-job_name; at the top level or under `slurm:`.
+Hints (tuneup.cluster.site): nodes, tasks_per_node, gpus_per_node,
+cpus_per_node (or cores_per_node), cpus_per_task (or cores_per_task), account,
+partition, qos, constraint, time, job_name, hint, gpu_request,
+cuda_visible_devices, env, setup; at the top level or under `slurm:`.
+
+The CPUs a task reserves are the site's share per GPU (`cpus_per_task`, else
+the node's CPUs over its tasks): sites allot memory by reserved core, and the
+loader workers tuneup measured are the config's `num_data_workers`, not the
+reservation.
 """
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tuneup.cluster.site import SITE_HINT_KEYS, SiteHints, flat_site_hints, read_site_hints
 from tuneup.config import TrainConfig
 from tuneup.errors import UsageError
 from tuneup.export.configs import render_tuneup
 
-_INT_HINTS = ("nodes", "tasks_per_node", "gpus_per_node", "cpus_per_node", "cpus_per_task")
-_TEXT_HINTS = ("account", "partition", "qos", "constraint", "time", "job_name")
-# Accepted spellings of the same hint (presets speak of cores).
-_ALIASES = {"cores_per_node": "cpus_per_node", "cores_per_task": "cpus_per_task"}
-HINT_KEYS = _INT_HINTS + _TEXT_HINTS + tuple(_ALIASES)
+HINT_KEYS = SITE_HINT_KEYS
 
 DEFAULT_TIME = "01:00:00"
 MASTER_PORT = 29500
+# NCCL's network variables a site may want; those its hints do not set stay commented.
+NCCL_PLACEHOLDERS = (
+    ("NCCL_DEBUG", "WARN"),
+    ("NCCL_SOCKET_IFNAME", "<interface>"),
+    ("NCCL_IB_HCA", "<hca>"),
+    ("NCCL_NET_GDR_LEVEL", "<level>"),
+)
 
 
 @dataclass(frozen=True)
 class JobLayout:
-    """How the job is laid out: ranks, GPUs and CPUs, and the SLURM options."""
+    """How the job is laid out: ranks, GPUs and CPUs, and the site's habits."""
 
     nodes: int
     tasks_per_node: int
     gpus_per_node: int
     cpus_per_task: int
     omp_threads: int
-    slurm: dict[str, str | None]
+    site: SiteHints
     cpus_why: str = ""  # how cpus_per_task was chosen, for a comment in the script
+    cpus_note: str = ""  # when the loader workers want more CPUs than are reserved
 
     @property
     def ranks(self) -> int:
         return self.nodes * self.tasks_per_node
 
-
-def _flatten(hints: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Hints at the top level or under `slurm:`, aliases resolved; unknown keys ignored."""
-    if hints is None:
-        return {}
-    if not isinstance(hints, Mapping):
-        raise UsageError(f"export hints must be a mapping, got {hints!r}")
-    flat: dict[str, Any] = {}
-    nested = hints.get("slurm")
-    for source in (hints, nested if isinstance(nested, Mapping) else {}):
-        for key, value in source.items():
-            key = _ALIASES.get(key, key)
-            if key in _INT_HINTS + _TEXT_HINTS and value is not None:
-                flat[key] = value
-    for key in _INT_HINTS:
-        value = flat.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-            raise UsageError(f"export hint '{key}' must be a whole number, got {value!r}")
-        if key == "gpus_per_node" and value is not None and value < 0:
-            raise UsageError(f"export hint 'gpus_per_node' must be 0 or more, got {value}")
-        if key != "gpus_per_node" and value is not None and value < 1:
-            raise UsageError(f"export hint '{key}' must be positive, got {value}")
-    for key in _TEXT_HINTS:
-        if key in flat:
-            flat[key] = str(flat[key])
-    return flat
+    @property
+    def job_name(self) -> str:
+        return self.site.job_name or "tuneup-train"
 
 
-def _cpus(workers: int, tasks: int, flat: Mapping[str, Any]) -> tuple[int, str]:
-    """CPUs per task: the loader workers plus the training process, within what a node has."""
+def _cpus(workers: int, tasks: int, gpus_per_task: int, site: SiteHints) -> tuple[int, str, str]:
+    """CPUs per task, why, and a note when the loader workers want more than that."""
     wanted = workers + 1
-    caps = []
-    if "cpus_per_task" in flat:
-        caps.append((flat["cpus_per_task"], f"the hints' {flat['cpus_per_task']} CPUs per task"))
-    if "cpus_per_node" in flat:
-        share = max(1, flat["cpus_per_node"] // tasks)
-        caps.append((share, f"{flat['cpus_per_node']} CPUs per node / {tasks} tasks"))
-    why = f"{workers} loader workers + 1 training process"
-    if caps:
-        cap, source = min(caps)
-        if cap < wanted:
-            return cap, f"{why} want {wanted}, capped at {cap} ({source})"
-    return wanted, why
+    node_share = site.cpus_per_node // tasks if site.cpus_per_node else None
+    if site.cpus_per_task is not None:
+        cpus = site.cpus_per_task * max(1, gpus_per_task)
+        per = "" if gpus_per_task <= 1 else f" x {gpus_per_task} GPUs"
+        why = f"the site's share, {site.cpus_per_task} CPUs per GPU{per} (hint cpus_per_task)"
+        if node_share is not None and node_share < cpus:
+            cpus, why = max(1, node_share), f"{why}, within {site.cpus_per_node} CPUs per node"
+    elif node_share is not None:
+        cpus = max(1, node_share)
+        why = f"the node's share: {site.cpus_per_node} CPUs per node / {tasks} task(s)"
+    else:
+        return (
+            wanted,
+            (
+                f"{workers} loader workers + 1 training process (no CPU share in the hints: "
+                "set cpus_per_task to your site's CPUs per GPU)"
+            ),
+            "",
+        )
+    note = ""
+    if cpus < wanted:
+        note = (
+            f"{workers} loader workers + 1 training process want {wanted} CPUs, more than "
+            f"the {cpus} reserved: they will share cores"
+        )
+    return cpus, why, note
 
 
-def job_layout(cfg: TrainConfig, hints: Mapping[str, Any] | None) -> JobLayout:
-    """One rank per GPU; CPUs for the loader workers and the training process.
+def job_layout(
+    cfg: TrainConfig, hints: Mapping[str, Any] | None, *, one_task: bool = False
+) -> JobLayout:
+    """One rank per GPU (or, with `one_task`, one task holding the node's GPUs).
 
     `tasks_per_node` (the probed layout) wins over `gpus_per_node`: each rank
-    gets one GPU. CPUs per task are num_data_workers + 1, capped by the
-    `cpus_per_task` hint and by `cpus_per_node` shared among the tasks.
+    gets one GPU. A command that starts its own ranks (`one_task`) runs as one
+    task per node with all of the node's GPUs. CPUs per task: the site's share.
     """
-    flat = _flatten(hints)
+    site = read_site_hints(hints)
     on_gpu = cfg.device != "cpu"
-    if "tasks_per_node" in flat:
-        tasks = flat["tasks_per_node"]
+    if one_task:
+        tasks = 1
+        gpus = (site.gpus_per_node or site.tasks_per_node or 1) if on_gpu else 0
+        gpus_per_task = gpus
+    elif site.tasks_per_node is not None:
+        tasks = site.tasks_per_node
         gpus = tasks if on_gpu else 0
+        gpus_per_task = 1
     else:
-        gpus = flat.get("gpus_per_node", 1) if on_gpu else 0
+        gpus = (1 if site.gpus_per_node is None else site.gpus_per_node) if on_gpu else 0
         tasks = gpus if gpus > 0 else 1
-    cpus, why = _cpus(cfg.num_data_workers, tasks, flat)
-    slurm = {key: flat.get(key) for key in ("account", "partition", "qos", "constraint")}
-    slurm["time"] = flat.get("time")
-    slurm["job_name"] = flat.get("job_name", "tuneup-train")
+        gpus_per_task = 1
+    cpus, why, note = _cpus(cfg.num_data_workers, tasks, gpus_per_task, site)
     return JobLayout(
-        nodes=flat.get("nodes", 1),
+        nodes=site.nodes or 1,
         tasks_per_node=tasks,
         gpus_per_node=gpus,
         cpus_per_task=cpus,
         omp_threads=max(1, cpus - cfg.num_data_workers),
-        slurm=slurm,
+        site=site,
         cpus_why=why,
+        cpus_note=note,
     )
 
 
@@ -134,13 +143,25 @@ def env_lines(cfg: TrainConfig, layout: JobLayout) -> list[str]:
         f"less {cfg.num_data_workers} loader workers"
     )
     lines.append(f"export OMP_NUM_THREADS={layout.omp_threads}")
-    lines += [
-        "# NCCL (several GPUs): uncomment and fill in what your site recommends",
-        "# export NCCL_DEBUG=WARN",
-        "# export NCCL_SOCKET_IFNAME=<interface>",
-        "# export NCCL_IB_HCA=<hca>",
-        "# export NCCL_NET_GDR_LEVEL=<level>",
-    ]
+    return lines + site_env_lines(layout.site)
+
+
+def site_env_lines(site: SiteHints) -> list[str]:
+    """The site's GPU order and variables (its hints), and NCCL's others as placeholders."""
+    lines: list[str] = []
+    if site.cuda_visible_devices:
+        lines += [
+            "# the site's GPU order: each rank's GPU is the one nearest the CPUs SLURM binds it to",
+            f"export CUDA_VISIBLE_DEVICES={site.cuda_visible_devices}",
+        ]
+    if site.env:
+        lines.append("# the site's environment (the preset's hints)")
+        lines += [f"export {name}={shlex.quote(value)}" for name, value in site.env]
+    named = {name for name, _ in site.env}
+    left = [(n, v) for n, v in NCCL_PLACEHOLDERS if n not in named]
+    if left:
+        lines.append("# NCCL (several GPUs): uncomment and fill in what your site recommends")
+        lines += [f"# export {name}={value}" for name, value in left]
     return lines
 
 
@@ -149,28 +170,61 @@ def render_env(cfg: TrainConfig, hints: Mapping[str, Any] | None) -> str:
     return "\n".join([header, *env_lines(cfg, job_layout(cfg, hints))]) + "\n"
 
 
-def _sbatch_options(layout: JobLayout) -> list[str]:
-    slurm = layout.slurm
-    lines = [f"#SBATCH --job-name={slurm['job_name']}"]
-    for key in ("account", "partition"):
-        lines.append(f"#SBATCH --{key}={slurm[key] or f'<{key}>'}")
-    lines += [f"#SBATCH --{key}={slurm[key]}" for key in ("qos", "constraint") if slurm[key]]
+def sbatch_options(layout: JobLayout) -> list[str]:
+    """The `#SBATCH` lines: the site's account, QOS, constraint and habits, the layout."""
+    site = layout.site
+    lines = [f"#SBATCH --job-name={layout.job_name}"]
+    lines.append(f"#SBATCH --account={site.account or '<account>'}")
+    lines.append(f"#SBATCH --partition={site.partition or '<partition>'}")
+    for key, value in (("qos", site.qos), ("constraint", site.constraint), ("hint", site.hint)):
+        if value:
+            lines.append(f"#SBATCH --{key}={value}")
     lines += [
         f"#SBATCH --nodes={layout.nodes}",
         f"#SBATCH --ntasks-per-node={layout.tasks_per_node}",
     ]
     if layout.gpus_per_node:
-        lines.append(f"#SBATCH --gpus-per-node={layout.gpus_per_node}")
+        if site.gpu_request == "gres":
+            lines.append(f"#SBATCH --gres=gpu:{layout.gpus_per_node}")
+        else:
+            lines.append(f"#SBATCH --gpus-per-node={layout.gpus_per_node}")
     lines += [
         f"# --cpus-per-task: {layout.cpus_why}",
         f"#SBATCH --cpus-per-task={layout.cpus_per_task}",
     ]
-    if slurm["time"] is None:
+    if site.time is None:
         lines.append("# --time: tuneup's default (no `time` hint); set your run's length")
     lines += [
-        f"#SBATCH --time={slurm['time'] or DEFAULT_TIME}",
+        f"#SBATCH --time={site.time or DEFAULT_TIME}",
         "#SBATCH --output=%x-%j.out",
     ]
+    return lines
+
+
+def setup_lines(site: SiteHints) -> list[str]:
+    """Where the job loads its software: the site's usual lines as a template, commented."""
+    if not site.setup:
+        return ["# load your environment here (module load ..., source .venv/bin/activate)"]
+    return [
+        "# load your environment: the site's usual lines, to uncomment and adjust",
+        *(f"# {line}" for line in site.setup),
+    ]
+
+
+def script_head(layout: JobLayout) -> list[str]:
+    """The script up to its environment: options, strict mode, the software's lines."""
+    lines = [
+        "#!/bin/bash",
+        "# tuneup: batch script for the tuned configuration. Replace every <...> (or delete",
+        "# its line) before submitting: sbatch FILE",
+        *sbatch_options(layout),
+        "",
+        "set -euo pipefail",
+        *setup_lines(layout.site),
+        "",
+    ]
+    if layout.cpus_note:
+        lines.append(f"# note: {layout.cpus_note}")
     return lines
 
 
@@ -196,14 +250,7 @@ def render_sbatch(cfg: TrainConfig, hints: Mapping[str, Any] | None) -> str:
             f"{layout.ranks} ranks: raise it, set local_batch_size, or use fewer nodes"
         )
     lines = [
-        "#!/bin/bash",
-        "# tuneup: batch script for the tuned configuration. Replace every <...> (or delete",
-        "# its line) before submitting: sbatch FILE",
-        *_sbatch_options(layout),
-        "",
-        "set -euo pipefail",
-        "# load your environment here (module load ..., source .venv/bin/activate)",
-        "",
+        *script_head(layout),
         *env_lines(cfg, layout),
         "# rank 0's node and a free port: tuneup train needs both in an srun step of",
         "# several tasks to form the process group",
@@ -236,12 +283,13 @@ def hints_from_session(session: Mapping[str, Any]) -> dict[str, Any]:
     The recommendation was measured on the probed layout (session.json's
     `launch`: nodes, nproc per node), so it sets nodes and tasks per node over
     the preset's; the SLURM job the session ran in (`job`) fills in the
-    partition, account and CPUs that the preset does not give.
+    partition, account and the node's CPUs that the preset does not give (not
+    its CPUs per task: a probe's task may hold several GPUs).
 
     Raises:
         UsageError: hints or a launch block that are not what tuneup writes.
     """
-    flat = _flatten(session.get("hints") or {})
+    flat = flat_site_hints(session.get("hints") or {})
     launch = session.get("launch")
     if isinstance(launch, Mapping):
         nodes = _whole(launch.get("nodes", 1), "launch", "nodes")
@@ -256,9 +304,8 @@ def hints_from_session(session: Mapping[str, Any]) -> dict[str, Any]:
         for key in ("account", "partition"):
             if job.get(key) and key not in flat:
                 flat[key] = str(job[key])
-        for key, hint in (("cpus_on_node", "cpus_per_node"), ("cpus_per_task", "cpus_per_task")):
-            if job.get(key) is not None and hint not in flat:
-                flat[hint] = _whole(job[key], "job", key)
+        if job.get("cpus_on_node") is not None and "cpus_per_node" not in flat:
+            flat["cpus_per_node"] = _whole(job["cpus_on_node"], "job", "cpus_on_node")
     return flat
 
 

@@ -18,7 +18,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from tuneup.config import TrainConfig, knob_fields
+from tuneup.config import TrainConfig, build_config, knob_fields
 from tuneup.errors import UsageError
 from tuneup.export.configs import scalar
 from tuneup.trainer.flops import MAX_LEVELS
@@ -93,6 +93,38 @@ class TutorialRun:
     world_size: int = 1
     box_size: tuple[int, int] | None = None
     synthetic: bool = False
+
+
+# Placeholders for the data files of a session probed on tuneup's synthetic box.
+DATA_PLACEHOLDERS = {
+    "train_path": "<your train.h5>",
+    "val_path": "<your val.h5>",
+    "train_path_npy_data": "<your train data .npy>",
+    "train_path_npy_label": "<your train label .npy>",
+    "val_path_npy_data": "<your val data .npy>",
+    "val_path_npy_label": "<your val label .npy>",
+}
+
+
+def for_a_real_run(cfg: TrainConfig, run: TutorialRun) -> TrainConfig:
+    """The tuned config as a real training run needs it (tuneup's own formats).
+
+    Probes validate nothing (Nsamples_val 0) and may run on tuneup's synthetic
+    box: a run validates (the tutorial's `short` block's count), trains on the
+    user's files (placeholders to replace when the session was synthetic) and
+    reads their box sides.
+    """
+    values = cfg.to_dict()
+    if cfg.Nsamples_val <= 0:
+        values["Nsamples_val"] = SHORT_VAL_SAMPLES
+    if run.box_size is not None:
+        values["box_size"] = list(run.box_size)
+    elif run.synthetic:
+        values["box_size"] = list(TUTORIAL_BOX)
+        for key, placeholder in DATA_PLACEHOLDERS.items():
+            if values.get(key) is not None or key in ("train_path", "val_path"):
+                values[key] = placeholder
+    return build_config(values, source="the exported config")
 
 
 def per_rank_batch(cfg: TrainConfig, world_size: int) -> int:

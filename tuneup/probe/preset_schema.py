@@ -13,6 +13,7 @@ import itertools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from tuneup.cluster.site import SITE_HINT_KEYS, hint_problem
 from tuneup.errors import UsageError
 from tuneup.probe.types import Budget, Candidate
 
@@ -190,39 +191,22 @@ def check_budget(raw: Any) -> tuple[dict[str, Any], list[str]]:
 # --- probe.hints ------------------------------------------------------------------------------
 
 
-def is_count_hint(key: str) -> bool:
-    """Whether a hint is a whole number of nodes, tasks, GPUs or CPUs (the rest are text)."""
-    return key == "nodes" or key.endswith(("_per_node", "_per_task"))
-
-
 def hint_keys() -> tuple[str, ...]:
-    """Every hint a preset may give: the sbatch export's, plus the interconnect's."""
-    from tuneup.export.slurm import HINT_KEYS
-
-    return tuple(dict.fromkeys((*HINT_KEYS, *INTERCONNECT_HINTS)))
+    """Every hint a preset may give: the site's (sbatch, env), plus the interconnect's."""
+    return tuple(dict.fromkeys((*SITE_HINT_KEYS, *INTERCONNECT_HINTS)))
 
 
 def _hint_value_problem(key: str, value: Any, where: str) -> str | None:
     if value is None:
         return None
-    if is_count_hint(key):
-        least = 0 if key == "gpus_per_node" else 1
-        if not is_count(value) or value < least:
-            return f"{where}{key}: must be a whole number of at least {least}, got {value!r}"
-    elif key == "interconnect_latency_us":
+    if key == "interconnect_latency_us":
         if not is_number(value) or value < 0:
             return f"{where}{key}: must be a number of microseconds, 0 or more, got {value!r}"
     elif key in INTERCONNECT_HINTS:
         if not is_number(value) or value <= 0:
             return f"{where}{key}: must be a positive number of GB/s, got {value!r}"
-    elif key == "time":
-        if not isinstance(value, str):
-            return (
-                f'{where}time: must be text like "01:00:00", got {value!r} '
-                "(quote it: YAML reads 01:00:00 unquoted as a number of seconds)"
-            )
-    elif not isinstance(value, (str, int, float)) or isinstance(value, bool):
-        return f"{where}{key}: must be text, got {type_name(value)}"
+    else:
+        return hint_problem(key, value, where)
     return None
 
 

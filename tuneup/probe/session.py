@@ -277,7 +277,7 @@ class ProbeSession:
     _total: int = 0
 
     def session_info(self) -> dict[str, Any]:
-        return {
+        info = {
             "preset": self.preset.name,
             "preset_source": self.preset.source or self.preset.name,
             "trainer": self.trainer,
@@ -293,6 +293,9 @@ class ProbeSession:
             "tuneup_version": __version__,
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
+        if self.preset.command is not None:  # what the exports run: the section as measured
+            info["command"] = dict(self.preset.command)
+        return info
 
     def start(self, resume: bool) -> None:
         """Create the results folder, or check a resumed one matches and load its journal."""

@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from tuneup.trainer.build import TrainingSetup
-from tuneup.trainer.metrics import MetricsWriter
+from tuneup.trainer.metrics import MetricsSink, MetricsWriter
 from tuneup.trainer.optim import set_lr
 
 Log = Callable[[str], None]
@@ -102,7 +102,7 @@ def _agree(setup: TrainingSetup, stop: bool) -> bool:
 def run_training(
     setup: TrainingSetup,
     *,
-    metrics: MetricsWriter | None = None,
+    metrics: MetricsSink | None = None,
     log: Log | None = None,
     stop: StopFlag | None = None,
 ) -> TrainResult:
@@ -133,7 +133,7 @@ def _train_epoch(
     setup: TrainingSetup,
     epoch: int,
     result: TrainResult,
-    metrics: MetricsWriter,
+    metrics: MetricsSink,
     say: Log,
     stop: StopFlag,
     budget: _Budget,
@@ -145,6 +145,7 @@ def _train_epoch(
     pending: list[Tensor] = []
     epoch_losses: list[float] = []
     steps_in_epoch = 0
+    lr: float | None = None  # the learning rate of the epoch's last step
     ended = False
     start = time.perf_counter()
     window_start, window_steps = start, 0
@@ -202,6 +203,8 @@ def _train_epoch(
             "step": result.steps,
             "loss": mean_loss,
             "samples_per_s": rate,
+            "iters_per_s": steps_in_epoch / max(seconds, 1e-9),
+            "lr": lr,
             "seconds": seconds,
         }
     )
@@ -209,7 +212,7 @@ def _train_epoch(
 
 
 def _validate(
-    setup: TrainingSetup, epoch: int, result: TrainResult, metrics: MetricsWriter, say: Log
+    setup: TrainingSetup, epoch: int, result: TrainResult, metrics: MetricsSink, say: Log
 ) -> None:
     assert setup.val_loader is not None
     start = time.perf_counter()

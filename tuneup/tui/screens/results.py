@@ -6,6 +6,7 @@ session and a results folder opened for review (`load_results`) look the same.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -29,6 +30,7 @@ EXPORT_FILES = {
     "env": "env.sh",
     "sbatch": "job.sbatch",
     "tuneup": "tuneup.yaml",
+    "command": "command.sh",
 }
 
 
@@ -59,13 +61,27 @@ def session_hints(folder: Path) -> dict[str, Any]:
 def export_all(
     values: Mapping[str, Any], folder: Path, hints: Mapping[str, Any] | None = None
 ) -> list[Path]:
-    """Write every export format of `values` into `folder`; returns the files written."""
-    from tuneup.export import FORMATS, render
+    """Write every export format of the session in `folder` there; returns the files written.
 
+    What the session recorded (the ranks and data measured, a command trainer's
+    command) shapes the exports as `tuneup export` makes them; `values` and
+    `hints` are the ones shown.
+    """
+    from tuneup.export.session import SessionExport, read_session_export, render_session
+
+    try:
+        recorded = read_session_export(Path(folder))
+    except UsageError:  # no finished session there: the values and hints alone
+        recorded = SessionExport(values=dict(values))
+    export = dataclasses.replace(
+        recorded,
+        values=dict(values),
+        hints=dict(hints) if hints is not None else recorded.hints,
+    )
     written = []
-    for fmt in FORMATS:
+    for fmt in export.formats:
         target = Path(folder) / EXPORT_FILES.get(fmt, f"export.{fmt}")
-        target.write_text(render(fmt, values, hints=hints), encoding="utf-8")
+        target.write_text(render_session(export, fmt), encoding="utf-8")
         written.append(target)
     return written
 
