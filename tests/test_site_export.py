@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.test_export import sbatch_options as options
 from tuneup.bundled import cache_dir
 from tuneup.config import load_config
 from tuneup.errors import UsageError
@@ -25,15 +26,6 @@ from tuneup.probe.journal import ResultsDir
 from tuneup.probe.preset import load_preset, parse_preset
 
 TUNED = {"num_data_workers": 2, "amp_mode": "bf16", "local_batch_size": 64}
-
-
-def options(text: str) -> dict[str, str]:
-    found = {}
-    for line in text.splitlines():
-        if line.startswith("#SBATCH --"):
-            key, _, value = line.removeprefix("#SBATCH --").partition("=")
-            found[key] = value
-    return found
 
 
 def exports(text: str) -> dict[str, str]:
