@@ -9,6 +9,7 @@ import h5py
 import numpy as np
 import pytest
 import torch
+import yaml
 
 pytest.importorskip("nvidia.dali")
 
@@ -178,3 +179,26 @@ def test_gpu_batches_stay_on_the_gpu_and_match_cpu(box):
     for (g_inp, g_tar), (c_inp, c_tar) in zip(gpu, cpu, strict=True):
         assert g_inp.is_cuda and g_tar.is_cuda
         assert torch.equal(g_inp.cpu(), c_inp) and torch.equal(g_tar.cpu(), c_tar)
+
+
+def test_tuneup_train_runs_dali_on_the_npy_copies_alone(box, tmp_path, tiny_run, capsys):
+    """As the tutorial's DALI path: the HDF5 files need not be there when the copies are named."""
+    from tuneup.cli import main
+
+    h5, _, _ = box
+    data, label = h5.with_name("box_data.npy"), h5.with_name("box_label.npy")
+    values = {**tiny_run, "data_loader_config": "dali-lowmem", "box_size": [BOX, BOX],
+              "data_size": CROP, "train_path": str(tmp_path / "gone" / "train.h5"),
+              "val_path": str(tmp_path / "gone" / "val.h5"), "num_epochs": 1,
+              "train_path_npy_data": str(data), "train_path_npy_label": str(label),
+              "val_path_npy_data": str(data), "val_path_npy_label": str(label)}  # fmt: skip
+    config = tmp_path / "UNet.yaml"
+    config.write_text(yaml.safe_dump({"dali": values}))
+    assert main(["train", "--yaml_config", str(config), "--config", "dali"]) == 0
+    out = capsys.readouterr().out
+    assert "Time taken for epoch 1" in out and "Avg val loss=" in out
+    # without the copies the HDF5 file is needed after all, and its absence is one line
+    del values["val_path_npy_label"]
+    config.write_text(yaml.safe_dump({"dali": values}))
+    assert main(["train", "--yaml_config", str(config), "--config", "dali"]) == 2
+    assert "val.h5" in capsys.readouterr().err

@@ -118,7 +118,8 @@ def run_session(tmp_path: Path, scenario: str, capsys: Any) -> tuple[dict[str, A
 
 
 def export_flags(folder: Path, capsys: Any) -> str:
-    assert main(["export", str(folder), "--format", "tuneup"]) == 0
+    """The script's own flags for the recommendation (a command session exports those)."""
+    assert main(["export", str(folder), "--format", "flags"]) == 0
     return capsys.readouterr().out
 
 
@@ -169,7 +170,7 @@ def test_a_real_steady_gain_under_noise_is_adopted_and_confirmed(
     assert gain["pairs"] >= 3 and 1.15 < gain["value"] < 1.45
     assert gain["ci_low"] > 1.02  # the whole interval clears the floor
     assert summary["recommendation"]["headline"].startswith("recommendation: amp_mode=bf16: ")
-    assert "amp_mode" in export_flags(out, capsys)
+    assert "--amp_mode bf16" in export_flags(out, capsys)
 
 
 @pytest.mark.skipif(not Path("/proc/stat").exists(), reason="reads the host's load from /proc")

@@ -34,6 +34,10 @@ def check_data(cfg: TrainConfig, *, only_set: bool = False) -> None:
     needed = [("train_path", train)]
     if cfg.Nsamples_val > 0:
         needed.append(("val_path", val))
+    if cfg.data_loader_config == "dali-lowmem":
+        # As the tutorial's DALI path, the .npy copies alone will do where both are named.
+        named = dict(zip(("train_path", "val_path"), _named_npy(cfg), strict=True))
+        needed = [(key, path) for key, path in needed if not named[key]]
     for key, path in needed:
         if path is None:
             if only_set:
@@ -59,6 +63,14 @@ def _check_npy(cfg: TrainConfig) -> None:
                     f"the dali loader reads channels-last .npy copies and {path} is missing: "
                     f"make them with `tuneup data convert {source} --out {path.parent}`"
                 )
+
+
+def _named_npy(cfg: TrainConfig) -> tuple[bool, bool]:
+    """Whether the config names both .npy copies of the training, and of the validation, box."""
+    return (
+        bool(cfg.train_path_npy_data and cfg.train_path_npy_label),
+        bool(cfg.val_path_npy_data and cfg.val_path_npy_label),
+    )
 
 
 def npy_copies(
