@@ -13,7 +13,7 @@ from typing import Any
 from tuneup.bundled import DEFAULT_PRESET, cache_dir, ensure_synthetic_data, read_bundled_preset
 from tuneup.config import TrainConfig, load_config
 from tuneup.errors import ExitCode, UsageError
-from tuneup.trainer.distributed import DistEnv, dist_env_from
+from tuneup.trainer.distributed import DistEnv, dist_env_from, exit_skipping_teardown
 from tuneup.trainer.expdir import (
     DEFAULT_RUN_NUM,
     RunLog,
@@ -125,23 +125,9 @@ def run_train_command(
             for line in configuration_lines(cfg.to_dict(), label, name):
                 log(line)
         code = _train(cfg, env, log, boards, metrics_path)
-    if env.distributed:
-        _exit_without_teardown(code)
+    if env.distributed:  # everything is written and closed by now
+        exit_skipping_teardown(code)
     return code
-
-
-def _exit_without_teardown(code: int) -> None:
-    """Leave a rank of several with `code`, skipping the interpreter's teardown.
-
-    With torch 2.13 on the CPU a gloo rank that has destroyed its process group
-    sometimes aborts while C++ destructors run ("terminate called without an
-    active exception", SIGABRT) after the run has finished and said so: the job
-    would read as failed. Everything is written and closed by now (as in
-    tuneup.worker's exit).
-    """
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
 
 
 def _train(

@@ -47,6 +47,7 @@ from typing import IO, Any
 from tuneup.errors import ExitCode, UsageError
 from tuneup.probe.events import EventWriter, classify_error, describe_error
 from tuneup.probe.types import ProbeSpec
+from tuneup.trainer.distributed import exit_skipping_teardown
 
 FAULT_ENV = "TUNEUP_WORKER_FAULT"
 FAULTS = ("oom", "hang", "kill", "crash")
@@ -264,18 +265,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _exit(code: int) -> None:
-    """Exit with `code`; a rank of several skips the interpreter's teardown.
-
-    With torch 2.13 on the CPU, a gloo rank that has destroyed its process
-    group still aborts in about half of its exits ("terminate called without
-    an active exception", SIGABRT) while C++ destructors run, after every
-    event was written: the probe would read as a crash. Flushing and leaving
-    with os._exit skips that teardown; the runner reaps what is left.
-    """
+    """Exit with `code`; a rank of several skips the interpreter's teardown (gloo's
+    abort after every event was written); the runner reaps what is left."""
     if os.environ.get("WORLD_SIZE", "1") not in ("", "1"):
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+        exit_skipping_teardown(code)
     sys.exit(code)
 
 

@@ -23,12 +23,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tuneup.cluster.site import SITE_HINT_KEYS, SiteHints, flat_site_hints, read_site_hints
+from tuneup.cluster.site import SiteHints, flat_site_hints, read_site_hints
 from tuneup.config import TrainConfig
 from tuneup.errors import UsageError
 from tuneup.export.configs import render_tuneup
-
-HINT_KEYS = SITE_HINT_KEYS
 
 DEFAULT_TIME = "01:00:00"
 MASTER_PORT = 29500

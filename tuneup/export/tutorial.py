@@ -199,7 +199,7 @@ def block_values(cfg: TrainConfig, run: TutorialRun) -> dict[str, tuple[Any, str
         out["box_size"] = (list(run.box_size), "read from the data files")
     elif run.synthetic:
         out["box_size"] = (list(TUTORIAL_BOX), "the tutorial's data; tuneup probed a synthetic box")
-        for key in ("train_path", "val_path", *(k for k in TUTORIAL_KEYS if "_npy_" in k)):
+        for key in DATA_PLACEHOLDERS:
             out[key] = (None, "set this to your file")
     for key, value in _tuneup_only(cfg).items():
         flag = _BY_FLAG.get(key)
