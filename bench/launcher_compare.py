@@ -33,11 +33,11 @@ def main() -> None:
     args = parser.parse_args()
 
     from tuneup.cluster.launch import LocalLauncher, TorchrunLauncher
+    from tuneup.preset.load import load_preset
     from tuneup.probe.assembly import base_values
-    from tuneup.probe.backends import probe_config
-    from tuneup.probe.preset import load_preset
     from tuneup.probe.runner import ProbeRunner
     from tuneup.probe.types import ProbeSpec
+    from tuneup.trainers.backends import probe_config
 
     preset = load_preset(args.preset)
     values = base_values(preset, "unet", None)

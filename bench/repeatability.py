@@ -1,7 +1,7 @@
 """Does the staged search give the same answer again, and only real answers, on a noisy machine?
 
 Runs the staged search (with its confirmation) many times per scenario on the
-`sim` trainer with the disturbances real machines show (tuneup/probe/sim.py,
+`sim` trainer with the disturbances real machines show (plugins/sim.py,
 Disturbances), and reports per scenario:
 
 * **same recommendation**: on the tutorial-like ladder (sim_stage_plans on a
@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from _record import record
+from tuneup_plugins.sim import Disturbance, SimTrainer, sim_stage_plans
 
 from tuneup.probe.search import StagePlan, staged_search
-from tuneup.probe.sim import Disturbance, SimTrainer, sim_stage_plans
 from tuneup.probe.types import Candidate, MachineInfo
 
 GPU = MachineInfo(cuda=True, gpu_count=1, cpus_usable=16, dali=True)

@@ -22,8 +22,8 @@ import sys
 import time
 from pathlib import Path
 
+from tuneup.hardware.types import GpuDevice, GpuProcess, GpuSample
 from tuneup.monitor.sampler import Sampler
-from tuneup.monitor.types import GpuDevice, GpuProcess, GpuSample
 
 
 class FourFakeGpus:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuneup.config import GRAPHING_COMPILE_MODES
-from tuneup.probe.machine import compile_blocked
+from tuneup.hardware.machine import compile_blocked
 from tuneup.probe.stages import Proposal, Stage, current, runs_on_cuda
 from tuneup.probe.types import Candidate, MachineInfo
 

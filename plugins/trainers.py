@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tuneup.errors import UsageError
-from tuneup.probe.adapters import TrainerAdapter, TrainerContext
-from tuneup.probe.backends import Backend
+from tuneup.trainers.adapters import TrainerAdapter, TrainerContext
+from tuneup.trainers.backends import Backend
 
 
 @dataclass(frozen=True)
@@ -19,7 +19,7 @@ class UnetTrainer(TrainerAdapter):
     """The tutorial's 3D U-Net, trained by `python -m tuneup.worker` in a child per probe."""
 
     def backend(self, ctx: TrainerContext) -> Backend:
-        from tuneup.probe.backends import WorkerBackend
+        from tuneup.trainers.backends import WorkerBackend
 
         return WorkerBackend(
             ctx.workdir,
@@ -40,12 +40,12 @@ class SimTrainer(TrainerAdapter):
     """
 
     def backend(self, ctx: TrainerContext) -> Backend:
-        from tuneup.probe.backends import sim_backend
+        from tuneup.trainers.backends import sim_backend
 
         ranks = _world_size(ctx)
         if ranks == 1:
             return sim_backend(ctx.seed)
-        from tuneup.probe.sim import SimTrainer as Surface
+        from tuneup_plugins.sim import SimTrainer as Surface
 
         return Surface(seed=ctx.seed, world_size=ranks)
 
@@ -55,7 +55,7 @@ class CommandTrainer(TrainerAdapter):
     """Any training command, set up in the preset's `command:` section."""
 
     def backend(self, ctx: TrainerContext) -> Backend:
-        from tuneup.probe.command_adapter import (
+        from tuneup_plugins.command.adapter import (
             CommandBackend,
             check_runnable,
             parse_command_section,

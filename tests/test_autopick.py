@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tuneup.bundled import bundled_preset_names
-from tuneup.probe.autopick import GpuModel, auto_pick, gpu_inventory
+from tuneup.preset.autopick import GpuModel, auto_pick, gpu_inventory
 from tuneup.testing.fake_nvml import NOT_SUPPORTED, FakeGpu, FakeNvml, NVMLError_LibraryNotFound
 
 A100_40 = {"name": "NVIDIA A100-SXM4-40GB", "memory_total_mb": 40960.0}

@@ -13,10 +13,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-
-from tuneup.errors import UsageError
-from tuneup.probe.adapters import TrainerContext, load_trainer
-from tuneup.probe.command_adapter import (
+from tuneup_plugins.command.adapter import (
     DEFAULT_PATTERN,
     CommandBackend,
     UnsupportedKnob,
@@ -26,7 +23,10 @@ from tuneup.probe.command_adapter import (
     parse_command_section,
     parse_output,
 )
+
+from tuneup.errors import UsageError
 from tuneup.probe.types import Budget, Candidate, MachineInfo, Status
+from tuneup.trainers.adapters import TrainerContext, load_trainer
 
 # The tutorial's log format (README of NERSC/sc22-dl-tutorial), with made-up numbers.
 TUTORIAL_LOG = """\

@@ -20,8 +20,8 @@ import pytest
 import yaml
 
 from tuneup.cli import main
+from tuneup.commands.export import run_export_command
 from tuneup.errors import UsageError
-from tuneup.export_command import run_export_command
 from tuneup.probe.journal import ResultsDir
 
 # Its own default is 1 worker, where tuneup's default is 2: a tuned value of 2 must

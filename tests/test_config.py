@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tuneup.commands.train import resolve_config
 from tuneup.config import TrainConfig
-from tuneup.train_command import resolve_config
 
 # A small file in the tutorial's format: named blocks, `<<:` merge keys chained
 # two deep, the tutorial's spellings (`2.E-4`, `0.`, `!!bool`, `use_cache: None`).

@@ -8,15 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tuneup_plugins.sim import SimTrainer
 from tuneup_plugins.stages import DDP
 
+from tuneup.commands.progress import PlainReporter, result_line
+from tuneup.preset.load import load_preset
 from tuneup.probe import paired
 from tuneup.probe.journal import ResultsDir
-from tuneup.probe.preset import load_preset
-from tuneup.probe.report import PlainReporter, result_line
 from tuneup.probe.search import StagePlan, grid_search, staged_search
 from tuneup.probe.session import ProbeSession, stage_plans
-from tuneup.probe.sim import SimTrainer
 from tuneup.probe.stats import median
 from tuneup.probe.types import Candidate, MachineInfo, ProbeResult, Status
 from tuneup.probe.verdicts import communication_overhead, stage_summary, summary_dict
@@ -327,7 +327,7 @@ def _launch_api() -> Any:
     """H1's LaunchPlan and a WorkerBackend that takes it, or None when not there yet."""
     import inspect
 
-    from tuneup.probe.backends import WorkerBackend
+    from tuneup.trainers.backends import WorkerBackend
 
     try:
         from tuneup.cluster.launch import LaunchPlan
@@ -344,8 +344,8 @@ def test_ddp_stage_on_two_cpu_ranks_over_gloo(tmp_path: Path, monkeypatch) -> No
     if launch_plan is None:
         pytest.skip("tuneup.cluster.launch.LaunchPlan / WorkerBackend(launch=...) not built yet")
     from tuneup.bundled import ensure_synthetic_data
-    from tuneup.probe.backends import WorkerBackend
     from tuneup.probe.types import Budget
+    from tuneup.trainers.backends import WorkerBackend
 
     monkeypatch.setenv("TUNEUP_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("OMP_NUM_THREADS", "1")

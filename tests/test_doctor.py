@@ -154,7 +154,7 @@ def test_cudnn_switched_off_warns() -> None:
 )
 def test_exit_status_is_one_only_when_a_check_failed(monkeypatch, changes, code) -> None:
     import tuneup.doctor.facts
-    from tuneup.doctor_command import run_doctor_command
+    from tuneup.commands.doctor import run_doctor_command
 
     monkeypatch.setattr(tuneup.doctor.facts, "gather_facts", lambda: gpu_node(**changes))
     out = io.StringIO()

@@ -14,11 +14,11 @@ import yaml
 
 from tuneup.bundled import read_bundled_preset
 from tuneup.cli import _train_overrides, build_parser
+from tuneup.commands.export import run_export_command
 from tuneup.config import build_config, knob_names, load_config
 from tuneup.errors import UsageError
 from tuneup.export import FORMATS, render
 from tuneup.export.tutorial import TUTORIAL_KEYS
-from tuneup.export_command import run_export_command
 from tuneup.probe.journal import ResultsDir
 from tuneup.trainer.distributed import dist_env_from
 

@@ -180,9 +180,9 @@ def test_timed_phases_never_make_the_cpu_wait_for_the_gpu(
     # CPU waiting, not the training: sync debug mode turns each one into an error.
     import torch
 
-    from tuneup.probe.phases import DeviceTimer, SetupWorkload
     from tuneup.trainer.build import build_training
     from tuneup.trainer.distributed import DistEnv
+    from tuneup.worker.phases import DeviceTimer, SetupWorkload
 
     cfg = tiny_config(device="cuda", Nsamples=256, num_data_workers=2, **knobs)
     setup = build_training(cfg, DistEnv())
@@ -224,10 +224,10 @@ def test_graph_capture_survives_a_pin_memory_thread_and_times_only_the_capture(
 ) -> None:
     # Under the default (global) capture mode a DataLoader's pin-memory thread calling
     # CUDA during the capture breaks it; tuneup captures with thread_local.
-    from tuneup.probe.phases import DeviceTimer, SetupWorkload
     from tuneup.trainer.build import build_training
     from tuneup.trainer.distributed import DistEnv
     from tuneup.trainer.step import GraphedStep
+    from tuneup.worker.phases import DeviceTimer, SetupWorkload
 
     cfg = tiny_config(
         device="cuda",

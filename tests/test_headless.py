@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tuneup.monitor.replay import RecordingBackend, TraceRecorder
+from tuneup.hardware.replay import RecordingBackend, TraceRecorder
 from tuneup.testing.scripted_backend import busy_backend
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tuneup.probe.machine import (
+from tuneup.hardware.machine import (
     apex_fused_adam_available,
     has_module,
     machine_info,
@@ -134,7 +134,7 @@ def test_has_module_never_raises_for_a_missing_parent():
 
 def test_machine_info_starts_no_cuda_and_imports_no_torch():
     code = (
-        "import json, sys; from tuneup.probe.machine import machine_info; i = machine_info(); "
+        "import json, sys; from tuneup.hardware.machine import machine_info; i = machine_info(); "
         "print(json.dumps({'torch': 'torch' in sys.modules, 'cpus': i.cpus_usable}))"
     )
     out = subprocess.run(

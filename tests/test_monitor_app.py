@@ -16,14 +16,14 @@ pytest.importorskip("plotext")
 
 from textual.widgets import Static
 
+from tuneup.commands.monitor import TrainMetricsTail
+from tuneup.hardware.types import GpuSample
 from tuneup.monitor.app import MonitorApp, SampleHistory, next_interval
 from tuneup.monitor.sampler import Sampler
-from tuneup.monitor.types import GpuSample
 from tuneup.monitor.widgets.gpu_panel import GpuPanel
 from tuneup.monitor.widgets.header import MonitorHeader
 from tuneup.monitor.widgets.process_table import ProcessTable
 from tuneup.monitor.widgets.train_panel import TrainPanel
-from tuneup.monitor_command import TrainMetricsTail
 from tuneup.testing.scripted_backend import ScriptedBackend, busy_backend, busy_rounds, h200s
 
 SIZE = (120, 40)

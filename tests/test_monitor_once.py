@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from tuneup.commands.monitor import TrainMetricsTail, run_monitor_command
 from tuneup.errors import UsageError
-from tuneup.monitor.backends import NoneBackend
-from tuneup.monitor_command import TrainMetricsTail, run_monitor_command
+from tuneup.hardware.backends import NoneBackend
 from tuneup.testing.scripted_backend import ScriptedBackend, busy_rounds, h200s
 
 SLURM_ENV = {"SLURM_JOB_ID": "4242", "SLURM_JOB_GPUS": "0,1"}
@@ -167,7 +167,7 @@ def test_metrics_tail_reads_whole_lines_as_they_arrive(tmp_path: Path) -> None:
 def test_once_and_json_do_not_import_textual() -> None:
     code = (
         "import io, sys\n"
-        "from tuneup.monitor_command import run_monitor_command\n"
+        "from tuneup.commands.monitor import run_monitor_command\n"
         "from tuneup.testing.scripted_backend import busy_backend\n"
         "for as_json in (False, True):\n"
         "    run_monitor_command(once=True, as_json=as_json, backend=busy_backend(),"

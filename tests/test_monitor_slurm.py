@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tuneup.monitor.backends import choose_backend
+from tuneup.hardware.backends import choose_backend
 from tuneup.monitor.slurm import (
     JOB_INFO_SOURCES,
     SLURM_VARIABLES,

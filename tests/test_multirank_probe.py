@@ -16,8 +16,8 @@ import pytest
 from tuneup.cluster.job import read_job_env
 from tuneup.cluster.launch import LaunchPlan
 from tuneup.cluster.proctree import running_with_argument
-from tuneup.probe.backends import WorkerBackend
 from tuneup.probe.types import Budget, Candidate, Status
+from tuneup.trainers.backends import WorkerBackend
 
 pytestmark = pytest.mark.slow
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tuneup.monitor.backends import NoneBackend, choose_backend
-from tuneup.monitor.nvml import NvmlBackend, decode_throttle_reasons
-from tuneup.monitor.types import NOT_THROTTLING, GpuDevice, GpuProcess, GpuSample
+from tuneup.hardware.backends import NoneBackend, choose_backend
+from tuneup.hardware.nvml import NvmlBackend, decode_throttle_reasons
+from tuneup.hardware.types import NOT_THROTTLING, GpuDevice, GpuProcess, GpuSample
 from tuneup.testing import (
     NOT_SUPPORTED,
     FakeGpu,
@@ -248,8 +248,8 @@ def test_a_real_gpu_reads_name_memory_and_power() -> None:
 def test_importing_the_monitor_backends_loads_neither_torch_textual_nor_pynvml() -> None:
     code = (
         "import sys\n"
-        "import tuneup.monitor.types, tuneup.monitor.nvml, tuneup.monitor.replay\n"
-        "import tuneup.monitor.backends, tuneup.monitor.slurm, tuneup.testing\n"
+        "import tuneup.hardware.types, tuneup.hardware.nvml, tuneup.hardware.replay\n"
+        "import tuneup.hardware.backends, tuneup.monitor.slurm, tuneup.testing\n"
         "print(sorted(m for m in ('torch', 'textual', 'pynvml') if m in sys.modules))\n"
     )
     result = subprocess.run(

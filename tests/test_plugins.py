@@ -16,24 +16,24 @@ from pathlib import Path
 
 import pytest
 
+from tuneup.commands.plugins import format_table, plugin_rows, run_plugins_list, warn_broken_plugins
 from tuneup.errors import UsageError
 from tuneup.plugin_registry import BUILTIN, PLUGIN_API_VERSION
-from tuneup.plugins_command import format_table, plugin_rows, run_plugins_list, warn_broken_plugins
-from tuneup.probe.adapters import (
+from tuneup.probe.stages import load_stage, scan_stages, stage_names
+from tuneup.trainers.adapters import (
     TrainerAdapter,
     TrainerContext,
     load_trainer,
     scan_trainers,
     trainer_names,
 )
-from tuneup.probe.stages import load_stage, scan_stages, stage_names
 
 GOOD = {
     "goodpkg/__init__.py": """
         from dataclasses import dataclass
 
-        from tuneup.probe.adapters import TrainerAdapter
-        from tuneup.probe.backends import sim_backend
+        from tuneup.trainers.adapters import TrainerAdapter
+        from tuneup.trainers.backends import sim_backend
         from tuneup.probe.stages import Stage
         from tuneup.probe.types import Candidate
 
@@ -141,7 +141,7 @@ def test_listing_names_imports_no_plugin(installed):
     code = (
         "import sys\n"
         "from tuneup.probe.stages import stage_names\n"
-        "from tuneup.probe.adapters import trainer_names\n"
+        "from tuneup.trainers.adapters import trainer_names\n"
         "print(stage_names(), trainer_names())\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in "
         "('goodpkg', 'brokenpkg', 'tuneup_plugins')))\n"
@@ -174,7 +174,7 @@ def test_broken_plugins_are_clear_errors_by_name_and_skipped_when_scanning(insta
     with pytest.raises(UsageError, match="plugin API version 99; this tuneup supports version 1"):
         load_stage("future")
     with pytest.raises(
-        UsageError, match=r"is a str, not a tuneup\.probe\.adapters\.TrainerAdapter"
+        UsageError, match=r"is a str, not a tuneup\.trainers\.adapters\.TrainerAdapter"
     ):
         load_trainer("text")
     # The built-in wins a name clash, whatever order the metadata lists them in.

@@ -12,10 +12,10 @@ import pytest
 import yaml
 
 from tuneup.bundled import bundled_preset_names
+from tuneup.commands.presets import run_presets_list, run_presets_show
 from tuneup.config import build_config
 from tuneup.errors import UsageError
-from tuneup.presets_command import run_presets_list, run_presets_show
-from tuneup.probe.preset import (
+from tuneup.preset.load import (
     apply_stage_candidates,
     list_presets,
     load_preset,
@@ -24,7 +24,7 @@ from tuneup.probe.preset import (
     preset_to_dict,
     preset_warnings,
 )
-from tuneup.probe.preset_schema import flat_hints, hint_keys
+from tuneup.preset.schema import flat_hints, hint_keys
 from tuneup.probe.stages import load_stage
 from tuneup.probe.types import MachineInfo
 
@@ -176,7 +176,7 @@ def test_cluster_model_hints_are_accepted_and_checked() -> None:
 
 
 def test_a_broken_command_section_is_listed_with_the_rest() -> None:
-    pytest.importorskip("tuneup.probe.command_adapter")
+    pytest.importorskip("tuneup_plugins.command.adapter")
     with pytest.raises(UsageError) as caught:
         parse_preset({"train": {"width": "wide"}, "command": {"rnu": "python t.py"}}, "cmd")
     text = str(caught.value)

@@ -245,7 +245,7 @@ def test_probe_help_names_the_auto_pick_and_only_presets_that_exist(capsys) -> N
     import re
 
     from tuneup.cli import main
-    from tuneup.probe.autopick import auto_pick
+    from tuneup.preset.autopick import auto_pick
 
     with pytest.raises(SystemExit):
         main(["probe", "--help"])

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tuneup.probe.machine import nvml_gpu_names
+from tuneup.hardware.machine import nvml_gpu_names
 
 SLURM_PREFIXES = ("SLURM_", "RANK", "WORLD_SIZE", "LOCAL_RANK")
 

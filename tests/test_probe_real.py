@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tuneup.probe.backends import WorkerBackend
+from tuneup.preset.load import parse_preset
 from tuneup.probe.journal import ResultsDir
-from tuneup.probe.preset import parse_preset
 from tuneup.probe.search import StagePlan
 from tuneup.probe.session import ProbeSession
 from tuneup.probe.types import Budget, Candidate, MachineInfo, Status
+from tuneup.trainers.backends import WorkerBackend
 
 BUDGET = {
     "warmup_min_steps": 2,

@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
+from tuneup.hardware.types import GpuDevice, GpuProcess, GpuSample
 from tuneup.monitor.sampler import Sampler
-from tuneup.monitor.types import GpuDevice, GpuProcess, GpuSample
-from tuneup.probe.backends import WorkerBackend
+from tuneup.preset.load import parse_preset
 from tuneup.probe.journal import ResultsDir
-from tuneup.probe.preset import parse_preset
 from tuneup.probe.session import ProbeSession, gpu_sampler
 from tuneup.probe.telemetry import THROTTLED_NOTE, ProbeTelemetry, full_window
 from tuneup.probe.types import Budget, Candidate, MachineInfo, ProbeResult, Status
+from tuneup.trainers.backends import WorkerBackend
 
 
 class TraceBackend:

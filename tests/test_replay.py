@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 
 from tuneup.errors import UsageError
-from tuneup.monitor.backends import choose_backend
-from tuneup.monitor.nvml import NvmlBackend
-from tuneup.monitor.replay import (
+from tuneup.hardware.backends import choose_backend
+from tuneup.hardware.nvml import NvmlBackend
+from tuneup.hardware.replay import (
     RecordingBackend,
     ReplayBackend,
     TraceRecorder,
     read_trace,
 )
-from tuneup.monitor.types import GpuDevice, GpuSample
+from tuneup.hardware.types import GpuDevice, GpuSample
 from tuneup.testing import NOT_SUPPORTED, FakeGpu, FakeNvml, FakeProcess, counter
 
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from tuneup.errors import ExitCode
+from tuneup.preset.load import load_preset
 from tuneup.probe.journal import ResultsDir
-from tuneup.probe.preset import load_preset
 from tuneup.probe.runner import EXITED, transient
 from tuneup.probe.search import BaselineFailed
 from tuneup.probe.session import OutOfTime, ProbeSession, stage_plans

@@ -29,7 +29,7 @@ from tuneup.probe.runner import (
 from tuneup.probe.types import Budget, ProbeSpec, Status
 
 FAKE_WORKER = Path(__file__).with_name("fake_worker.py")
-REAL_WORKER = Path(__file__).resolve().parents[1] / "tuneup" / "worker.py"
+REAL_WORKER = Path(__file__).resolve().parents[1] / "tuneup" / "worker" / "main.py"
 
 
 @dataclass
@@ -307,7 +307,7 @@ def test_local_launcher_runs_the_worker_module_unbuffered(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not REAL_WORKER.exists(), reason="tuneup/worker.py is not written yet")
+@pytest.mark.skipif(not REAL_WORKER.exists(), reason="tuneup/worker/main.py is not written yet")
 def test_real_worker_tiny_cpu_probe_is_ok(tmp_path, tiny_config):
     recorder = Recorder()
     budget = Budget(

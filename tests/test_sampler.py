@@ -8,8 +8,8 @@ import time
 import pytest
 
 from tuneup.errors import UsageError
+from tuneup.hardware.types import GpuDevice, GpuSample
 from tuneup.monitor.sampler import Sampler
-from tuneup.monitor.types import GpuDevice, GpuSample
 
 
 class FakeClock:

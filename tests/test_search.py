@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from tuneup_plugins.sim import SimTrainer, sim_stage_plans
 
 from tuneup.errors import UsageError
 from tuneup.probe.search import StagePlan, grid_search, staged_search
-from tuneup.probe.sim import SimTrainer, sim_stage_plans
 from tuneup.probe.stats import iqr_pct, median, noise_margin
 from tuneup.probe.types import Candidate, MachineInfo, ProbeResult, Status
 

@@ -7,13 +7,13 @@ import time
 from pathlib import Path
 
 import pytest
+from tuneup_plugins.sim import sim_stage_plans
 
-from tuneup.probe.backends import sim_backend
+from tuneup.preset.load import load_preset
 from tuneup.probe.journal import ResultsDir
-from tuneup.probe.preset import load_preset
 from tuneup.probe.session import ProbeSession, SessionInterrupted, SilentReporter
-from tuneup.probe.sim import sim_stage_plans
 from tuneup.probe.types import MachineInfo, ProbeResult, Status
+from tuneup.trainers.backends import sim_backend
 
 
 class Hook(SilentReporter):

@@ -262,7 +262,7 @@ def _drive(driver: Any, stop_after: int | None = None) -> list[Any]:
 def test_an_app_session_resumed_by_the_cli_reuses_every_probe_on_the_same_data(
     tmp_path: Path,
 ) -> None:
-    from tuneup.probe.preset import load_preset
+    from tuneup.preset.load import load_preset
     from tuneup.tui.screens.setup import SetupChoice
 
     data = tmp_path / "my data" / "train.h5"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 
 import pytest
+from tuneup_plugins.sim import SimTrainer, sim_stage_plans
 
 from tuneup.probe.guard import check_loss
-from tuneup.probe.sim import SimTrainer, sim_stage_plans
 from tuneup.probe.stats import median, relative_spread
 from tuneup.probe.types import Candidate, MachineInfo, Status
 
@@ -162,7 +162,8 @@ def test_ranks_come_from_the_candidate_or_the_trainer():
 
 
 def test_disturbances_move_whole_probes_as_documented():
-    from tuneup.probe.sim import Disturbance
+    from tuneup_plugins.sim import Disturbance
+
     from tuneup.probe.types import Candidate
 
     def fulls(disturbance, n=6):

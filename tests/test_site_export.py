@@ -18,12 +18,12 @@ import pytest
 
 from tests.test_export import sbatch_options as options
 from tuneup.bundled import cache_dir
+from tuneup.commands.export import run_export_command
 from tuneup.config import load_config
 from tuneup.errors import UsageError
 from tuneup.export import render
-from tuneup.export_command import run_export_command
+from tuneup.preset.load import load_preset, parse_preset
 from tuneup.probe.journal import ResultsDir
-from tuneup.probe.preset import load_preset, parse_preset
 
 TUNED = {"num_data_workers": 2, "amp_mode": "bf16", "local_batch_size": 64}
 

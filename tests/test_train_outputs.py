@@ -272,7 +272,7 @@ def test_a_run_num_that_is_not_a_folder_name_is_refused(
 def test_only_rank_0_writes_and_the_folder_counts_the_ranks(tmp_path: Path, capsys) -> None:
     from contextlib import ExitStack
 
-    from tuneup.train_command import _open_outputs
+    from tuneup.commands.train import _open_outputs
 
     cfg = build_config({"expdir": str(tmp_path / "exp")})
     with ExitStack() as closing:

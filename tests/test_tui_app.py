@@ -185,7 +185,7 @@ def test_a_bad_data_file_is_named_before_anything_starts(tmp_path: Path) -> None
 
 
 def _finished_session(tmp_path: Path) -> Path:
-    from tuneup.probe_command import run_probe_command
+    from tuneup.commands.probe import run_probe_command
 
     folder = tmp_path / "done"
     code = run_probe_command(

@@ -16,15 +16,15 @@ pytest.importorskip("plotext")
 
 from textual.app import App
 from textual.widgets import Static
+from tuneup_plugins.sim import sim_stage_plans
 
 from tuneup.config import load_config
 from tuneup.errors import UsageError
-from tuneup.probe.backends import sim_backend
+from tuneup.preset.load import load_preset
 from tuneup.probe.journal import ResultsDir
-from tuneup.probe.preset import load_preset
 from tuneup.probe.session import ProbeSession
-from tuneup.probe.sim import sim_stage_plans
 from tuneup.probe.types import MachineInfo
+from tuneup.trainers.backends import sim_backend
 from tuneup.tui.screens.results import ResultsScreen, load_results
 from tuneup.tui.widgets.gain_bars import GainBars
 

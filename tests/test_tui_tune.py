@@ -20,14 +20,14 @@ pytest.importorskip("plotext")
 from textual.app import App
 from textual.screen import Screen
 from textual.widgets import Static
+from tuneup_plugins.sim import sim_stage_plans
 
 from tuneup.config import load_config
-from tuneup.probe.backends import sim_backend
+from tuneup.preset.load import load_preset
 from tuneup.probe.journal import ResultsDir
-from tuneup.probe.preset import load_preset
 from tuneup.probe.session import ProbeSession
-from tuneup.probe.sim import sim_stage_plans
 from tuneup.probe.types import Candidate, MachineInfo, ProbeResult, Status
+from tuneup.trainers.backends import sim_backend
 from tuneup.tui.driver import SessionDriver
 from tuneup.tui.screens.results import ResultsScreen
 from tuneup.tui.screens.tune import TuneScreen
@@ -258,7 +258,7 @@ def test_failed_probes_show_their_reason(tmp_path: Path) -> None:
 
 def test_gpu_charts_follow_a_replayed_trace_while_the_ladder_runs(tmp_path: Path) -> None:
     """Demo mode: the sim ladder with GPU utilization and power from a replayed trace."""
-    from tuneup.monitor.replay import ReplayBackend, TraceRecorder
+    from tuneup.hardware.replay import ReplayBackend, TraceRecorder
     from tuneup.monitor.sampler import Sampler
     from tuneup.monitor.widgets.chart import Chart
     from tuneup.testing.scripted_backend import busy_backend

@@ -17,11 +17,11 @@ import pytest
 import yaml
 
 from tuneup.cli import _train_overrides, build_parser
+from tuneup.commands.export import run_export_command
 from tuneup.config import load_config
 from tuneup.errors import UsageError
 from tuneup.export import render
 from tuneup.export.tutorial import TutorialRun
-from tuneup.export_command import run_export_command
 from tuneup.probe.journal import ResultsDir
 from tuneup.trainer.synth import SynthResult
 

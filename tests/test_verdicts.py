@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 
+from tuneup_plugins.sim import SimTrainer, sim_stage_plans
+
 from tuneup.probe.search import StagePlan, staged_search
-from tuneup.probe.sim import SimTrainer, sim_stage_plans
 from tuneup.probe.types import Candidate, MachineInfo
 from tuneup.probe.verdicts import bottleneck, headline, stage_summary, summary_dict
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tuneup.monitor.types import GpuProcess, GpuSample
+from tuneup.hardware.types import GpuProcess, GpuSample
 from tuneup.monitor.window import busiest, combine, percentile, window_stats
 
 

@@ -22,8 +22,8 @@ from tuneup.probe.events import (
     parse_event,
     parse_events,
 )
-from tuneup.probe.phases import MEASURE_ORDER
-from tuneup.worker import EXIT_PROBE_FAILED, fault_for, main
+from tuneup.worker.main import EXIT_PROBE_FAILED, fault_for, main
+from tuneup.worker.phases import MEASURE_ORDER
 
 BUDGET = {"trial_steps": 3, "trials": 3, "loss_steps": 5, "warmup_max_steps": 6}
 

@@ -51,7 +51,7 @@ def ensure_synthetic_data(box: int, val_box: int, seed: int, root: Path) -> tupl
 
         result = synthesize(folder, box=box, val_box=val_box, seed=seed)
         train, val, made = result.train_path, result.val_path, True
-    from tuneup.probe.machine import has_module
+    from tuneup.hardware.machine import has_module
 
     if has_module("nvidia.dali"):
         _ensure_npy_copies((train, val))  # so the data stage can probe DALI too

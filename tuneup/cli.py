@@ -93,7 +93,7 @@ def _add_doctor(commands: argparse._SubParsersAction) -> None:
 
 
 def _run_doctor(args: argparse.Namespace) -> int:
-    from tuneup.doctor_command import run_doctor_command
+    from tuneup.commands.doctor import run_doctor_command
 
     return run_doctor_command(quick=args.quick, as_json=args.json, cpu=args.cpu)
 
@@ -115,7 +115,7 @@ def _add_presets(commands: argparse._SubParsersAction) -> None:
 
 
 def _run_presets(args: argparse.Namespace) -> int:
-    from tuneup.presets_command import run_presets_list, run_presets_show
+    from tuneup.commands.presets import run_presets_list, run_presets_show
 
     if args.presets_command == "show":
         return run_presets_show(args.name)
@@ -136,7 +136,7 @@ def _add_plugins(commands: argparse._SubParsersAction) -> None:
 
 
 def _run_plugins(args: argparse.Namespace) -> int:
-    from tuneup.plugins_command import run_plugins_list
+    from tuneup.commands.plugins import run_plugins_list
 
     return run_plugins_list()
 
@@ -196,7 +196,7 @@ def _add_monitor(commands: argparse._SubParsersAction) -> None:
 
 
 def _run_monitor(args: argparse.Namespace) -> int:
-    from tuneup.monitor_command import run_monitor_command
+    from tuneup.commands.monitor import run_monitor_command
 
     if args.interval is not None and args.interval < 0.1:
         raise UsageError(f"--interval {args.interval}: the shortest interval is 0.1 s")
@@ -241,7 +241,7 @@ def _add_tui(commands: argparse._SubParsersAction) -> None:
 
 
 def _run_tui(args: argparse.Namespace) -> int:
-    from tuneup.tui_command import run_tui_command
+    from tuneup.commands.tui import run_tui_command
 
     return run_tui_command(
         preset_name=args.preset,
@@ -433,7 +433,7 @@ def _train_overrides(args: argparse.Namespace) -> list[str]:
 
 
 def _run_train(args: argparse.Namespace) -> int:
-    from tuneup.train_command import run_train_command
+    from tuneup.commands.train import run_train_command
 
     if args.yaml_config is not None and args.config is None:
         raise UsageError("--yaml_config needs --config NAME: the block of that file to train")
@@ -461,7 +461,7 @@ def _run_train(args: argparse.Namespace) -> int:
 
 
 def _run_probe(args: argparse.Namespace) -> int:
-    from tuneup.probe_command import run_probe_command
+    from tuneup.commands.probe import run_probe_command
 
     if args.resume is not None and args.out is not None:
         raise UsageError("--resume continues DIR in place: leave out --out")
@@ -480,7 +480,7 @@ def _run_probe(args: argparse.Namespace) -> int:
 
 
 def _run_export(args: argparse.Namespace) -> int:
-    from tuneup.export_command import run_export_command
+    from tuneup.commands.export import run_export_command
 
     return run_export_command(args.dir, args.format, args.output, args.edition)
 

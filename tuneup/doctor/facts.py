@@ -14,7 +14,7 @@ from typing import Any
 
 from tuneup.cluster.shm import shm_free_bytes
 from tuneup.cluster.toolchain import Toolchain, find_toolchain
-from tuneup.probe.machine import apex_fused_adam_available, has_module, usable_cpus
+from tuneup.hardware.machine import apex_fused_adam_available, has_module, usable_cpus
 
 
 @dataclass(frozen=True)

@@ -75,10 +75,10 @@ def run_honesty(*, cpu: bool, repeats: int = REPEATS, steps: int = STEPS) -> Hon
     import torch
 
     from tuneup.config import build_config
-    from tuneup.probe.phases import DeviceTimer, SetupWorkload
     from tuneup.trainer.build import build_training
     from tuneup.trainer.distributed import DistEnv
     from tuneup.trainer.flops import flops_per_sample, math_mode, peak_tflops
+    from tuneup.worker.phases import DeviceTimer, SetupWorkload
 
     on_gpu = not cpu and torch.cuda.is_available()
     values = dict(GPU_CONFIG if on_gpu else CPU_CONFIG)

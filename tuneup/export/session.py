@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tuneup_plugins.command import export as command_export
+
 from tuneup.config import build_config
 from tuneup.errors import UsageError
-from tuneup.export import command as command_export
 from tuneup.export.render import FORMATS, render
 from tuneup.export.slurm import hints_from_session
 from tuneup.export.tutorial import SC22, TutorialRun
@@ -70,7 +71,7 @@ def _command_section(session: Mapping[str, Any], source: str) -> dict[str, Any]:
     recorded = session.get("command")
     if isinstance(recorded, Mapping):
         return dict(recorded)
-    from tuneup.probe.preset import load_preset
+    from tuneup.preset.load import load_preset
 
     preset = load_preset(source)
     if preset.command is None:
@@ -94,7 +95,7 @@ def render_session(export: SessionExport, fmt: str, edition: str = SC22) -> str:
                 f"'command'); this one tuned tuneup's U-Net: choose one of {', '.join(FORMATS)}"
             )
         return render(fmt, export.values, hints=export.hints, run=export.run, edition=edition)
-    from tuneup.probe.command_adapter import parse_command_section
+    from tuneup_plugins.command.adapter import parse_command_section
 
     spec = parse_command_section(export.command, export.source)
     cfg = build_config(export.values, source="the exported config")

@@ -21,7 +21,7 @@ from textual.message_pump import MessagePump
 from textual.reactive import reactive
 from textual.widgets import Footer, Static
 
-from tuneup.monitor.types import GpuBackend, GpuDevice, GpuSample
+from tuneup.hardware.types import GpuBackend, GpuDevice, GpuSample
 from tuneup.monitor.widgets.gpu_panel import GpuPanel
 from tuneup.monitor.widgets.header import MonitorHeader
 from tuneup.monitor.widgets.process_table import ProcessTable

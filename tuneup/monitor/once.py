@@ -15,7 +15,7 @@ from typing import Any, TextIO
 from rich.console import Console
 from rich.table import Table
 
-from tuneup.monitor.types import GpuBackend, GpuDevice, GpuSample
+from tuneup.hardware.types import GpuBackend, GpuDevice, GpuSample
 from tuneup.monitor.widgets import readings
 
 

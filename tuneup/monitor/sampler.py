@@ -15,7 +15,7 @@ from collections.abc import Callable
 from types import TracebackType
 
 from tuneup.errors import UsageError
-from tuneup.monitor.types import GpuBackend, GpuSample
+from tuneup.hardware.types import GpuBackend, GpuSample
 from tuneup.monitor.window import WindowStats, window_stats
 
 MIN_INTERVAL_S = 0.1

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tuneup.monitor.types import NOT_THROTTLING, GpuSample
+from tuneup.hardware.types import NOT_THROTTLING, GpuSample
 
 
 @dataclass(frozen=True)

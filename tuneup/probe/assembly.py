@@ -24,11 +24,10 @@ from tuneup.cluster.launch import LaunchPlan, check_plan
 from tuneup.cluster.leftovers import describe as describe_processes
 from tuneup.cluster.leftovers import find_leftovers, stop_leftovers
 from tuneup.errors import UsageError
-from tuneup.probe.adapters import load_trainer
+from tuneup.preset.load import ProbePreset, load_preset, preset_warnings
 from tuneup.probe.engine import Engine, build_engine
 from tuneup.probe.journal import ResultsDir, quoted
 from tuneup.probe.lock import ResultsLock
-from tuneup.probe.preset import ProbePreset, load_preset, preset_warnings
 from tuneup.probe.session import (
     ProbeSession,
     Reporter,
@@ -37,6 +36,7 @@ from tuneup.probe.session import (
     stage_plans,
 )
 from tuneup.probe.types import Budget, MachineInfo
+from tuneup.trainers.adapters import load_trainer
 
 DEFAULT_ROOT = Path("tuneup-results")
 EngineFactory = Callable[..., Engine]  # build_engine's signature
@@ -115,7 +115,7 @@ def pick_preset(preset_name: str | None, machine: MachineInfo) -> tuple[str, str
     """The preset to load, and why when tuneup chose it (auto-pick by the GPUs found)."""
     if preset_name is not None:
         return preset_name, None
-    from tuneup.probe.autopick import auto_pick, gpu_inventory
+    from tuneup.preset.autopick import auto_pick, gpu_inventory
 
     inventory = gpu_inventory() if machine.gpu_count else []
     pick = auto_pick(inventory, machine.cpus_usable, cuda=machine.cuda)

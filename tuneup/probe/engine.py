@@ -14,8 +14,8 @@ from tuneup.probe.hostload import ContentionWatch, HostLoadSampler
 if TYPE_CHECKING:
     from tuneup.cluster.job import JobEnv
     from tuneup.cluster.launch import LaunchPlan
-    from tuneup.monitor.types import GpuBackend
-    from tuneup.probe.preset import ProbePreset
+    from tuneup.hardware.types import GpuBackend
+    from tuneup.preset.load import ProbePreset
     from tuneup.probe.types import Budget, MachineInfo
 
 
@@ -58,13 +58,13 @@ def build_engine(
     Raises:
         UsageError: an unknown trainer, or settings the trainer cannot work with.
     """
-    from tuneup.probe.adapters import TrainerContext, load_trainer
+    from tuneup.trainers.adapters import TrainerContext, load_trainer
 
     adapter = load_trainer(trainer)
     gpu_backend = None
     sampler = None
     if trainer == "unet" and machine.cuda:  # telemetry only where NVML can see GPUs
-        from tuneup.monitor.backends import choose_backend
+        from tuneup.hardware.backends import choose_backend
         from tuneup.monitor.slurm import visible_gpu_indices
         from tuneup.probe.session import gpu_sampler
 

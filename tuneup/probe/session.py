@@ -23,16 +23,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from tuneup import __version__
 from tuneup.errors import UsageError
+from tuneup.preset.load import ProbePreset
 from tuneup.probe.estimate import probe_count
 from tuneup.probe.guard import loss_verdict
 from tuneup.probe.journal import ResultsDir
-from tuneup.probe.preset import ProbePreset
 from tuneup.probe.search import SearchOutcome, StagePlan, grid_search, staged_search
 from tuneup.probe.types import Candidate, MachineInfo, ProbeResult, Status
 
 if TYPE_CHECKING:
+    from tuneup.hardware.types import GpuBackend
     from tuneup.monitor.sampler import Sampler
-    from tuneup.monitor.types import GpuBackend
 
 Backend = Callable[[str, Candidate, dict[str, Any]], ProbeResult]
 
@@ -184,7 +184,7 @@ def stage_plans(
     from tuneup.probe.stages import load_stage
 
     if preset is not None:
-        from tuneup.probe.preset import preset_stage
+        from tuneup.preset.load import preset_stage
 
         def load(name: str) -> Any:
             return preset_stage(name, preset)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from tuneup.monitor.types import GpuDevice, GpuProcess, GpuSample
+from tuneup.hardware.types import GpuDevice, GpuProcess, GpuSample
 
 H200_MB = 143_771.0  # what NVML reports for an H200, in MiB
 START_TIME = 1_700_000_000.0

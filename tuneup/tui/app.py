@@ -18,13 +18,13 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 
+from tuneup.hardware.types import GpuBackend
 from tuneup.monitor.slurm import JobInfo
-from tuneup.monitor.types import GpuBackend
+from tuneup.preset.load import default_preset_name
 from tuneup.probe.assembly import AssembledSession, EngineFactory
 from tuneup.probe.engine import build_engine
 from tuneup.probe.estimate import StepModel
 from tuneup.probe.journal import ResultsDir
-from tuneup.probe.preset import default_preset_name
 from tuneup.probe.types import MachineInfo
 from tuneup.tui.screens.setup import SetupChoice, SetupScreen
 
@@ -35,7 +35,7 @@ STEP_MODELS = {"sim": StepModel(startup_s=0.1, step_s=0.001), "unet": StepModel(
 
 def preset_choices() -> list[tuple[str, str]]:
     """(name, description) of the presets that load (bundled, then the user's), for the picker."""
-    from tuneup.probe.preset import list_presets
+    from tuneup.preset.load import list_presets
 
     return [
         (entry.name, entry.description)
@@ -292,7 +292,7 @@ class TuneupApp(App[None]):
 
 def live_gpus() -> tuple[GpuBackend, str]:
     """NVML when it sees a GPU, else a backend that says why not."""
-    from tuneup.monitor.backends import choose_backend
+    from tuneup.hardware.backends import choose_backend
     from tuneup.monitor.slurm import visible_gpu_indices
 
     backend = choose_backend(visible=visible_gpu_indices())
@@ -303,7 +303,7 @@ def replayed_gpus(trace: Path) -> Callable[[], tuple[GpuBackend, str]]:
     """The monitor's source in demo mode: a recorded trace, replayed at its own pace."""
 
     def make() -> tuple[GpuBackend, str]:
-        from tuneup.monitor.replay import ReplayBackend
+        from tuneup.hardware.replay import ReplayBackend
 
         # shifted to the clock and looped, so the trace behaves like live GPUs
         return ReplayBackend(trace, loop=True, clock=time.time), f"replay {trace.name}"

@@ -9,7 +9,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Static
 
-from tuneup.monitor.types import GpuDevice, GpuSample
+from tuneup.hardware.types import GpuDevice, GpuSample
 from tuneup.monitor.widgets import readings
 from tuneup.monitor.widgets.chart import Chart, Series, Ticks
 

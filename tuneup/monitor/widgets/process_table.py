@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from textual.widgets import DataTable
 
-from tuneup.monitor.types import GpuSample
+from tuneup.hardware.types import GpuSample
 from tuneup.monitor.widgets.readings import process_rows
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from tuneup.monitor.types import NOT_THROTTLING, GpuDevice, GpuSample
+from tuneup.hardware.types import NOT_THROTTLING, GpuDevice, GpuSample
 
 MISSING = "–"
 _MIB_PER_GIB = 1024.0

@@ -17,8 +17,8 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer
 
+from tuneup.hardware.types import GpuDevice
 from tuneup.monitor.app import GpuPanelHandlers, Poller, SampleFeed, SampleHistory
-from tuneup.monitor.types import GpuDevice
 from tuneup.monitor.widgets.header import MonitorHeader
 from tuneup.monitor.widgets.process_table import ProcessTable
 

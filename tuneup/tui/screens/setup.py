@@ -25,6 +25,7 @@ from textual.widgets.selection_list import Selection
 
 from tuneup.errors import UsageError
 from tuneup.monitor.slurm import JobInfo
+from tuneup.preset.load import ProbePreset, load_preset, preset_stage
 from tuneup.probe.estimate import (
     StepModel,
     duration_text,
@@ -33,7 +34,6 @@ from tuneup.probe.estimate import (
     time_limit,
     trim,
 )
-from tuneup.probe.preset import ProbePreset, load_preset, preset_stage
 from tuneup.probe.stages import Proposal
 from tuneup.probe.types import Budget, MachineInfo
 

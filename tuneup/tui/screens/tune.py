@@ -14,9 +14,9 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Footer, ProgressBar, RichLog, Static
 
+from tuneup.commands.progress import result_line, session_ranks
 from tuneup.monitor.widgets.chart import Chart, Series
 from tuneup.probe.journal import quoted
-from tuneup.probe.report import result_line, session_ranks
 from tuneup.probe.verdicts import bottleneck
 from tuneup.tui.driver import SessionDriver
 from tuneup.tui.screens.results import ResultsScreen, export_all, session_hints

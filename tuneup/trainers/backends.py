@@ -23,7 +23,7 @@ PROBE_OVERRIDES = {"Nsamples_val": 0, "num_epochs": 1}
 
 def sim_backend(seed: int, noise: float = 0.03) -> Backend:
     """The documented synthetic response surface: answers in milliseconds."""
-    from tuneup.probe.sim import SimTrainer
+    from tuneup_plugins.sim import SimTrainer
 
     return SimTrainer(seed=seed, noise=noise)
 

@@ -6,7 +6,7 @@ to the inherited file descriptor N. When events go to stdout, everything
 else written to stdout (the trainer's prints, C libraries, loader workers)
 is sent to stderr at the file-descriptor level, so the stream stays clean.
 
-The measurement itself is :func:`tuneup.probe.phases.run_probe`. Seeds: the
+The measurement itself is :func:`tuneup.worker.phases.run_probe`. Seeds: the
 spec's ``seed`` replaces the config's, so all probes of a session train the
 same weights on the same crops. Validation is skipped (the validation box is
 not even loaded): a probe measures training only.
@@ -28,7 +28,7 @@ Several ranks (torchrun or srun): rank 0 speaks for the job; every rank
 writes its own ``error`` event, tagged with its rank. Each trial edge
 gathers every rank's seconds (one all_gather), so the slowest rank sets the
 job's rate and the result names each rank's own rate and the stragglers
-(:mod:`tuneup.probe.phases`).
+(:mod:`tuneup.worker.phases`).
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def process_start_time() -> float:
 
 def load_spec(path: Path) -> ProbeSpec:
     """Read and check a spec file; every problem is a UsageError naming the file."""
-    from tuneup.probe.phases import check_budget
+    from tuneup.worker.phases import check_budget
 
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -174,9 +174,9 @@ def run(spec: ProbeSpec, events: EventWriter, started: float) -> None:
     import torch
 
     from tuneup import __version__
-    from tuneup.probe.phases import DeviceTimer, SetupWorkload, run_probe
     from tuneup.trainer.build import build_training, preflight
     from tuneup.trainer.distributed import destroy_process_group, dist_env_from
+    from tuneup.worker.phases import DeviceTimer, SetupWorkload, run_probe
 
     env = dist_env_from(os.environ)
     events.enabled = env.is_main
@@ -264,13 +264,9 @@ def main(argv: list[str] | None = None) -> int:
     return ExitCode.OK
 
 
-def _exit(code: int) -> None:
+def exit_with(code: int) -> None:
     """Exit with `code`; a rank of several skips the interpreter's teardown (gloo's
     abort after every event was written); the runner reaps what is left."""
     if os.environ.get("WORLD_SIZE", "1") not in ("", "1"):
         exit_skipping_teardown(code)
     sys.exit(code)
-
-
-if __name__ == "__main__":
-    _exit(main())

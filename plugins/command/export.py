@@ -12,15 +12,16 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from tuneup.config import TrainConfig
-from tuneup.errors import UsageError
-from tuneup.export.slurm import job_layout, script_head, site_env_lines
-from tuneup.probe.command_adapter import (
+from tuneup_plugins.command.adapter import (
     CommandSpec,
     Invocation,
     UnsupportedKnob,
     build_invocation,
 )
+
+from tuneup.config import TrainConfig
+from tuneup.errors import UsageError
+from tuneup.export.slurm import job_layout, script_head, site_env_lines
 
 COMMAND_FORMATS = ("command", "flags", "env", "sbatch")
 

@@ -26,9 +26,9 @@ def run_tui_command(
     out: Path | None = None,
 ) -> int:
     """Open the app: SETUP for a new session, or the review of `results`."""
+    from tuneup.hardware.machine import machine_info
     from tuneup.monitor.slurm import read_job
     from tuneup.probe.journal import ResultsDir
-    from tuneup.probe.machine import machine_info
 
     trainer = trainer or "unet"
     if trainer not in TRAINERS:
@@ -38,10 +38,10 @@ def run_tui_command(
     if replay is not None and not replay.is_file():
         raise UsageError(f"--replay {replay}: no such trace file (record one with --record)")
     if preset_name is not None:
-        from tuneup.probe.preset import load_preset
+        from tuneup.preset.load import load_preset
 
         load_preset(preset_name)  # an unknown preset fails here, with the known names
-    from tuneup.app_deps import require_app
+    from tuneup.commands.app_deps import require_app
 
     require_app("the full-screen app", "tuneup probe / tuneup monitor --once")
     from tuneup.tui.app import TuneupApp, replayed_gpus
@@ -84,8 +84,8 @@ def _with_layout(machine: Any, preset_name: str) -> Any:
     import dataclasses
 
     from tuneup.cluster.job import read_job_env
+    from tuneup.preset.load import load_preset
     from tuneup.probe.assembly import choose_layout
-    from tuneup.probe.preset import load_preset
 
     job = read_job_env(gpu_count=machine.gpu_count if machine.cuda else 0)
     try:
@@ -97,7 +97,7 @@ def _with_layout(machine: Any, preset_name: str) -> Any:
 
 def _gpu_memory_gib() -> tuple[float, ...]:
     """Each visible GPU's memory from NVML (the parent never starts CUDA)."""
-    from tuneup.monitor.backends import choose_backend
+    from tuneup.hardware.backends import choose_backend
     from tuneup.monitor.slurm import visible_gpu_indices
 
     backend = choose_backend(visible=visible_gpu_indices())

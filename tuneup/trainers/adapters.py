@@ -17,14 +17,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuneup.plugin_registry import PLUGIN_API_VERSION, PluginInfo, Registry
-from tuneup.probe.backends import Backend
 from tuneup.probe.types import Budget
+from tuneup.trainers.backends import Backend
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from tuneup.monitor.sampler import Sampler
-    from tuneup.probe.preset import ProbePreset
+    from tuneup.preset.load import ProbePreset
 
 ENTRY_POINT_GROUP = "tuneup.trainers"
 API_VERSION = PLUGIN_API_VERSION  # what an adapter built against this tuneup declares

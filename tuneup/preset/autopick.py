@@ -105,6 +105,6 @@ def gpu_inventory(nvml: Any = None, environ: Mapping[str, str] | None = None) ->
         nvml: the pynvml module (tests pass a fake); imported when None.
         environ: for CUDA_VISIBLE_DEVICES; os.environ when None.
     """
-    from tuneup.probe.machine import nvml_visible_gpus
+    from tuneup.hardware.machine import nvml_visible_gpus
 
     return [GpuModel(name, memory) for name, memory in nvml_visible_gpus(nvml, environ)]

@@ -7,9 +7,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tuneup.monitor.nvml import NvmlBackend
-from tuneup.monitor.replay import ReplayBackend
-from tuneup.monitor.types import GpuBackend, GpuDevice, GpuSample
+from tuneup.hardware.nvml import NvmlBackend
+from tuneup.hardware.replay import ReplayBackend
+from tuneup.hardware.types import GpuBackend, GpuDevice, GpuSample
 
 
 class NoneBackend:

@@ -29,8 +29,8 @@ import yaml
 
 from tuneup.bundled import bundled_preset_names, read_bundled_preset
 from tuneup.errors import UsageError
-from tuneup.probe import preset_schema as schema
-from tuneup.probe.preset_schema import PRESET_KEYS, PROBE_KEYS
+from tuneup.preset.schema import PRESET_KEYS, PROBE_KEYS
+from tuneup.preset import schema
 from tuneup.probe.types import Budget, Candidate, MachineInfo
 
 DEFAULT_STAGES = (

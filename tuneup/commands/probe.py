@@ -25,13 +25,13 @@ def run_probe_command(
     nodes: int | None = None,
 ) -> int:
     from tuneup.cluster.signals import StopSignals
+    from tuneup.hardware.machine import machine_info
     from tuneup.probe.assembly import (
         SessionRequest,
         assemble_new,
         assemble_resume,
         parse_stages,
     )
-    from tuneup.probe.machine import machine_info
     from tuneup.probe.session import OutOfTime, SessionInterrupted
 
     request = SessionRequest(
@@ -107,7 +107,7 @@ def _events(reporter: Any) -> Any:
 
 
 def _reporter(as_json: bool) -> Any:
-    from tuneup.probe.report import PlainReporter, RichReporter
+    from tuneup.commands.progress import PlainReporter, RichReporter
     from tuneup.probe.session import SilentReporter
 
     if as_json:
@@ -118,7 +118,7 @@ def _reporter(as_json: bool) -> Any:
 
 
 def _print_outcome(outcome: Any, summary: dict[str, Any], folder: Path) -> None:
-    from tuneup.probe.report import final_table
+    from tuneup.commands.progress import final_table
     from tuneup.probe.verdicts import confirmation_lines, stage_summary
 
     for note in (summary.get("stability") or {}).get("notes") or []:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from tuneup.errors import ExitCode, UsageError
-from tuneup.monitor.types import GpuBackend
+from tuneup.hardware.types import GpuBackend
 
 MIN_INTERVAL_S = 0.1
 DEFAULT_INTERVAL_S = 0.5
@@ -125,7 +125,7 @@ def run_monitor_command(
     """
     _check_args(interval, record, replay, attach)
     if not (once or as_json):
-        from tuneup.app_deps import require_app
+        from tuneup.commands.app_deps import require_app
 
         require_app("the full-screen monitor", "tuneup monitor --once / --json")
         if not (out or sys.stdout).isatty():
@@ -140,7 +140,7 @@ def run_monitor_command(
     job_id = job.job_id if job is not None else None
     visible = visible_gpu_indices(env)
     if backend is None:
-        from tuneup.monitor.backends import choose_backend
+        from tuneup.hardware.backends import choose_backend
 
         backend = choose_backend(replay, visible)
     if interval is None:
@@ -149,7 +149,7 @@ def run_monitor_command(
     job_gpus = job.gpus if job is not None and job.gpus is not None else visible
     tail = TrainMetricsTail(attach) if attach is not None else None
     if record is not None:
-        from tuneup.monitor.replay import RecordingBackend, TraceRecorder
+        from tuneup.hardware.replay import RecordingBackend, TraceRecorder
 
         backend = RecordingBackend(backend, TraceRecorder(record))
     try:

@@ -20,7 +20,7 @@ from types import TracebackType
 from typing import Any
 
 from tuneup.errors import UsageError
-from tuneup.monitor.types import GpuBackend, GpuDevice, GpuSample
+from tuneup.hardware.types import GpuBackend, GpuDevice, GpuSample
 
 _DEVICE_FIELDS = frozenset(f.name for f in dataclasses.fields(GpuDevice))
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tuneup.monitor.types import GpuDevice, GpuProcess, GpuSample
+from tuneup.hardware.types import GpuDevice, GpuProcess, GpuSample
 
 _MIB = 2**20  # NVML counts bytes; we report MB as nvidia-smi does (MiB)
 

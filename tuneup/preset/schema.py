@@ -379,7 +379,7 @@ def check_command(raw: Any, source: str) -> list[str]:
     if raw is None:
         return []
     try:
-        from tuneup.probe.command_adapter import check_command_section
+        from tuneup_plugins.command.adapter import check_command_section
     except ImportError:  # the command trainer is not part of this install
         return []
     # The adapter starts each line with the source; the preset's error names it once.

@@ -1,0 +1,1 @@
+"""The `command` trainer: tune any training script by running it and reading its output."""

@@ -1,0 +1,1 @@
+"""Presets: loading (bundled, user folder, path), the strict schema, and the auto-pick by GPU."""
