@@ -31,7 +31,8 @@ from typing import Any
 from _record import record
 from tuneup_plugins.sim import Disturbance, SimTrainer, sim_stage_plans
 
-from tuneup.probe.search import StagePlan, staged_search
+from tuneup.probe.search import staged_search
+from tuneup.probe.search_records import StagePlan
 from tuneup.probe.types import Candidate, MachineInfo
 
 GPU = MachineInfo(cuda=True, gpu_count=1, cpus_usable=16, dali=True)

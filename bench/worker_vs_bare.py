@@ -76,6 +76,7 @@ def main() -> None:
     )
     args = parser.parse_args()
 
+    from tuneup.probe.events import ResultEvent, parse_events
     from tuneup.probe.runner import LocalLauncher, ProbeRunner
     from tuneup.probe.types import Budget, ProbeSpec
     from tuneup.trainer.synth import synthesize
@@ -125,8 +126,8 @@ def main() -> None:
                 text=True,
                 check=True,
             )
-            events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-            direct.append(next(e["full_sps"] for e in events if e.get("event") == "result"))
+            events = parse_events(done.stdout.splitlines())
+            direct.append(next(e.full_sps for e in events if isinstance(e, ResultEvent)))
         done = subprocess.run(
             [sys.executable, "-c", BARE, json.dumps(values), str(steps), "10"],
             capture_output=True,

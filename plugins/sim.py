@@ -118,12 +118,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuneup.config import TrainConfig
-from tuneup.probe.search import StagePlan
+from tuneup.probe.search_records import StagePlan
 from tuneup.probe.stats import iqr_pct, median
 from tuneup.probe.types import Candidate, Contention, MachineInfo, ProbeResult, Status
 from tuneup.trainer.schedule import initial_lr
 
-MODELED_KNOBS = (
+MODELED_KNOBS: tuple[str, ...] = (
     "device",
     "num_data_workers",
     "data_loader_config",
@@ -585,3 +585,8 @@ def sim_stage_plans(machine: MachineInfo) -> list[StagePlan]:
             ],
         ),
     ]
+
+
+def sim_backend(seed: int, noise: float = 0.03) -> SimTrainer:
+    """The documented synthetic response surface as a one-rank backend: answers in milliseconds."""
+    return SimTrainer(seed=seed, noise=noise)

@@ -45,6 +45,7 @@ def test_a_multi_node_gpu_job_is_read_whole() -> None:
         ntasks=8,
         tasks_per_node=(4, 4),
         gpus_on_node=4,
+        gpus=(0, 1, 2, 3),
         cpus_per_task=32,
         cpus_on_node=128,
         end_time=10000.0,
@@ -107,6 +108,7 @@ def test_a_job_that_names_only_its_id_falls_back_to_what_was_found() -> None:
         ("SLURM_NTASKS", "-3", "ntasks"),
         ("SLURM_TASKS_PER_NODE", "4(x)", "tasks_per_node"),
         ("SLURM_GPUS_ON_NODE", "gpu:a100:4", "gpus_on_node"),
+        ("SLURM_JOB_GPUS", "gpu:a100:4", "gpus"),
         ("SLURM_CPUS_PER_TASK", "lots", "cpus_per_task"),
         ("SLURM_CPUS_ON_NODE", "0", "cpus_on_node"),
         ("SLURM_JOB_END_TIME", "tomorrow", "end_time"),
@@ -120,7 +122,8 @@ def test_garbage_values_are_left_out_not_fatal(variable: str, value: str, field:
 
     expected = {"num_nodes": 2}.get(field)  # the node list still says how many nodes
     assert getattr(job, field) == expected
-    others = {f.name for f in dataclasses.fields(JobEnv)} - {field}
+    garbled = {field, "gpus"} if field == "gpus_on_node" else {field}  # both GPU variables
+    others = {f.name for f in dataclasses.fields(JobEnv)} - garbled
     assert {f: getattr(job, f) for f in others} == {f: getattr(read(TWO_NODES), f) for f in others}
 
 
@@ -163,7 +166,3 @@ def test_cpus_are_shared_among_the_ranks_of_a_node() -> None:
 
 def test_every_variable_in_the_table_is_a_slurm_one() -> None:
     assert all(v.startswith("SLURM_") for names in SLURM_VARIABLES.values() for v in names)
-    # One table: the monitor's reader takes its logical names from it too.
-    from tuneup.monitor import slurm as monitor_slurm
-
-    assert monitor_slurm.SLURM_VARIABLES is SLURM_VARIABLES

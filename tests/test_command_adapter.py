@@ -13,15 +13,13 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from tuneup_plugins.command.adapter import (
+from tuneup_plugins.command.invocation import UnsupportedKnob, build_invocation
+from tuneup_plugins.command.output import measurements, parse_output
+from tuneup_plugins.command.run import CommandBackend
+from tuneup_plugins.command.section import (
     DEFAULT_PATTERN,
-    CommandBackend,
-    UnsupportedKnob,
-    build_invocation,
     check_command_section,
-    measurements,
     parse_command_section,
-    parse_output,
 )
 
 from tuneup.errors import UsageError
@@ -424,17 +422,20 @@ def test_a_program_that_cannot_start_is_a_crash_with_the_reason(scripts, tmp_pat
 
 def command_preset(folder: Path, run: list[str], **section) -> SimpleNamespace:
     command = {"run": [sys.executable, *run], "cwd": str(folder), **SECTION, **section}
-    return SimpleNamespace(name="tutorial", source="tutorial.yaml", command=command)
+    return SimpleNamespace(name="tutorial", source="tutorial.yaml", sections={"command": command})
 
 
 def test_the_command_trainer_needs_a_command_section(tmp_path):
     trainer = load_trainer("command")
     with pytest.raises(UsageError, match="needs a `command:` section"):
-        trainer.backend(TrainerContext(tmp_path, preset=SimpleNamespace(name="x", source="x")))
-    preset = SimpleNamespace(name="x", source="x.yaml", command={"run": "no-such-program-xyz"})
+        trainer.backend(
+            TrainerContext(tmp_path, preset=SimpleNamespace(name="x", source="x", sections={}))
+        )
+    section = {"run": "no-such-program-xyz"}
+    preset = SimpleNamespace(name="x", source="x.yaml", sections={"command": section})
     with pytest.raises(UsageError, match="'no-such-program-xyz' is not on PATH"):
         trainer.backend(TrainerContext(tmp_path, preset=preset))
-    preset.command = {"run": "python train.py", "cwd": str(tmp_path / "missing")}
+    preset.sections = {"command": {"run": "python train.py", "cwd": str(tmp_path / "missing")}}
     with pytest.raises(UsageError, match=r"command\.cwd: no such folder"):
         trainer.backend(TrainerContext(tmp_path, preset=preset))
 

@@ -86,7 +86,7 @@ def export(folder: Path, fmt: str, tmp_path: Path) -> str:
 
 def test_the_session_tuned_the_script_and_recorded_its_command(tuned: Path) -> None:
     summary = ResultsDir(tuned).summary()
-    values = summary["recommendation"]["values"]
+    values = summary.recommendation.values
     assert values["num_data_workers"] == 2 and values["amp_mode"] == "bf16"
     session = ResultsDir(tuned).session()
     assert session["command"]["flags"] == SECTION["flags"]
@@ -110,7 +110,7 @@ def test_the_command_line_reruns_the_script_as_the_confirmation_ran_it(
     assert "argv: --num_epochs 3 --num_data_workers 2" in ran.stdout
     assert "amp: bf16" in ran.stdout
     # what it prints is what the recommendation measured: 10 x 2 workers x 1.5 (bf16)
-    recommended = ResultsDir(tuned).summary()["recommendation"]["full_sps"]
+    recommended = ResultsDir(tuned).summary().recommendation.full_sps
     assert f"avg {recommended} samples/sec" in ran.stderr and recommended == 30.0
 
 

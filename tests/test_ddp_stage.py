@@ -14,8 +14,10 @@ from tuneup_plugins.stages import DDP
 from tuneup.commands.progress import PlainReporter, result_line
 from tuneup.preset.load import load_preset
 from tuneup.probe import paired
+from tuneup.probe.grid import grid_search
 from tuneup.probe.journal import ResultsDir
-from tuneup.probe.search import StagePlan, grid_search, staged_search
+from tuneup.probe.search import staged_search
+from tuneup.probe.search_records import StagePlan
 from tuneup.probe.session import ProbeSession, stage_plans
 from tuneup.probe.stats import median
 from tuneup.probe.types import Candidate, MachineInfo, ProbeResult, Status
@@ -343,8 +345,8 @@ def test_ddp_stage_on_two_cpu_ranks_over_gloo(tmp_path: Path, monkeypatch) -> No
     launch_plan = _launch_api()
     if launch_plan is None:
         pytest.skip("tuneup.cluster.launch.LaunchPlan / WorkerBackend(launch=...) not built yet")
-    from tuneup.bundled import ensure_synthetic_data
     from tuneup.probe.types import Budget
+    from tuneup.trainer.datacache import ensure_synthetic_data
     from tuneup.trainers.backends import WorkerBackend
 
     monkeypatch.setenv("TUNEUP_CACHE_DIR", str(tmp_path / "cache"))

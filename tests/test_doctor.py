@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from tuneup.cluster.toolchain import Toolchain
 from tuneup.doctor.checks import FAIL, OK, WARN, failed, honesty_checks, run_checks
 from tuneup.doctor.facts import Facts, TorchFacts, gather_facts
 from tuneup.doctor.honesty import Honesty
+from tuneup.hardware.toolchain import Toolchain
 from tuneup.testing.fake_nvml import NOT_SUPPORTED, FakeGpu, FakeNvml
 
 GB = 10**9

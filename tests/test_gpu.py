@@ -182,7 +182,7 @@ def test_timed_phases_never_make_the_cpu_wait_for_the_gpu(
 
     from tuneup.trainer.build import build_training
     from tuneup.trainer.distributed import DistEnv
-    from tuneup.worker.phases import DeviceTimer, SetupWorkload
+    from tuneup.worker.workload import DeviceTimer, SetupWorkload
 
     cfg = tiny_config(device="cuda", Nsamples=256, num_data_workers=2, **knobs)
     setup = build_training(cfg, DistEnv())
@@ -227,7 +227,7 @@ def test_graph_capture_survives_a_pin_memory_thread_and_times_only_the_capture(
     from tuneup.trainer.build import build_training
     from tuneup.trainer.distributed import DistEnv
     from tuneup.trainer.step import GraphedStep
-    from tuneup.worker.phases import DeviceTimer, SetupWorkload
+    from tuneup.worker.workload import DeviceTimer, SetupWorkload
 
     cfg = tiny_config(
         device="cuda",

@@ -68,3 +68,42 @@ def test_a_bigger_batch_in_lr_warm_up_is_judged_on_nan_and_growth_only():
     assert not lr_warming_up({"global_batch_size": 64, "base_batch_size": 64})
     none = {**sqrt, "scaling": "none"}
     assert not lr_warming_up({"global_batch_size": 128, "lr_schedule": none})
+
+
+def test_a_session_judges_each_probe_s_loss_once_and_journals_the_verdict(tmp_path, monkeypatch):
+    from tuneup_plugins.sim import sim_backend, sim_stage_plans
+
+    from tuneup.preset.load import load_preset
+    from tuneup.probe import guard, search_runner, session
+    from tuneup.probe.journal import ResultsDir
+    from tuneup.probe.search_records import StagePlan
+    from tuneup.probe.types import Candidate, MachineInfo, Status
+
+    judged: list[int] = []
+
+    def counted(losses, values, baseline_losses, baseline_values):
+        judged.append(id(losses))  # a probe's losses: the same list each time it is judged
+        return guard.loss_verdict(losses, values, baseline_losses, baseline_values)
+
+    monkeypatch.setattr(session, "loss_verdict", counted)
+    monkeypatch.setattr(search_runner, "loss_verdict", counted)
+    machine = MachineInfo(cuda=True, gpu_count=1, cpus_usable=16)
+    lr = StagePlan("lr", [Candidate("lr=huge", {"lr_schedule": {"start_lr": 0.05}})])
+    run = session.ProbeSession(
+        preset=load_preset("cpu-smoke"),
+        trainer="sim",
+        backend=sim_backend(3),
+        results=ResultsDir(tmp_path),
+        machine=machine,
+        base_values={},
+        plans=[*sim_stage_plans(machine)[:1], lr],
+        confirm_pairs=0,
+    )
+    run.start(resume=False)
+    outcome = run.run()
+
+    assert judged and len(judged) == len(set(judged))
+    reckless = [p for p in outcome.probes if p.stage == "lr" and p.variant]
+    assert reckless and all(p.status is Status.DIVERGED for p in reckless)
+    journaled = [p for p in ResultsDir(tmp_path).results() if p.stage == "lr" and p.variant]
+    assert [p.status for p in journaled] == [p.status for p in reckless]

@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from tuneup.probe.events import TrialEvent
 from tuneup.probe.hostload import (
     ContentionWatch,
     CpuTimes,
@@ -71,9 +72,9 @@ def test_the_watch_judges_the_full_trials_window():
     sampler.usable, sampler.hz = 2, 100.0
 
     def backend(stage: str, cand: Candidate, values: dict) -> ProbeResult:
-        watch.on_event({"event": "trial", "phase": "io", "time": 100.5, "seconds": 0.5})
-        watch.on_event({"event": "trial", "phase": "full", "time": 102.0, "seconds": 0.5})
-        watch.on_event({"event": "trial", "phase": "full", "time": 103.0, "seconds": 0.5})
+        watch.on_event(TrialEvent(phase="io", time=100.5, seconds=0.5))
+        watch.on_event(TrialEvent(phase="full", time=102.0, seconds=0.5))
+        watch.on_event(TrialEvent(phase="full", time=103.0, seconds=0.5))
         return ProbeResult(stage, {}, values, Status.OK, full_sps=10.0)
 
     watch = ContentionWatch(backend, sampler)

@@ -18,8 +18,10 @@ from textual.widgets import Static
 
 from tuneup.commands.monitor import TrainMetricsTail
 from tuneup.hardware.types import GpuSample
-from tuneup.monitor.app import MonitorApp, SampleHistory, next_interval
+from tuneup.monitor.app import MonitorApp
+from tuneup.monitor.history import SampleHistory
 from tuneup.monitor.sampler import Sampler
+from tuneup.monitor.screen import next_interval
 from tuneup.monitor.widgets.gpu_panel import GpuPanel
 from tuneup.monitor.widgets.header import MonitorHeader
 from tuneup.monitor.widgets.process_table import ProcessTable

@@ -16,6 +16,7 @@ import pytest
 from tuneup.cluster.job import read_job_env
 from tuneup.cluster.launch import LaunchPlan
 from tuneup.cluster.proctree import running_with_argument
+from tuneup.probe.events import Event
 from tuneup.probe.types import Budget, Candidate, Status
 from tuneup.trainers.backends import WorkerBackend
 
@@ -35,7 +36,7 @@ def ranks_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TUNEUP_WORKER_FAULT", raising=False)
 
 
-def two_rank_backend(tmp_path: Path, events: list[dict[str, Any]]) -> WorkerBackend:
+def two_rank_backend(tmp_path: Path, events: list[Event]) -> WorkerBackend:
     return WorkerBackend(
         tmp_path / "probes",
         BUDGET,
@@ -49,7 +50,7 @@ def two_rank_backend(tmp_path: Path, events: list[dict[str, Any]]) -> WorkerBack
 def test_a_two_rank_probe_reports_each_rank_and_the_slowest_sets_the_rate(
     tmp_path: Path, tiny_values: dict[str, Any], ranks_env: None
 ) -> None:
-    events: list[dict[str, Any]] = []
+    events: list[Event] = []
     backend = two_rank_backend(tmp_path, events)
 
     result = backend("ddp", Candidate("2 ranks", {}), tiny_values)
@@ -61,11 +62,11 @@ def test_a_two_rank_probe_reports_each_rank_and_the_slowest_sets_the_rate(
     # The job moves both ranks' batches at the pace of the slower one.
     assert result.full_sps <= min(result.rank_sps) * 2 * 1.001
     assert all(0 <= rank < 2 for rank in result.stragglers)
-    start = next(e for e in events if e["event"] == "start")
-    assert start["world_size"] == 2
-    trials = [e for e in events if e["event"] == "trial"]
-    assert trials and all(len(t["rank_seconds"]) == 2 for t in trials)
-    assert all(t["seconds"] == pytest.approx(max(t["rank_seconds"])) for t in trials)
+    start = next(e for e in events if e.event == "start")
+    assert start.world_size == 2
+    trials = [e for e in events if e.event == "trial"]
+    assert trials and all(len(t.rank_seconds) == 2 for t in trials)
+    assert all(t.seconds == pytest.approx(max(t.rank_seconds)) for t in trials)
 
 
 def test_a_rank_killed_mid_probe_is_named_and_no_process_of_the_probe_survives(

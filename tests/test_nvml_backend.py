@@ -249,7 +249,7 @@ def test_importing_the_monitor_backends_loads_neither_torch_textual_nor_pynvml()
     code = (
         "import sys\n"
         "import tuneup.hardware.types, tuneup.hardware.nvml, tuneup.hardware.replay\n"
-        "import tuneup.hardware.backends, tuneup.monitor.slurm, tuneup.testing\n"
+        "import tuneup.hardware.backends, tuneup.hardware.devices, tuneup.testing\n"
         "print(sorted(m for m in ('torch', 'textual', 'pynvml') if m in sys.modules))\n"
     )
     result = subprocess.run(

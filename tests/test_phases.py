@@ -8,21 +8,12 @@ from typing import Any
 import pytest
 
 from tuneup.errors import UsageError
+from tuneup.probe.stats import iqr_pct, median, quantile
 from tuneup.probe.types import Budget
-from tuneup.worker.phases import (
-    BatchStream,
-    WarmupTracker,
-    check_budget,
-    iqr_pct,
-    leading_outlier,
-    median,
-    quantile,
-    rank_rates,
-    run_probe,
-    run_trials,
-    warm_up,
-    within,
-)
+from tuneup.worker.phases import check_budget, run_probe
+from tuneup.worker.trials import leading_outlier, rank_rates, run_trials
+from tuneup.worker.warmup import WarmupTracker, warm_up, within
+from tuneup.worker.workload import BatchStream
 
 
 class FakeTimer:
@@ -230,7 +221,7 @@ def test_one_rank_is_its_own_rank_rate_and_trials_carry_no_rank_list() -> None:
 
 
 def test_stragglers_are_ranks_beyond_the_threshold_over_the_median_rank() -> None:
-    from tuneup.worker.phases import Trial
+    from tuneup.worker.trials import Trial
 
     def trial(*seconds: float) -> Trial:
         return Trial("full", 1, 10, max(seconds), 0.0, seconds)
@@ -324,7 +315,7 @@ def test_probe_losses_match_tuneup_train_step_for_step(
     from tuneup.trainer.distributed import DistEnv
     from tuneup.trainer.loop import run_training
     from tuneup.trainer.metrics import MetricsWriter
-    from tuneup.worker.phases import DeviceTimer, SetupWorkload
+    from tuneup.worker.workload import DeviceTimer, SetupWorkload
 
     cfg = tiny_config(num_epochs=2, Nsamples_val=0, log_every=1)  # 4 steps per epoch
     metrics_path = tmp_path / "metrics.jsonl"
@@ -471,6 +462,6 @@ def test_no_phase_reads_a_queue_another_phase_filled(load_s, compute_s, full_rat
     ],
 )
 def test_io_first_takes_what_the_loader_had_queued(tiny_config, knobs, queued) -> None:
-    from tuneup.worker.phases import prefetched_batches
+    from tuneup.worker.workload import prefetched_batches
 
     assert prefetched_batches(tiny_config(**knobs)) == queued

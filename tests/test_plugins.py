@@ -33,7 +33,7 @@ GOOD = {
         from dataclasses import dataclass
 
         from tuneup.trainers.adapters import TrainerAdapter
-        from tuneup.trainers.backends import sim_backend
+        from tuneup_plugins.sim import sim_backend
         from tuneup.probe.stages import Stage
         from tuneup.probe.types import Candidate
 
@@ -123,7 +123,8 @@ def installed(tmp_path, monkeypatch):
         return root
 
     yield install
-    for name in [m for m in sys.modules if m.split(".")[0] in ("goodpkg", "brokenpkg")]:
+    packages = ("goodpkg", "brokenpkg", "remotepkg")
+    for name in [m for m in sys.modules if m.split(".")[0] in packages]:
         del sys.modules[name]
 
 
@@ -343,3 +344,106 @@ def test_builtin_trainers_take_the_session_layout(tmp_path):
     assert single("ddp", Candidate("all", {}), {}).ranks == 1
     unet = load_trainer("unet").backend(TrainerContext(tmp_path / "probes", launch=plan))
     assert unet.launch is plan
+
+
+# --- what tuneup does for a trainer comes from what it declares, never from its name ---------
+
+REMOTE = {
+    "remotepkg/__init__.py": """
+        from dataclasses import dataclass
+
+        from tuneup.trainers.adapters import TrainerAdapter
+        from tuneup_plugins.sim import sim_backend
+
+
+        @dataclass(frozen=True)
+        class RemoteTrainer(TrainerAdapter):
+            def backend(self, ctx):
+                return sim_backend(len(self.section_of(ctx)["host"]))
+
+            def check_section(self, data):
+                return [] if "host" in data else ["remote.host: missing: the machine to train on"]
+
+            def render_export(self, fmt, section, values, hints, source):
+                return f"ssh {section['host']} train --workers {values['num_data_workers']}\\n"
+
+
+        REMOTE = RemoteTrainer(
+            name="remote",
+            description="trains on another machine",
+            api_version=1,
+            tunes="a remote run",
+            section=True,
+            exports={"ssh": "remote.sh"},
+        )
+    """,
+    "remotepkg-0.1.dist-info/METADATA": "Metadata-Version: 2.1\nName: remotepkg\nVersion: 0.1\n",
+    "remotepkg-0.1.dist-info/entry_points.txt": "[tuneup.trainers]\nremote = remotepkg:REMOTE\n",
+}
+
+
+def test_a_trainer_checks_and_reads_its_own_preset_section(installed, tmp_path):
+    from tuneup.preset.load import parse_preset, preset_to_dict
+
+    installed(REMOTE)
+    preset = parse_preset({"remote": {"host": "gpu7"}}, "p.yaml")
+    assert preset.sections == {"remote": {"host": "gpu7"}}
+    assert parse_preset(preset_to_dict(preset), "again").sections == preset.sections
+    backend = load_trainer("remote").backend(TrainerContext(tmp_path, preset=preset))
+    assert callable(backend)
+    with pytest.raises(UsageError, match=r"remote\.host: missing"):
+        parse_preset({"remote": {"port": 22}}, "p.yaml")
+    with pytest.raises(UsageError, match="sim: the sim trainer reads no section"):
+        parse_preset({"sim": {"seed": 1}}, "p.yaml")
+    with pytest.raises(UsageError) as caught:
+        parse_preset({"remot": {}}, "p.yaml")
+    assert "did you mean 'remote'?" in str(caught.value) and "command" in str(caught.value)
+
+
+def test_a_trainer_with_exports_of_its_own_renders_its_sessions(installed):
+    from tuneup.export.session import SessionExport, render_session
+
+    installed(REMOTE)
+    export = SessionExport(
+        values={"num_data_workers": 8},
+        adapter=load_trainer("remote"),
+        section={"host": "gpu7"},
+    )
+    assert export.formats == ("ssh",) and export.file_name("ssh") == "remote.sh"
+    assert render_session(export, "ssh") == "ssh gpu7 train --workers 8\n"
+    unet = SessionExport(values={"num_data_workers": 8}, adapter=load_trainer("unet"))
+    assert "yaml" in unet.formats and unet.file_name("yaml") is None
+    with pytest.raises(UsageError, match=r"'remote'\); this one tuned tuneup's U-Net"):
+        render_session(unet, "ssh")
+
+
+def test_the_builtin_trainers_declare_what_tuneup_does_for_them():
+    unet, sim, command = (load_trainer(n) for n in ("unet", "sim", "command"))
+    assert unet.data_files and unet.gpu_telemetry and unet.in_app and not unet.simulated
+    assert sim.simulated and sim.in_app and not (sim.data_files or sim.gpu_telemetry)
+    assert sim.step_model.step_s < unet.step_model.step_s
+    assert command.section and "command" in command.exports and not command.in_app
+
+
+def test_the_app_refuses_a_trainer_it_does_not_drive():
+    from tuneup.commands.tui import run_tui_command
+
+    with pytest.raises(UsageError, match="--trainer command: the app drives sim, unet"):
+        run_tui_command(trainer="command")
+
+
+def test_no_core_module_imports_a_plugin():
+    import ast
+
+    import tuneup
+
+    offenders = []
+    for path in Path(tuneup.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            offenders += [f"{path.name}: {n}" for n in names if n.split(".")[0] == "tuneup_plugins"]
+    assert offenders == []

@@ -166,7 +166,7 @@ def test_knobs_valid_only_together_are_not_reported() -> None:
 
 
 def test_cluster_model_hints_are_accepted_and_checked() -> None:
-    scaling = pytest.importorskip("tuneup.cluster.scaling")
+    scaling = pytest.importorskip("tuneup.cluster.allreduce")
     for key in (scaling.HINT_GBS, scaling.HINT_LATENCY_US, scaling.HINT_NODE_GBS):
         assert key in hint_keys()
     ok = {"probe": {"hints": {"interconnect_gbs": 25, "interconnect_latency_us": 0}}}

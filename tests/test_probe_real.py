@@ -20,7 +20,7 @@ import yaml
 
 from tuneup.preset.load import parse_preset
 from tuneup.probe.journal import ResultsDir
-from tuneup.probe.search import StagePlan
+from tuneup.probe.search_records import StagePlan
 from tuneup.probe.session import ProbeSession
 from tuneup.probe.types import Budget, Candidate, MachineInfo, Status
 from tuneup.trainers.backends import WorkerBackend
@@ -65,7 +65,7 @@ def child_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]
 def test_failing_rungs_are_classified_and_the_ladder_goes_on(
     tmp_path: Path, child_env, monkeypatch
 ) -> None:
-    from tuneup.bundled import ensure_synthetic_data
+    from tuneup.trainer.datacache import ensure_synthetic_data
 
     train, val, _ = ensure_synthetic_data(32, 16, 0, tmp_path / "cache")
     monkeypatch.setenv(

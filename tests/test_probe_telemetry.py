@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ import pytest
 from tuneup.hardware.types import GpuDevice, GpuProcess, GpuSample
 from tuneup.monitor.sampler import Sampler
 from tuneup.preset.load import parse_preset
+from tuneup.probe.events import Event, parse_events
 from tuneup.probe.journal import ResultsDir
 from tuneup.probe.session import ProbeSession, gpu_sampler
 from tuneup.probe.telemetry import THROTTLED_NOTE, ProbeTelemetry, full_window
@@ -56,13 +58,14 @@ def trial(phase: str, index: int, end: float, seconds: float, sps: float) -> dic
 
 # A probe's events: SYNTHETIC trials end by t=110; FULL's five 2 s trials at 50 samples/s
 # cover 120..130 and process 500 samples.
-EVENTS = [
+RECORDS = [
     {"event": "start", "time": 100.0, "world_size": 1, "pid": 777},
     trial("synthetic", 0, 105.0, 5.0, 200.0),
     trial("synthetic", 1, 110.0, 5.0, 200.0),
     *[trial("full", i, 122.0 + 2 * i, 2.0, 50.0) for i in range(5)],
     {"event": "result", "time": 131.0, "full_sps": 50.0},
 ]
+EVENTS = parse_events(json.dumps(r) for r in RECORDS)  # as the runner reads them
 
 
 def node_rounds(
@@ -113,13 +116,12 @@ def ok_result(**fields: Any) -> ProbeResult:
     return ProbeResult("baseline", {}, {}, Status.OK, full_sps=50.0, **fields)
 
 
-def joined(sampler: Sampler, events: list[dict[str, Any]], result: ProbeResult) -> ProbeResult:
+def joined(sampler: Sampler, events: list[Event], result: ProbeResult) -> ProbeResult:
     telemetry = ProbeTelemetry(sampler)
     telemetry.reset()
     for event in events:
         telemetry.on_event(event)
-    telemetry.apply(result)
-    return result
+    return telemetry.apply(result)
 
 
 def test_the_full_window_runs_from_the_first_trials_start_to_the_last_trials_end():
@@ -164,7 +166,7 @@ def test_a_throttled_probe_is_flagged_as_noisy():
 
 
 def test_a_ddp_probe_counts_as_many_gpus_as_its_world_size():
-    events = [dict(EVENTS[0], world_size=4, pid=None), *EVENTS[1:]]
+    events = [dataclasses.replace(EVENTS[0], world_size=4, pid=None), *EVENTS[1:]]
     result = joined(recorded_sampler(node_rounds(busy_gpu=0)), events, ok_result())
     # One GPU at 80 % and three idle, averaged; power and energy add up over all four.
     assert result.gpu_util_mean == pytest.approx(20.0)
@@ -173,7 +175,7 @@ def test_a_ddp_probe_counts_as_many_gpus_as_its_world_size():
 
 def test_no_full_trials_or_no_readings_leave_the_fields_empty():
     no_full = joined(recorded_sampler(node_rounds()), EVENTS[:3], ok_result())
-    later = [dict(e, time=e["time"] + 1000.0) for e in EVENTS]
+    later = [dataclasses.replace(e, time=e.time + 1000.0) for e in EVENTS]
     outside = joined(recorded_sampler(node_rounds()), later, ok_result())
     for result in (no_full, outside):
         assert result.gpu_util_mean is None
@@ -184,7 +186,7 @@ def test_no_full_trials_or_no_readings_leave_the_fields_empty():
 
 def test_a_failed_probe_gets_no_gpu_figures():
     failed = ProbeResult("amp", {}, {}, Status.OOM, reason="out of memory: CUDA")
-    joined(recorded_sampler(node_rounds()), EVENTS, failed)
+    failed = joined(recorded_sampler(node_rounds()), EVENTS, failed)
     assert failed.gpu_util_mean is None
     assert failed.reason == "out of memory: CUDA"
 
@@ -194,14 +196,13 @@ def test_reset_forgets_the_previous_probes_trials():
     for event in EVENTS:
         telemetry.on_event(event)
     telemetry.reset()  # the next probe crashes before any trial
-    result = ok_result()
-    telemetry.apply(result)
+    result = telemetry.apply(ok_result())
     assert result.gpu_util_mean is None
 
 
 def test_the_worker_backend_fills_gpu_fields_from_its_sampler(tmp_path: Path):
     script = tmp_path / "worker.py"
-    lines = "\n".join(f"print({json.dumps(json.dumps(e))}, flush=True)" for e in EVENTS)
+    lines = "\n".join(f"print({json.dumps(json.dumps(e))}, flush=True)" for e in RECORDS)
     script.write_text(lines + "\n", encoding="utf-8")
 
     @dataclass
@@ -212,7 +213,7 @@ def test_the_worker_backend_fills_gpu_fields_from_its_sampler(tmp_path: Path):
         def env(self, base: dict[str, str]) -> dict[str, str]:
             return base
 
-    seen: list[dict[str, Any]] = []
+    seen: list[Event] = []
     backend = WorkerBackend(
         tmp_path / "probes",
         Budget(limit_s=20),

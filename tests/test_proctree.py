@@ -119,8 +119,8 @@ class DetachingLauncher:
 
 def _sleeper(runner: ProbeRunner) -> int:
     assert runner.last_run is not None
-    start = next(e for e in runner.last_run.events if e["event"] == "start")
-    return int(start["grandchild_pid"])
+    start = next(e for e in runner.last_run.events if e.event == "start")
+    return int(start.raw["grandchild_pid"])  # the fake worker's own field
 
 
 def _gone(pid: int, within_s: float = 3.0) -> bool:

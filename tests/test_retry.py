@@ -9,9 +9,10 @@ import pytest
 
 from tuneup.errors import ExitCode
 from tuneup.preset.load import load_preset
+from tuneup.probe.events import ErrorEvent, Event
 from tuneup.probe.journal import ResultsDir
 from tuneup.probe.runner import EXITED, transient
-from tuneup.probe.search import BaselineFailed
+from tuneup.probe.search_records import BaselineFailed
 from tuneup.probe.session import OutOfTime, ProbeSession, stage_plans
 from tuneup.probe.types import Candidate, MachineInfo, ProbeResult, Status
 
@@ -32,9 +33,9 @@ class Scripted:
         variant = dict(candidate.values)
         if self.failures.get(stage):
             status, reason, is_transient = self.failures[stage].pop(0)
-            result = ProbeResult(stage, variant, dict(values), status, reason, wall_s=2.0)
-            result.transient = is_transient
-            return result
+            return ProbeResult(
+                stage, variant, dict(values), status, reason, wall_s=2.0, transient=is_transient
+            )
         return ProbeResult(
             stage, variant, dict(values), Status.OK, full_sps=100.0,
             full_sps_trials=[100.0, 100.0, 100.0], losses=[1.0, 0.9], wall_s=2.0,
@@ -143,12 +144,12 @@ def test_no_probe_starts_that_the_time_left_cannot_hold(tmp_path: Path) -> None:
     [
         ([], -9, True),  # killed from outside before it could say anything
         ([], -11, False),  # its own segfault: it will crash again
-        ([{"event": "error", "kind": "cuda", "message": "illegal address"}], -6, False),
-        ([{"event": "error", "kind": "nccl", "message": "Watchdog: collective Timeout"}], 1, True),
-        ([{"event": "error", "kind": "oom", "message": "2 GiB"}], 3, False),
+        ([ErrorEvent(kind="cuda", message="illegal address")], -6, False),
+        ([ErrorEvent(kind="nccl", message="Watchdog: collective Timeout")], 1, True),
+        ([ErrorEvent(kind="oom", message="2 GiB")], 3, False),
         ([], 1, False),
     ],
 )  # fmt: skip
-def test_which_failures_are_transient(events: list[dict[str, Any]], returncode: int,
+def test_which_failures_are_transient(events: list[Event], returncode: int,
                                       expected: bool) -> None:  # fmt: skip
     assert transient(events, returncode, EXITED, []) is expected

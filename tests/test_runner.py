@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tuneup.probe.events import ErrorEvent, Event, ResultEvent, StartEvent
 from tuneup.probe.runner import (
     EXITED,
     LocalLauncher,
@@ -81,22 +82,23 @@ def wait_dead(pid: int, within_s: float = 2.0) -> bool:
 class Recorder:
     """An on_event handler that keeps events and the thread that delivered them."""
 
-    def __init__(self, then: Callable[[dict[str, Any]], None] | None = None) -> None:
-        self.events: list[dict[str, Any]] = []
+    def __init__(self, then: Callable[[Event], None] | None = None) -> None:
+        self.events: list[Event] = []
         self.threads: set[str] = set()
         self.started = threading.Event()
         self.then = then
 
-    def __call__(self, event: dict[str, Any]) -> None:
+    def __call__(self, event: Event) -> None:
         self.events.append(event)
         self.threads.add(threading.current_thread().name)
-        if event["event"] == "start":
+        if isinstance(event, StartEvent):
             self.started.set()
         if self.then is not None:
             self.then(event)
 
     def grandchild(self) -> int:
-        return int(next(e for e in self.events if e["event"] == "start")["grandchild_pid"])
+        start = next(e for e in self.events if isinstance(e, StartEvent))
+        return int(start.raw["grandchild_pid"])  # the fake worker's own field
 
 
 def test_ok_probe_result_carries_the_measurements(tmp_path):
@@ -131,10 +133,10 @@ def test_on_event_gets_every_event_in_order_from_the_reader_thread(tmp_path):
 
     runner.run("baseline", {}, make_spec(width=8))
 
-    kinds = [e["event"] for e in recorder.events]
+    kinds = [e.event for e in recorder.events]
     assert kinds == ["start", "warmup", "trial", "trial", "trial", "loss", "loss", "result"]
-    assert [e["trial"] for e in recorder.events if e["event"] == "trial"] == [0, 1, 2]
-    assert recorder.events[0]["config"]["width"] == 8
+    assert [e.raw["trial"] for e in recorder.events if e.event == "trial"] == [0, 1, 2]
+    assert recorder.events[0].config["width"] == 8
     assert threading.current_thread().name not in recorder.threads
 
 
@@ -277,13 +279,13 @@ def test_worker_that_cannot_start_is_a_crash_not_an_exception(tmp_path):
 @pytest.mark.parametrize(
     ("events", "returncode", "expected"),
     [
-        ([{"event": "error", "kind": "cuda", "message": "illegal address"}], 1,
+        ([ErrorEvent(kind="cuda", message="illegal address")], 1,
          (Status.CRASH, "CUDA error: illegal address")),
-        ([{"event": "error", "kind": "nccl", "message": "timeout"}], -6,
+        ([ErrorEvent(kind="nccl", message="timeout")], -6,
          (Status.CRASH, "NCCL error: timeout")),
-        ([{"event": "error", "kind": "other", "message": "bad\n  data"}], 1,
+        ([ErrorEvent(kind="other", message="bad\n  data")], 1,
          (Status.CRASH, "bad data")),
-        ([{"event": "result", "full_sps": 1.0}], 3,
+        ([ResultEvent(full_sps=1.0)], 3,
          (Status.CRASH, "worker exited with status 3 after its result: last words")),
         ([], -11, (Status.CRASH, "worker killed by SIGSEGV (segmentation fault): last words")),
     ],
@@ -320,7 +322,7 @@ def test_real_worker_tiny_cpu_probe_is_ok(tmp_path, tiny_config):
 
     assert result.status is Status.OK, result.reason
     assert result.full_sps is not None and result.full_sps > 0
-    kinds = [e["event"] for e in recorder.events]
+    kinds = [e.event for e in recorder.events]
     assert kinds[0] == "start" and kinds[-1] == "result"
 
 
@@ -340,12 +342,7 @@ Root Cause (first observed failure):
   exitcode  : {root} (pid: 17398)
 =======================================================
 """
-GLOO_FALLOUT = {
-    "event": "error",
-    "kind": "other",
-    "message": "RuntimeError: Connection closed by peer",
-    "rank": 0,
-}
+GLOO_FALLOUT = ErrorEvent(kind="other", message="RuntimeError: Connection closed by peer", rank=0)
 
 
 @pytest.mark.parametrize(
@@ -355,7 +352,7 @@ GLOO_FALLOUT = {
         ([], -9, -15, "rank 1 killed by SIGKILL"),
         ([GLOO_FALLOUT], -11, 3, "rank 1 killed by SIGSEGV (segmentation fault)"),
         # a rank that could speak names itself
-        ([{"event": "error", "kind": "cuda", "message": "illegal address", "rank": 1}], 3, -15,
+        ([ErrorEvent(kind="cuda", message="illegal address", rank=1)], 3, -15,
          "CUDA error: illegal address (rank 1)"),
         ([], 3, -15, "rank 1 exited with status 3"),
     ],
@@ -371,14 +368,10 @@ def test_a_failed_rank_under_torchrun_is_named(events, root, other, expected):
 
 def test_result_carries_each_rank_s_rate_and_a_failed_probe_its_rank_count():
     spec = make_spec()
-    start = {"event": "start", "world_size": 4}
-    result_event = {
-        "event": "result",
-        "full_sps": 380.0,
-        "ranks": 4,
-        "rank_sps": [100.0, 98.0, 95.0, 80.0],
-        "stragglers": [3],
-    }
+    start = StartEvent(world_size=4)
+    result_event = ResultEvent(
+        full_sps=380.0, ranks=4, rank_sps=(100.0, 98.0, 95.0, 80.0), stragglers=(3,)
+    )
 
     ok = build_result("ddp", {}, spec, [start, result_event], Status.OK, "", 1.0)
     crashed = build_result("ddp", {}, spec, [start], Status.CRASH, "rank 1 killed", 1.0)

@@ -6,22 +6,20 @@ from typing import Any
 
 import pytest
 
-from tuneup.cluster.scaling import (
+from tuneup.cluster.allreduce import (
     HINT_GBS,
     HINT_LATENCY_US,
     HINT_NODE_GBS,
     Interconnect,
-    ScalingEstimate,
     bucket_count,
     ddp_bucket_count,
     effective_bandwidth_gbs,
-    estimate_scaling,
     gradient_bytes,
     interconnect_from_hints,
-    scaling_lines,
     unet_gradient_tensors,
     unet_parameter_count,
 )
+from tuneup.cluster.scaling import ScalingEstimate, estimate_scaling, scaling_lines
 from tuneup.errors import UsageError
 
 # Facts from docs/unet-workload.md: the full-scale model, the tuned A100 rate at

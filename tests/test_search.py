@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from tuneup_plugins.sim import SimTrainer, sim_stage_plans
 
 from tuneup.errors import UsageError
-from tuneup.probe.search import StagePlan, grid_search, staged_search
+from tuneup.probe.grid import grid_search
+from tuneup.probe.search import staged_search
+from tuneup.probe.search_records import StagePlan
 from tuneup.probe.stats import iqr_pct, median, noise_margin
 from tuneup.probe.types import Candidate, MachineInfo, ProbeResult, Status
 
@@ -120,8 +124,11 @@ def test_a_diverged_candidate_is_never_recommended():
     def faster_when_reckless(stage, cand, values):
         result = sim.measure(stage, cand, values)
         if cand.label == "lr=huge" and result.full_sps:
-            result.full_sps *= 2  # the reckless run even looks faster
-            result.full_sps_trials = [t * 2 for t in result.full_sps_trials]
+            result = dataclasses.replace(  # the reckless run even looks faster
+                result,
+                full_sps=result.full_sps * 2,
+                full_sps_trials=[t * 2 for t in result.full_sps_trials],
+            )
         return result
 
     lr = StagePlan("lr", [Candidate("lr=huge", {"lr_schedule": {"start_lr": 0.05}})])
@@ -307,9 +314,11 @@ def test_when_the_full_pick_fails_its_confirmation_a_shorter_path_is_confirmed()
         def __call__(self, stage, cand, values):
             result = super().__call__(stage, cand, values)
             factor = slow_b_later(len(self.calls) - 1, values)
-            result.full_sps *= factor
-            result.full_sps_trials = [t * factor for t in result.full_sps_trials]
-            return result
+            return dataclasses.replace(
+                result,
+                full_sps=result.full_sps * factor,
+                full_sps_trials=[t * factor for t in result.full_sps_trials],
+            )
 
     fake = Late()
     stages = [

@@ -7,13 +7,12 @@ import time
 from pathlib import Path
 
 import pytest
-from tuneup_plugins.sim import sim_stage_plans
+from tuneup_plugins.sim import sim_backend, sim_stage_plans
 
 from tuneup.preset.load import load_preset
 from tuneup.probe.journal import ResultsDir
 from tuneup.probe.session import ProbeSession, SessionInterrupted, SilentReporter
 from tuneup.probe.types import MachineInfo, ProbeResult, Status
-from tuneup.trainers.backends import sim_backend
 
 
 class Hook(SilentReporter):

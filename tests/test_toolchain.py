@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tuneup.cluster.toolchain import Toolchain, compile_blocker, find_toolchain
+from tuneup.hardware.toolchain import Toolchain, compile_blocker, find_toolchain
 
 
 def _which(*present: str):

@@ -16,7 +16,7 @@ pytest.importorskip("plotext")
 
 from textual.widgets import Button, SelectionList, Static
 
-from tuneup.monitor.slurm import JobInfo
+from tuneup.cluster.job import JobEnv
 from tuneup.probe.estimate import StepModel
 from tuneup.probe.types import MachineInfo
 from tuneup.testing.scripted_backend import busy_backend
@@ -26,7 +26,15 @@ from tuneup.tui.screens.setup import SetupScreen
 SIZE = (120, 40)
 NOW = 1_700_000_000.0
 CPU = MachineInfo(cuda=False, gpu_count=0, cpus_usable=4)
-JOB = JobInfo(job_id="4242", nodes=("nid001",), gpus=(0,), end_time=NOW + 2 * 3600)
+JOB = JobEnv(
+    source="slurm",
+    hostname="nid001",
+    cpus_usable=4,
+    job_id="4242",
+    nodes=("nid001",),
+    gpus=(0,),
+    end_time=NOW + 2 * 3600,
+)
 MODEL = StepModel(startup_s=10.0, step_s=0.2)
 
 
@@ -242,7 +250,7 @@ def test_review_of_an_interrupted_session_resumes_with_r(
 
 
 def test_m_opens_the_monitor_on_the_given_gpus_and_escape_returns(tmp_path: Path) -> None:
-    from tuneup.tui.screens.monitor import MonitorScreen
+    from tuneup.monitor.screen import MonitorScreen
 
     async def scenario() -> None:
         app = make_app(tmp_path, monitor_backend=lambda: (busy_backend(gpus=2), "scripted"))

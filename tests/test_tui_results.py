@@ -16,15 +16,15 @@ pytest.importorskip("plotext")
 
 from textual.app import App
 from textual.widgets import Static
-from tuneup_plugins.sim import sim_stage_plans
+from tuneup_plugins.sim import sim_backend, sim_stage_plans
 
 from tuneup.config import load_config
 from tuneup.errors import UsageError
 from tuneup.preset.load import load_preset
 from tuneup.probe.journal import ResultsDir
 from tuneup.probe.session import ProbeSession
+from tuneup.probe.summary import Summary
 from tuneup.probe.types import MachineInfo
-from tuneup.trainers.backends import sim_backend
 from tuneup.tui.screens.results import ResultsScreen, load_results
 from tuneup.tui.widgets.gain_bars import GainBars
 
@@ -32,7 +32,7 @@ SIZE = (120, 40)
 MACHINE = MachineInfo(cuda=True, gpu_count=1, cpus_usable=32)
 
 
-def finished_session(folder: Path, seed: int = 3) -> dict[str, Any]:
+def finished_session(folder: Path, seed: int = 3) -> Summary:
     """Run the sim ladder headless into `folder`, as `tuneup probe --trainer sim` does."""
     preset = load_preset("cpu-smoke")
     session = ProbeSession(
@@ -69,12 +69,12 @@ def test_a_results_folder_shows_headline_gains_and_verdict_and_exports(tmp_path:
             screen = app.screen
             assert isinstance(screen, ResultsScreen)
             headline = str(screen.query_one("#results-headline", Static).content)
-            assert headline == summary["recommendation"]["headline"]
+            assert headline == summary.recommendation.headline
             bars = screen.query_one(GainBars).render().plain
-            for entry in summary["stages"]:
-                assert entry["stage"] in bars
-            adopted = [e for e in summary["stages"] if e["winner"]]
-            assert adopted and all(f"adopted {e['winner']}" in bars for e in adopted)
+            for entry in summary.stages:
+                assert entry.stage in bars
+            adopted = [e for e in summary.stages if e.winner]
+            assert adopted and all(f"adopted {e.winner}" in bars for e in adopted)
             verdict = str(screen.query_one("#results-verdict", Static).content)
             assert verdict.startswith("before: ") and "\nafter: " in verdict
             await pilot.click("#export")
@@ -82,7 +82,7 @@ def test_a_results_folder_shows_headline_gains_and_verdict_and_exports(tmp_path:
             assert len(screen.exported) == 5
 
     asyncio.run(go())
-    values = summary["recommendation"]["values"]
+    values = summary.recommendation.values
     cfg = load_config(folder / "tuned.yaml", "tuned")
     assert cfg.global_batch_size == values["global_batch_size"]
     assert cfg.amp_mode == values["amp_mode"]

@@ -20,14 +20,13 @@ pytest.importorskip("plotext")
 from textual.app import App
 from textual.screen import Screen
 from textual.widgets import Static
-from tuneup_plugins.sim import sim_stage_plans
+from tuneup_plugins.sim import sim_backend, sim_stage_plans
 
 from tuneup.config import load_config
 from tuneup.preset.load import load_preset
 from tuneup.probe.journal import ResultsDir
 from tuneup.probe.session import ProbeSession
 from tuneup.probe.types import Candidate, MachineInfo, ProbeResult, Status
-from tuneup.trainers.backends import sim_backend
 from tuneup.tui.driver import SessionDriver
 from tuneup.tui.screens.results import ResultsScreen
 from tuneup.tui.screens.tune import TuneScreen
@@ -114,7 +113,7 @@ def test_the_ladder_fills_in_and_the_results_screen_shows_the_headline(tmp_path:
             assert {"baseline", "workers", "amp", "confirm"} <= stages
             headline = str(app.screen.query_one("#results-headline", Static).content)
             assert headline.startswith("recommendation:") and "x faster" in headline
-            assert headline == driver.summary["recommendation"]["headline"]  # type: ignore[index]
+            assert headline == driver.summary.recommendation.headline  # type: ignore[union-attr]
 
     run(go)
 
@@ -203,7 +202,7 @@ def test_e_on_the_results_screen_writes_exports_that_load_back(tmp_path: Path) -
             assert all(str(p) in listed for p in app.screen.exported)  # type: ignore[attr-defined]
 
     run(go)
-    changes = driver.summary["recommendation"]["changes"]  # type: ignore[index]
+    changes = driver.summary.recommendation.changes  # type: ignore[union-attr]
     assert changes, "the sim ladder recommends something"
     for cfg in (load_config(folder / "tuned.yaml", "tuned"), load_config(folder / "tuneup.yaml")):
         for knob, value in changes.items():

@@ -6,7 +6,8 @@ import json
 
 from tuneup_plugins.sim import SimTrainer, sim_stage_plans
 
-from tuneup.probe.search import StagePlan, staged_search
+from tuneup.probe.search import staged_search
+from tuneup.probe.search_records import StagePlan
 from tuneup.probe.types import Candidate, MachineInfo
 from tuneup.probe.verdicts import bottleneck, headline, stage_summary, summary_dict
 
@@ -91,7 +92,8 @@ def _values_of(label):
 
 
 def test_throttled_probes_are_flagged_as_noisy() -> None:
-    from tuneup.probe.search import StagePlan, staged_search
+    from tuneup.probe.search import staged_search
+    from tuneup.probe.search_records import StagePlan
     from tuneup.probe.types import Candidate, ProbeResult, Status
     from tuneup.probe.verdicts import stage_summary, summary_dict
 

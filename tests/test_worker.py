@@ -16,6 +16,7 @@ import pytest
 from tuneup.errors import UsageError
 from tuneup.probe.events import (
     EventWriter,
+    TrialEvent,
     classify_error,
     describe_error,
     encode_event,
@@ -57,35 +58,33 @@ def test_worker_streams_a_full_probe_on_the_cpu(
     events = parse_events(lines)
     assert len(events) == len(lines), "stdout must hold only event lines"
 
-    kinds = [e["event"] for e in events]
+    kinds = [e.event for e in events]
     start, result = events[0], events[-1]
     # 3 trials a phase, plus one for each leading trial dropped as an outlier.
-    extra = result["trials_discarded"]
+    extra = result.trials_discarded
     assert kinds == ["start"] + ["loss"] * 5 + ["warmup"] + ["trial"] * (9 + extra) + ["result"]
-    assert start["config"]["width"] == 4 and start["device"] == "cpu"
-    assert start["torch"] and start["tuneup"]
-    trials = [e for e in events if e["event"] == "trial"]
-    assert [t["phase"] for t in trials if t["index"] <= 3] == [
-        p for p in MEASURE_ORDER for _ in range(3)
-    ]
-    assert all(t["samples_per_s"] > 0 and t["seconds"] > 0 and t["batches"] == 3 for t in trials)
+    assert start.config["width"] == 4 and start.device == "cpu"
+    assert start.torch and start.tuneup
+    trials = [e for e in events if e.event == "trial"]
+    assert [t.phase for t in trials if t.index <= 3] == [p for p in MEASURE_ORDER for _ in range(3)]
+    assert all(t.samples_per_s > 0 and t.seconds > 0 and t.batches == 3 for t in trials)
 
-    losses = [e for e in events if e["event"] == "loss"]
-    assert [e["step"] for e in losses] == [1, 2, 3, 4, 5]
-    assert result["losses"] == [e["value"] for e in losses]
-    assert all(v > 0 for v in result["losses"])
+    losses = [e for e in events if e.event == "loss"]
+    assert [e.step for e in losses] == [1, 2, 3, 4, 5]
+    assert list(result.losses) == [e.value for e in losses]
+    assert all(v > 0 for v in result.losses)
 
     warmup = events[6]
-    assert warmup["steps"] == 6 and warmup["steady_step_s"] > 0
-    assert warmup["one_time_s"]["spawn"] > 0 and warmup["break_even_steps"] > 0
+    assert warmup.steps == 6 and warmup.steady_step_s > 0
+    assert warmup.one_time_s["spawn"] > 0 and warmup.break_even_steps > 0
 
     for key in ("io_sps", "synthetic_sps", "full_sps", "warmup_s"):
-        assert result[key] > 0, key
-    assert len(result["full_sps_trials"]) == 3 and result["iqr_pct"] >= 0
-    assert result["mem_peak_mb"] is None  # known on CUDA only
+        assert getattr(result, key) > 0, key
+    assert len(result.full_sps_trials) == 3 and result.iqr_pct >= 0
+    assert result.mem_peak_mb is None  # known on CUDA only
     # the real loop cannot beat its parts; the best SYNTHETIC trial allows for noise
-    best_synthetic = max(result["synthetic_sps_trials"])
-    assert result["full_sps"] <= min(result["io_sps"], best_synthetic) * 1.15
+    best_synthetic = max(result.synthetic_sps_trials)
+    assert result.full_sps <= min(result.io_sps, best_synthetic) * 1.15
 
 
 def test_injected_oom_becomes_an_error_event_on_the_events_fd(
@@ -105,9 +104,9 @@ def test_injected_oom_becomes_an_error_event_on_the_events_fd(
             os.close(write_end)  # the child's copy is gone too: read to end of file
         events = parse_events(pipe.read().splitlines())
     assert proc.returncode == EXIT_PROBE_FAILED
-    assert [e["event"] for e in events] == ["start", "error"]
-    assert events[1]["kind"] == "oom"
-    assert "Tried to allocate 2.00 GiB" in events[1]["message"]
+    assert [e.event for e in events] == ["start", "error"]
+    assert events[1].kind == "oom"
+    assert "Tried to allocate 2.00 GiB" in events[1].message
     assert parse_events(proc.stdout.splitlines()) == []
 
 
@@ -118,7 +117,7 @@ def test_injected_kill_leaves_only_the_start_event(
         write_spec(tmp_path / "spec.json", tiny_values), env={"TUNEUP_WORKER_FAULT": "kill"}
     )
     assert proc.returncode == -signal.SIGKILL
-    assert [e["event"] for e in parse_events(proc.stdout.splitlines())] == ["start"]
+    assert [e.event for e in parse_events(proc.stdout.splitlines())] == ["start"]
 
 
 def test_a_config_the_trainer_refuses_is_an_unsupported_error(
@@ -130,8 +129,8 @@ def test_a_config_the_trainer_refuses_is_an_unsupported_error(
     proc = run_worker(spec)
     assert proc.returncode == EXIT_PROBE_FAILED
     events = parse_events(proc.stdout.splitlines())
-    assert [e["event"] for e in events] == ["error"]
-    assert events[0]["kind"] == "unsupported" and "cuda_graphs" in events[0]["message"]
+    assert [e.event for e in events] == ["error"]
+    assert events[0].kind == "unsupported" and "cuda_graphs" in events[0].message
 
 
 def test_missing_spec_file_is_one_line_and_exit_2(tmp_path: Path) -> None:
@@ -170,10 +169,10 @@ def test_worker_times_graph_capture_apart_on_cuda(
     proc = run_worker(write_spec(tmp_path / "spec.json", values))
     assert proc.returncode == 0, proc.stderr
     events = parse_events(proc.stdout.splitlines())
-    warmup = next(e for e in events if e["event"] == "warmup")
-    assert warmup["one_time_s"]["graph_capture"] > 0
-    assert events[-1]["mem_peak_mb"] > 0
-    assert events[0]["device_type"] == "cuda" and events[-1]["event"] == "result"
+    warmup = next(e for e in events if e.event == "warmup")
+    assert warmup.one_time_s["graph_capture"] > 0
+    assert events[-1].mem_peak_mb > 0
+    assert events[0].device_type == "cuda" and events[-1].event == "result"
 
 
 class OutOfMemoryError(RuntimeError):
@@ -227,14 +226,28 @@ def test_event_lines_round_trip_and_noise_is_skipped() -> None:
     writer.error("cuda", "x" * 5000)
     lines = ["not an event", '{"event": "bogus"}', "", *stream.getvalue().splitlines()]
     events = parse_events(lines)
-    assert [e["event"] for e in events] == ["loss", "error"]
-    assert events[0]["time"] == 12.5 and events[0]["value"] != events[0]["value"]  # NaN kept
-    assert len(events[1]["message"]) == 2000
-    assert parse_event(encode_event("trial", {"phase": "io"}))["phase"] == "io"
+    assert [e.event for e in events] == ["loss", "error"]
+    assert events[0].time == 12.5 and events[0].value != events[0].value  # NaN kept
+    assert len(events[1].message) == 2000
+    assert parse_event(encode_event("trial", {"phase": "io"})).phase == "io"
     with pytest.raises(ValueError, match="unknown event kind"):
         encode_event("progress", {})
     with pytest.raises(ValueError, match="unknown error kind"):
         writer.error("segfault", "boom")
+
+
+def test_a_field_of_the_wrong_type_reads_as_missing() -> None:
+    line = json.dumps(
+        {"event": "trial", "phase": "full", "index": True, "samples_per_s": "fast",
+         "seconds": 2, "time": 10, "rank_seconds": [1.0, "x", 2.0]}
+    )  # fmt: skip
+
+    trial = parse_event(line)
+
+    assert isinstance(trial, TrialEvent)
+    assert (trial.index, trial.samples_per_s, trial.seconds) == (None, None, 2.0)
+    assert trial.rank_seconds == (1.0, 2.0) and trial.span == (8.0, 10.0)
+    assert trial.raw["samples_per_s"] == "fast"  # the line as written stays readable
 
 
 def test_other_ranks_write_only_errors_tagged_with_their_rank() -> None:
@@ -244,8 +257,8 @@ def test_other_ranks_write_only_errors_tagged_with_their_rank() -> None:
     writer.emit("trial", phase="full")
     writer.error("nccl", describe_error(RuntimeError("NCCL timeout\nmore detail")))
     events = parse_events(stream.getvalue().splitlines())
-    assert [(e["event"], e["rank"]) for e in events] == [("error", 3)]
-    assert events[0]["message"].startswith("RuntimeError: NCCL timeout")
+    assert [(e.event, e.rank) for e in events] == [("error", 3)]
+    assert events[0].message.startswith("RuntimeError: NCCL timeout")
 
 
 def test_the_fault_hook_can_pick_one_rank_or_one_rung() -> None:

@@ -1,4 +1,4 @@
-"""Files that ship inside the wheel: bundled presets, and the cache of made-once data."""
+"""Files that ship inside the wheel (the bundled presets), and where made-once data is cached."""
 
 from __future__ import annotations
 
@@ -39,29 +39,3 @@ def cache_dir(environ: dict[str, str] | None = None) -> Path:
         return Path(env["TUNEUP_CACHE_DIR"]).expanduser()
     base = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base).expanduser() / "tuneup"
-
-
-def ensure_synthetic_data(box: int, val_box: int, seed: int, root: Path) -> tuple[Path, Path, bool]:
-    """A synthetic dataset under `root`, made on first use; returns (train, val, made_now)."""
-    folder = root / f"synth-{box}-{val_box}-seed{seed}"
-    train, val = folder / "train.h5", folder / "val.h5"
-    made = False
-    if not (train.is_file() and val.is_file()):
-        from tuneup.trainer.synth import synthesize
-
-        result = synthesize(folder, box=box, val_box=val_box, seed=seed)
-        train, val, made = result.train_path, result.val_path, True
-    from tuneup.hardware.machine import has_module
-
-    if has_module("nvidia.dali"):
-        _ensure_npy_copies((train, val))  # so the data stage can probe DALI too
-    return train, val, made
-
-
-def _ensure_npy_copies(boxes: tuple[Path, ...]) -> None:
-    """The channels-last .npy copies the DALI loader reads, next to each box."""
-    from tuneup.trainer.npy import convert_box, npy_paths
-
-    for h5 in boxes:
-        if not all(p.is_file() for p in npy_paths(h5, h5.parent)):
-            convert_box(h5, h5.parent)

@@ -220,9 +220,10 @@ def _add_tui(commands: argparse._SubParsersAction) -> None:
     tui.add_argument("--preset", metavar="P", help="preset to start with")
     tui.add_argument(
         "--trainer",
-        choices=("unet", "sim"),
-        default="unet",
-        help="sim runs the whole app on the synthetic response surface (a demo)",
+        default=None,
+        metavar="T",
+        help="unet (the real trainer, default) or sim, which runs the whole app on the "
+        "synthetic response surface (a demo); the app drives the trainers that declare it",
     )
     tui.add_argument(
         "--results",
@@ -319,7 +320,9 @@ def _add_export(commands: argparse._SubParsersAction) -> None:
     export.add_argument(
         "--format",
         required=True,
-        choices=("yaml", "flags", "env", "sbatch", "tuneup", "command"),
+        metavar="F",
+        help="yaml, flags, env, sbatch or tuneup; a trainer may export its sessions in formats "
+        "of its own (command: command, flags, env, sbatch)",
     )
     export.add_argument(
         "-o", type=Path, dest="output", metavar="FILE", help="write to FILE instead of stdout"

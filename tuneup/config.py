@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import typing
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -19,7 +20,10 @@ from typing import Any
 import yaml
 
 from tuneup.errors import UsageError
-from tuneup.trainer.flops import MAX_LEVELS
+
+# The tutorial's full_scale depth (64^3 crops come down to 1^3); its blocks are named
+# conv_down1..6 and conv_up6..2, so a deeper model would not be the tutorial's.
+MAX_LEVELS = 6
 
 _MISSING = object()
 
@@ -48,8 +52,16 @@ def knob(
         "tutorial": tutorial,
     }
     if isinstance(default, (dict, list)):
-        return field(default_factory=lambda d=default: _deep_copy(d), metadata=metadata)
+        return field(default_factory=functools.partial(_deep_copy, default), metadata=metadata)
     return field(default=default, metadata=metadata)
+
+
+def _field_default(f: dataclasses.Field[Any]) -> Any:
+    """A knob's default, made fresh where it is a factory (dicts and lists)."""
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    factory = f.default_factory
+    return factory() if callable(factory) else None
 
 
 def _deep_copy(value: Any) -> Any:
@@ -65,9 +77,9 @@ INPUT_CHANNELS = 4  # the N-body fields of the tutorial's data (Nbody: 4 x L^3)
 GRAPHING_COMPILE_MODES = ("reduce-overhead", "max-autotune")
 LOADER_CHOICES = ("lowmem", "inmem", "synthetic", "dali-lowmem", "gpu")
 LR_SCHEDULE_DEFAULT = {"scaling": "sqrt", "start_lr": 2e-4, "end_lr": 0.0, "warmup_steps": 128}
-LR_SCHEDULE_CHOICES = {"scaling": ("none", "sqrt", "linear")}
+LR_SCHEDULE_CHOICES: dict[str, tuple[str, ...]] = {"scaling": ("none", "sqrt", "linear")}
 WEIGHT_INIT_DEFAULT = {"conv_init": "normal", "conv_scale": 0.02, "conv_bias": 0.0}
-WEIGHT_INIT_CHOICES = {"conv_init": ("normal",)}
+WEIGHT_INIT_CHOICES: dict[str, tuple[str, ...]] = {"conv_init": ("normal",)}
 
 
 @dataclass
@@ -226,7 +238,10 @@ class TrainConfig:
         return {f.name: _deep_copy(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
 
-_NESTED_CHOICES = {"lr_schedule": LR_SCHEDULE_CHOICES, "weight_init": WEIGHT_INIT_CHOICES}
+_NESTED_CHOICES: dict[str, dict[str, tuple[str, ...]]] = {
+    "lr_schedule": LR_SCHEDULE_CHOICES,
+    "weight_init": WEIGHT_INIT_CHOICES,
+}
 _NESTED_DEFAULTS = {"lr_schedule": LR_SCHEDULE_DEFAULT, "weight_init": WEIGHT_INIT_DEFAULT}
 
 
@@ -519,7 +534,7 @@ def describe_knobs() -> str:
         if meta["group"] != group:
             group = meta["group"]
             lines.append(f"{group} knobs:")
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        default = _field_default(f)
         choices = f" [{'|'.join(str(c) for c in meta['choices'])}]" if meta["choices"] else ""
         lines.append(f"  {f.name}={_render(default)}{choices}  {meta['help']}")
     return "\n".join(lines)

@@ -12,18 +12,21 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from tuneup_plugins.command.adapter import (
-    CommandSpec,
-    Invocation,
-    UnsupportedKnob,
-    build_invocation,
-)
-
 from tuneup.config import TrainConfig
 from tuneup.errors import UsageError
 from tuneup.export.slurm import job_layout, script_head, site_env_lines
 
-COMMAND_FORMATS = ("command", "flags", "env", "sbatch")
+from .invocation import Invocation, UnsupportedKnob, build_invocation
+from .section import CommandSpec
+
+EXPORT_FILES = {
+    "command": "command.sh",
+    "flags": "flags.txt",
+    "env": "env.sh",
+    "sbatch": "job.sbatch",
+}
+"""The formats of a command session, each with the file the app's export-all writes."""
+COMMAND_FORMATS = tuple(EXPORT_FILES)
 
 
 def invocation(spec: CommandSpec, values: Mapping[str, Any]) -> Invocation:

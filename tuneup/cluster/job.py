@@ -46,6 +46,7 @@ class JobEnv:
         tasks_per_node: tasks on each node, one entry per node where known
             (SLURM's "4(x2),2" is (4, 4, 2)).
         gpus_on_node: GPUs the job may use on this node; None when unknown.
+        gpus: their indices, as SLURM lists them; None when it does not.
         cpus_per_task: --cpus-per-task, if given.
         cpus_on_node: CPUs the job holds on this node, if SLURM says.
         end_time: when the job's time limit runs out (epoch seconds), if known.
@@ -62,6 +63,7 @@ class JobEnv:
     ntasks: int | None = None
     tasks_per_node: tuple[int, ...] | None = None
     gpus_on_node: int | None = None
+    gpus: tuple[int, ...] | None = None
     cpus_per_task: int | None = None
     cpus_on_node: int | None = None
     end_time: float | None = None
@@ -80,7 +82,7 @@ class JobEnv:
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
-        for name in ("nodes", "tasks_per_node"):
+        for name in ("nodes", "tasks_per_node", "gpus"):
             if data[name] is not None:
                 data[name] = list(data[name])
         return data
@@ -114,6 +116,7 @@ def read_job_env(
     nodelist = slurm_value(env, "nodelist")
     nodes = expand_hostlist(nodelist) if nodelist else ()
     num_nodes = positive_int(slurm_value(env, "num_nodes")) or len(nodes) or 1
+    gpus = _gpu_indices(env)
     return JobEnv(
         source=SLURM,
         hostname=host,
@@ -123,7 +126,8 @@ def read_job_env(
         num_nodes=num_nodes,
         ntasks=positive_int(slurm_value(env, "ntasks")),
         tasks_per_node=_per_node(slurm_value(env, "tasks_per_node"), num_nodes),
-        gpus_on_node=_gpus_on_node(env, gpu_count),
+        gpus_on_node=_gpus_on_node(env, gpus, gpu_count),
+        gpus=gpus,
         cpus_per_task=positive_int(slurm_value(env, "cpus_per_task")),
         cpus_on_node=positive_int(slurm_value(env, "cpus_on_node")),
         end_time=seconds(slurm_value(env, "end_time")),
@@ -145,13 +149,18 @@ def _per_node(text: str | None, num_nodes: int) -> tuple[int, ...] | None:
     return counts
 
 
-def _gpus_on_node(env: Mapping[str, str], gpu_count: int | None) -> int | None:
+def _gpu_indices(env: Mapping[str, str]) -> tuple[int, ...] | None:
+    indices = slurm_value(env, "gpus")
+    return index_list(indices) if indices else None
+
+
+def _gpus_on_node(
+    env: Mapping[str, str], listed: tuple[int, ...] | None, gpu_count: int | None
+) -> int | None:
     """SLURM's count, else its index list's length, else what the caller found."""
     stated = count(slurm_value(env, "gpus_on_node"))
     if stated is not None:
         return stated
-    indices = slurm_value(env, "gpus")
-    listed = index_list(indices) if indices else None
     return len(listed) if listed is not None else gpu_count
 
 

@@ -38,176 +38,28 @@ grows with the job. The model, per training step:
 figure. What the model leaves out (stragglers, jitter, network contention,
 achieved bandwidth below line rate) makes it optimistic; treating NVLink as
 slow as the NIC (no B_node) and overlap 0 make it pessimistic.
+
+S, k and the network figures come from :mod:`tuneup.cluster.allreduce`.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tuneup.cluster.allreduce import (
+    DEFAULT_BUCKET_MB,
+    HINT_GBS,
+    Interconnect,
+    bucket_count,
+    measured_interconnect,
+)
 from tuneup.errors import UsageError
-from tuneup.trainer.flops import KERNEL_VOLUME, unet_widths
 
-# Preset hint names (`probe: hints:`); each machine's preset documents its values.
-HINT_GBS = "interconnect_gbs"  # network GB/s per GPU: the node's NIC bandwidth / its GPUs
-HINT_LATENCY_US = "interconnect_latency_us"  # latency of one network ring step, us
-HINT_NODE_GBS = "intra_node_gbs"  # ring bandwidth inside a node (NVLink) per GPU, GB/s
-
-# DDP reduces fp32 gradients even under autocast: the parameters stay fp32.
-GRAD_BYTES_PER_PARAM = 4
-# torch.nn.parallel.DistributedDataParallel's default bucket_cap_mb (MiB).
-DEFAULT_BUCKET_MB = 25.0
-# DDP's first bucket is capped at 1 MiB (torch.distributed._DEFAULT_FIRST_BUCKET_BYTES).
-FIRST_BUCKET_MB = 1.0
-# Used only when no latency is given: NCCL's ring cost model charges 2.7 to
-# 9.6 us per network step depending on the protocol (src/graph/tuning.cc).
-DEFAULT_LATENCY_US = 5.0
 DEFAULT_NODES = (1, 2, 4, 8, 16, 32, 64)
 
 _GB = 1e9
-_MIB = 1024 * 1024
-
-
-def unet_gradient_tensors(
-    width: int = 64, levels: int = 6, in_channels: int = 4, out_channels: int = 5
-) -> list[int]:
-    """Elements of each trainable tensor of the U-Net, in registration order (no torch).
-
-    Every conv is 4x4x4 with a bias; the decoder's inputs carry the skips.
-    """
-    widths = unet_widths(width, levels)
-    convs: list[tuple[int, int]] = []
-    channels = in_channels
-    for cout in widths:
-        convs.append((channels, cout))
-        channels = cout
-    for j in range(levels - 1):
-        cin = widths[-1] if j == 0 else 2 * widths[levels - 1 - j]
-        convs.append((cin, widths[levels - 2 - j]))
-    convs.append((2 * widths[0] if levels > 1 else widths[0], out_channels))
-    sizes: list[int] = []
-    for cin, cout in convs:
-        sizes += [cin * cout * KERNEL_VOLUME, cout]  # weight, bias
-    return sizes
-
-
-def unet_parameter_count(
-    width: int = 64, levels: int = 6, in_channels: int = 4, out_channels: int = 5
-) -> int:
-    """Trainable parameters of the U-Net, from its shape alone."""
-    return sum(unet_gradient_tensors(width, levels, in_channels, out_channels))
-
-
-def gradient_bytes(parameters: int) -> int:
-    """Bytes each rank all-reduces per step: fp32 gradients of every parameter."""
-    if parameters < 1:
-        raise UsageError(f"the model must have parameters to scale, got {parameters}")
-    return parameters * GRAD_BYTES_PER_PARAM
-
-
-def bucket_count(grad_bytes: int, bucket_cap_mb: float = DEFAULT_BUCKET_MB) -> int:
-    """All-reduce calls per step, as if gradients filled buckets of this many MiB exactly.
-
-    A lower bound on DDP's calls when tensors are small; `ddp_bucket_count` packs
-    real tensors (for the U-Net, 8 calls at 25 MiB where this says 18).
-    """
-    if bucket_cap_mb <= 0:
-        raise UsageError(f"bucket_cap_mb must be positive, got {bucket_cap_mb}")
-    return max(1, math.ceil(grad_bytes / (bucket_cap_mb * _MIB)))
-
-
-def ddp_bucket_count(
-    tensor_bytes: Sequence[int],
-    bucket_cap_mb: float = DEFAULT_BUCKET_MB,
-    first_bucket_mb: float = FIRST_BUCKET_MB,
-) -> int:
-    """All-reduce calls per step as DDP packs its buckets.
-
-    DDP fills buckets in the order gradients become ready (the reverse of
-    registration), never splits a tensor, and closes a bucket once it reaches
-    its cap; the first bucket's cap is small so the last layers' gradients go
-    out early. For the U-Net this gives the 8 -> 5 calls the tutorial counted
-    when bucket_cap_mb went from 25 to 100.
-
-    Args:
-        tensor_bytes: gradient bytes of each parameter, in registration order.
-        bucket_cap_mb: DDP's bucket_cap_mb (MiB).
-        first_bucket_mb: the first bucket's cap (MiB).
-    """
-    if bucket_cap_mb <= 0 or first_bucket_mb <= 0:
-        raise UsageError(f"bucket sizes must be positive, got {bucket_cap_mb}, {first_bucket_mb}")
-    count = 0
-    filled = 0
-    cap = first_bucket_mb * _MIB
-    for size in reversed(tensor_bytes):
-        filled += size
-        if filled >= cap:
-            count += 1
-            filled = 0
-            cap = bucket_cap_mb * _MIB
-    return max(1, count + (1 if filled else 0))
-
-
-@dataclass(frozen=True)
-class Interconnect:
-    """The links the all-reduce crosses.
-
-    Attributes:
-        gbs: network bandwidth per GPU, GB/s (a node's NICs shared by its GPUs).
-        latency_us: latency of one ring step, microseconds.
-        node_gbs: ring bandwidth inside a node (NVLink), GB/s; None: as slow as `gbs`.
-        source: where the figures come from: "hints" or "measured" (one node's
-            ring, which is usually faster than the network: optimistic).
-    """
-
-    gbs: float
-    latency_us: float = DEFAULT_LATENCY_US
-    node_gbs: float | None = None
-    source: str = "hints"
-
-    def __post_init__(self) -> None:
-        for name in ("gbs", "node_gbs"):
-            value = getattr(self, name)
-            if value is not None and not value > 0:
-                raise UsageError(f"interconnect {name} must be positive GB/s, got {value}")
-        if not self.latency_us >= 0:
-            raise UsageError(f"interconnect latency must be 0 us or more, got {self.latency_us}")
-
-
-def _positive_number(hints: Mapping[str, Any], key: str) -> float | None:
-    value = hints.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise UsageError(f"preset hint '{key}' must be a positive number, got {value!r}")
-    return float(value)
-
-
-def interconnect_from_hints(hints: Mapping[str, Any] | None) -> Interconnect | None:
-    """The preset's interconnect figures, or None when it gives no bandwidth.
-
-    Raises:
-        UsageError: a figure that is not a positive number.
-    """
-    if not hints:
-        return None
-    gbs = _positive_number(hints, HINT_GBS)
-    latency = hints.get(HINT_LATENCY_US)
-    if latency is not None and (
-        isinstance(latency, bool) or not isinstance(latency, (int, float)) or latency < 0
-    ):
-        raise UsageError(f"preset hint '{HINT_LATENCY_US}' must be 0 or more, got {latency!r}")
-    node_gbs = _positive_number(hints, HINT_NODE_GBS)
-    if gbs is None:
-        return None
-    return Interconnect(
-        gbs=gbs,
-        latency_us=DEFAULT_LATENCY_US if latency is None else float(latency),
-        node_gbs=node_gbs,
-        source="hints",
-    )
 
 
 def node_overhead_seconds(
@@ -218,23 +70,6 @@ def node_overhead_seconds(
     Negative when the node measured faster than its GPUs alone (noise): the caller clamps.
     """
     return local_batch * ranks_per_node / node_sps - local_batch / per_gpu_sps
-
-
-def effective_bandwidth_gbs(
-    overhead_s: float, grad_bytes: int, ranks: int, buckets: int, latency_us: float
-) -> float | None:
-    """The ring bandwidth that explains a measured one-node overhead.
-
-    Inverts node(g) = 2(g-1)/g * S / B + 2(g-1) * L * k for B. The result is
-    "effective": it folds in whatever overlap with backward hid. None when the
-    overhead is too small to attribute to bandwidth (or there is no ring).
-    """
-    if ranks < 2:
-        return None
-    transfer = overhead_s - 2 * (ranks - 1) * latency_us * 1e-6 * buckets
-    if transfer <= 0:
-        return None
-    return 2 * (ranks - 1) / ranks * grad_bytes / transfer / _GB
 
 
 @dataclass(frozen=True)
@@ -372,10 +207,70 @@ def estimate_scaling(
     """
     _check_inputs(per_gpu_sps, local_batch, ranks_per_node, grad_bytes, overlap, nodes, node_sps)
     g = ranks_per_node
+    buckets = _resolve_buckets(grad_bytes, bucket_cap_mb, buckets)
+    node = _node_model(
+        per_gpu_sps=per_gpu_sps,
+        local_batch=local_batch,
+        ranks_per_node=g,
+        grad_bytes=grad_bytes,
+        interconnect=interconnect,
+        node_sps=node_sps,
+        buckets=buckets,
+        overlap=overlap,
+    )
+    compute = local_batch / per_gpu_sps
+    rows = [
+        _row(n, g, local_batch, compute, grad_bytes, node, buckets, overlap)
+        for n in sorted(set(nodes))
+    ]
+    return ScalingEstimate(
+        rows=tuple(rows),
+        per_gpu_sps=per_gpu_sps,
+        local_batch=local_batch,
+        ranks_per_node=g,
+        grad_bytes=grad_bytes,
+        buckets=buckets,
+        bucket_cap_mb=bucket_cap_mb,
+        interconnect=node.interconnect,
+        overlap=overlap,
+        node_comm_s=node.comm_s,
+        node_measured=node.measured,
+        notes=node.notes,
+    )
+
+
+def _resolve_buckets(grad_bytes: int, bucket_cap_mb: float, buckets: int | None) -> int:
+    """The all-reduce calls per step given, or as many as full buckets of the cap."""
     if buckets is None:
-        buckets = bucket_count(grad_bytes, bucket_cap_mb)
-    elif buckets < 1:
+        return bucket_count(grad_bytes, bucket_cap_mb)
+    if buckets < 1:
         raise UsageError(f"a step makes at least one all-reduce call, got {buckets}")
+    return buckets
+
+
+@dataclass(frozen=True)
+class _NodeModel:
+    """One node's exposed communication, the interconnect used, and what was assumed."""
+
+    comm_s: float
+    measured: bool
+    interconnect: Interconnect
+    notes: tuple[str, ...]
+
+
+def _node_model(
+    *,
+    per_gpu_sps: float,
+    local_batch: int,
+    ranks_per_node: int,
+    grad_bytes: int,
+    interconnect: Interconnect | None,
+    node_sps: float | None,
+    buckets: int,
+    overlap: float,
+) -> _NodeModel:
+    """node(g): measured when one node ran several ranks, else modelled; the network's figures."""
+    g = ranks_per_node
     notes: list[str] = []
     measured_node = node_sps is not None and g > 1
     node_comm = 0.0
@@ -385,7 +280,7 @@ def estimate_scaling(
             notes.append("the node measured faster than its GPUs alone (noise): overhead 0")
             node_comm = 0.0
     if interconnect is None:
-        interconnect = _measured_interconnect(
+        interconnect = measured_interconnect(
             node_comm if measured_node else None, grad_bytes, g, buckets
         )
         notes.append(
@@ -398,36 +293,32 @@ def estimate_scaling(
         )
         if interconnect.node_gbs is None:
             notes.append("no NVLink figure: the node's ring is taken as slow as the network")
-    compute = local_batch / per_gpu_sps
-    rows = []
-    for n in sorted(set(nodes)):
-        # Each GPU all-reduces its 1/g shard across the nodes over its own NIC.
-        network = _ring_seconds(n, grad_bytes / g, interconnect.gbs, interconnect, buckets)
-        comm = node_comm + (1 - overlap) * network
-        step = compute + comm
-        rows.append(
-            ScalingRow(
-                nodes=n,
-                gpus=n * g,
-                samples_per_s=n * g * local_batch / step,
-                efficiency=compute / step,
-                step_s=step,
-                comm_s=comm,
-            )
-        )
-    return ScalingEstimate(
-        rows=tuple(rows),
-        per_gpu_sps=per_gpu_sps,
-        local_batch=local_batch,
-        ranks_per_node=g,
-        grad_bytes=grad_bytes,
-        buckets=buckets,
-        bucket_cap_mb=bucket_cap_mb,
-        interconnect=interconnect,
-        overlap=overlap,
-        node_comm_s=node_comm,
-        node_measured=measured_node,
-        notes=tuple(notes),
+    return _NodeModel(node_comm, measured_node, interconnect, tuple(notes))
+
+
+def _row(
+    n: int,
+    g: int,
+    local_batch: int,
+    compute: float,
+    grad_bytes: int,
+    node: _NodeModel,
+    buckets: int,
+    overlap: float,
+) -> ScalingRow:
+    """The predicted point at `n` nodes of `g` ranks."""
+    net = node.interconnect
+    # Each GPU all-reduces its 1/g shard across the nodes over its own NIC.
+    network = _ring_seconds(n, grad_bytes / g, net.gbs, net, buckets)
+    comm = node.comm_s + (1 - overlap) * network
+    step = compute + comm
+    return ScalingRow(
+        nodes=n,
+        gpus=n * g,
+        samples_per_s=n * g * local_batch / step,
+        efficiency=compute / step,
+        step_s=step,
+        comm_s=comm,
     )
 
 
@@ -435,24 +326,6 @@ def _ring_seconds(members: int, size: float, gbs: float, net: Interconnect, buck
     """Ring all-reduce of `size` bytes over `members`, in `buckets` calls."""
     transfer = 2 * (members - 1) / members * size / (gbs * _GB)
     return transfer + 2 * (members - 1) * net.latency_us * 1e-6 * buckets
-
-
-def _measured_interconnect(
-    node_comm: float | None, grad_bytes: int, ranks: int, buckets: int
-) -> Interconnect:
-    """The "measured" interconnect: the bandwidth one node's overhead implies."""
-    if node_comm is None:
-        raise UsageError(
-            f"no interconnect figures: give '{HINT_GBS}' (and '{HINT_LATENCY_US}') in the "
-            "preset's hints, or measure one node with several ranks"
-        )
-    gbs = effective_bandwidth_gbs(node_comm, grad_bytes, ranks, buckets, DEFAULT_LATENCY_US)
-    if gbs is None:
-        raise UsageError(
-            "the one-node run shows too little communication overhead to derive a bandwidth "
-            f"from: give '{HINT_GBS}' in the preset's hints"
-        )
-    return Interconnect(gbs=gbs, latency_us=DEFAULT_LATENCY_US, source="measured")
 
 
 def _pct(value: float) -> str:

@@ -16,8 +16,19 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from rich.console import Console
+
+from tuneup.cluster.job import read_job_env
+from tuneup.commands.app_deps import require_app
 from tuneup.errors import ExitCode, UsageError
+from tuneup.hardware.backends import choose_backend
+from tuneup.hardware.devices import cuda_visible_devices
+from tuneup.hardware.nvml import NvmlBackend
+from tuneup.hardware.replay import RecordingBackend, TraceRecorder
 from tuneup.hardware.types import GpuBackend
+from tuneup.monitor.once import print_once, stream_json
+from tuneup.monitor.sampler import Sampler
+from tuneup.monitor.widgets.readings import job_text
 
 MIN_INTERVAL_S = 0.1
 DEFAULT_INTERVAL_S = 0.5
@@ -125,41 +136,38 @@ def run_monitor_command(
     """
     _check_args(interval, record, replay, attach)
     if not (once or as_json):
-        from tuneup.commands.app_deps import require_app
-
         require_app("the full-screen monitor", "tuneup monitor --once / --json")
         if not (out or sys.stdout).isatty():
             raise UsageError(
                 "the live monitor needs a terminal, and standard output is not one: use "
                 "--once for one table or --json for JSON lines"
             )
-    from tuneup.monitor.slurm import read_job, visible_gpu_indices
-
     env = os.environ if environ is None else environ
-    job = read_job(env)
-    job_id = job.job_id if job is not None else None
-    visible = visible_gpu_indices(env)
+    job = read_job_env(env)
     if backend is None:
-        from tuneup.hardware.backends import choose_backend
-
-        backend = choose_backend(replay, visible)
+        backend = choose_backend(replay, cuda_visible_devices=cuda_visible_devices(env))
     if interval is None:
         interval = _replay_interval(backend) if replay is not None else DEFAULT_INTERVAL_S
     source = _source_name(backend, replay)
-    job_gpus = job.gpus if job is not None and job.gpus is not None else visible
+    job_gpus = job.gpus if job.gpus is not None else _visible_gpus(backend)
     tail = TrainMetricsTail(attach) if attach is not None else None
     if record is not None:
-        from tuneup.hardware.replay import RecordingBackend, TraceRecorder
-
         backend = RecordingBackend(backend, TraceRecorder(record))
     try:
         if once or as_json:
             return _headless(
-                backend, interval, once, as_json, source, job_id, job_gpus, tail, out, sleep
+                backend, interval, once, as_json, source, job.job_id, job_gpus, tail, out, sleep
             )
-        return _full_screen(backend, interval, source, job_id, job_gpus, tail, attach)
+        return _full_screen(backend, interval, source, job.job_id, job_gpus, tail, attach)
     finally:
         backend.close()
+
+
+def _visible_gpus(backend: GpuBackend) -> tuple[int, ...] | None:
+    """The NVML indices CUDA_VISIBLE_DEVICES narrows the watch to; None when it does not."""
+    if not isinstance(backend, NvmlBackend):
+        return None
+    return backend.selection().watched
 
 
 def _headless(
@@ -174,9 +182,6 @@ def _headless(
     out: TextIO | None,
     sleep: Callable[[float], None],
 ) -> int:
-    from tuneup.monitor.once import print_once, stream_json
-    from tuneup.monitor.widgets.readings import job_text
-
     stream = out if out is not None else sys.stdout
     if as_json:
         stream_json(
@@ -188,8 +193,6 @@ def _headless(
             sleep=sleep,
         )
         return ExitCode.OK
-    from rich.console import Console
-
     # A pipe or a file gets the table's natural width, not 80 wrapped columns.
     width = None if stream.isatty() else 200
     title = f"{source} · {job_text(job_id, job_gpus)}"
@@ -206,8 +209,7 @@ def _full_screen(
     tail: TrainMetricsTail | None,
     attach: Path | None,
 ) -> int:
-    from tuneup.monitor.app import MonitorApp
-    from tuneup.monitor.sampler import Sampler
+    from tuneup.monitor.app import MonitorApp  # Textual: only the full screen needs it
 
     app = MonitorApp(
         # The app keeps its own chart history: the sampler holds only the rounds

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tuneup.errors import ExitCode
+from tuneup.probe.summary import Summary
 
 
 def run_probe_command(
@@ -78,7 +79,7 @@ def run_probe_command(
     if as_json:
         document = {
             "results_dir": str(folder),
-            "summary": summary,
+            "summary": dict(summary.document),
             "probes": [p.to_journal() for p in outcome.probes],
         }
         print(json.dumps(document, default=str))
@@ -117,31 +118,30 @@ def _reporter(as_json: bool) -> Any:
     return PlainReporter()
 
 
-def _print_outcome(outcome: Any, summary: dict[str, Any], folder: Path) -> None:
+def _print_outcome(outcome: Any, summary: Summary, folder: Path) -> None:
     from tuneup.commands.progress import final_table
     from tuneup.probe.verdicts import confirmation_lines, stage_summary
 
-    for note in (summary.get("stability") or {}).get("notes") or []:
+    for note in summary.notes:
         print(f"note: {note}")
     final_table(outcome.probes)
     for line in stage_summary(outcome):
         print(line)
     for line in confirmation_lines(outcome):
         print(line)
-    verdict = summary.get("bottleneck", {})
-    for moment in ("before", "after"):
-        sentence = verdict.get(moment, {}).get("sentence") if isinstance(verdict, dict) else None
-        if sentence:
-            print(f"{moment}: {sentence}")
-    scaling = summary.get("scaling") or {}
-    for line in scaling.get("lines") or (
-        [f"scaling estimate: {scaling['error']}"] if scaling.get("error") else []
-    ):
-        print(line)
-    batch = summary.get("recommendation", {}).get("batch_note")
+    for moment, verdict in (("before", summary.before), ("after", summary.after)):
+        if verdict is not None and verdict.sentence:
+            print(f"{moment}: {verdict.sentence}")
+    scaling = summary.scaling
+    if scaling is not None:
+        for line in scaling.lines or (
+            [f"scaling estimate: {scaling.error}"] if scaling.error else []
+        ):
+            print(line)
+    batch = summary.recommendation.batch_note
     if batch:
         print(f"batch: {batch}")
-    headline = summary.get("recommendation", {}).get("headline")
+    headline = summary.recommendation.headline
     if headline:
         print(headline)
     from tuneup.probe.journal import quoted

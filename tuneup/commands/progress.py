@@ -9,19 +9,9 @@ from __future__ import annotations
 import sys
 from typing import IO, Any
 
+from tuneup.probe.describe import ranks_tag, result_line, session_ranks, sps_text, stragglers_text
+from tuneup.probe.events import Event, TrialEvent, WarmupEvent
 from tuneup.probe.types import ProbeResult, Status
-
-
-def _sps(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.1f}"
-
-
-def _stragglers(result: ProbeResult) -> str:
-    if not result.stragglers:
-        return ""
-    ranks = ", ".join(str(r) for r in result.stragglers)
-    many = len(result.stragglers) > 1
-    return f" (straggler{'s' if many else ''}: rank{'s' if many else ''} {ranks})"
 
 
 def _count(n: Any, what: str) -> str:
@@ -56,55 +46,10 @@ def launch_line(info: dict[str, Any]) -> str | None:
     return "tuneup probe: " + ", in ".join(parts)
 
 
-def _ranks_tag(ranks: int, session_ranks: int) -> str:
-    """The probe's ranks when it had several, or one in a session of several."""
-    if ranks > 1:
-        return f" [{ranks} ranks]"
-    return " [1 rank]" if session_ranks > 1 else ""
-
-
-def session_ranks(info: dict[str, Any]) -> int:
-    """The ranks a session's probes run with, from its info (launch, else machine)."""
-    for holder in (info.get("launch"), info.get("machine")):
-        if isinstance(holder, dict) and isinstance(holder.get("world_size"), int):
-            return int(holder["world_size"])
-    return 1
-
-
-def _unchanged(stage: str) -> str:
-    """What a probe that changes nothing measured: the baseline, or a stage's incumbent."""
-    return "baseline" if stage in ("baseline", "confirm") else "incumbent"
-
-
-def result_line(
-    result: ProbeResult,
-    baseline_sps: float | None,
-    reused: bool = False,
-    *,
-    ranks: int = 1,
-) -> str:
-    """One line per finished probe: stage, variant (and ranks), FULL rate, change, status.
-
-    `ranks` is the session's world size: a probe on fewer ranks (a 1-rank
-    reference) says so even when it ran on one.
-    """
-    label = ", ".join(f"{k}={v}" for k, v in result.variant.items()) or _unchanged(result.stage)
-    label += _ranks_tag(result.ranks, ranks)
-    if result.ok and result.full_sps and baseline_sps:
-        change = f" ({100 * (result.full_sps / baseline_sps - 1):+.1f}% vs baseline)"
-    else:
-        change = ""
-    status = result.status.value if result.ok else f"{result.status.value}: {result.reason}"
-    if result.ok and result.throttled:
-        status += " (throttled: noisy)"
-    if result.ok and result.contention is not None and result.contention.contended:
-        status += f" (contended: {result.contention.note})"
-    status += _stragglers(result)
-    again = " [from journal]" if reused else ""
-    return (
-        f"{result.stage:<13} {label:<32} FULL {_sps(result.full_sps):>10} samples/s"
-        f"{change}  {status}{again}"
-    )
+def trial_text(event: TrialEvent) -> str:
+    """The current probe's bar during a trial; `index` counts from 1, as the app shows it."""
+    index = "?" if event.index is None else event.index
+    return f"{event.phase} trial {index}: {sps_text(event.samples_per_s)} samples/s"
 
 
 class PlainReporter:
@@ -179,16 +124,11 @@ class RichReporter(PlainReporter):
             self.current, description=f"{stage}: {label}", completed=0, total=1, visible=True
         )
 
-    def event(self, event: dict[str, Any]) -> None:
+    def event(self, event: Event) -> None:
         """Worker events move the current probe's bar (called from the reader thread)."""
-        kind = event.get("event")
-        if kind == "trial":
-            self.progress.update(
-                self.current,
-                description=f"{event.get('phase', '')} trial {event.get('index', 0) + 1}: "
-                f"{_sps(event.get('samples_per_s'))} samples/s",
-            )
-        elif kind == "warmup":
+        if isinstance(event, TrialEvent):
+            self.progress.update(self.current, description=trial_text(event))
+        elif isinstance(event, WarmupEvent):
             self.progress.update(self.current, description="measuring")
 
     def probe_done(self, result: ProbeResult, reused: bool) -> None:
@@ -218,20 +158,20 @@ def final_table(probes: list[ProbeResult], stream: IO[str] | None = None) -> Non
         )
     for p in probes:
         variant = ", ".join(f"{k}={v}" for k, v in p.variant.items()) or "-"
-        variant += _ranks_tag(p.ranks, ranks)
+        variant += ranks_tag(p.ranks, ranks)
         versus = (
             f"{100 * (p.full_sps / baseline - 1):+.1f}%" if p.ok and p.full_sps and baseline else ""
         )
         status = p.status.value if p.status is Status.OK else f"{p.status.value}: {p.reason}"
         if p.ok and p.throttled:
             status += " (throttled: noisy)"
-        status += _stragglers(p)
+        status += stragglers_text(p)
         table.add_row(
             p.stage,
             variant,
-            _sps(p.io_sps),
-            _sps(p.synthetic_sps),
-            _sps(p.full_sps),
+            sps_text(p.io_sps),
+            sps_text(p.synthetic_sps),
+            sps_text(p.full_sps),
             versus,
             status,
         )

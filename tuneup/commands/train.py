@@ -10,9 +10,10 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from tuneup.bundled import DEFAULT_PRESET, cache_dir, ensure_synthetic_data, read_bundled_preset
+from tuneup.bundled import DEFAULT_PRESET, cache_dir, read_bundled_preset
 from tuneup.config import TrainConfig, load_config
 from tuneup.errors import ExitCode, UsageError
+from tuneup.trainer.datacache import ensure_synthetic_data
 from tuneup.trainer.distributed import DistEnv, dist_env_from, exit_skipping_teardown
 from tuneup.trainer.expdir import (
     DEFAULT_RUN_NUM,

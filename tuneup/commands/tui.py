@@ -6,15 +6,30 @@ Textual is imported only inside `run_tui_command`, so `tuneup --help` stays fast
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import io
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from tuneup.cluster.job import JobEnv, read_job_env
 from tuneup.cluster.signals import StopSignals
+from tuneup.commands.app_deps import require_app
 from tuneup.errors import ExitCode, UsageError
+from tuneup.hardware.backends import choose_backend
+from tuneup.hardware.devices import cuda_visible_devices
+from tuneup.hardware.machine import machine_info
+from tuneup.preset.load import load_preset
+from tuneup.probe.assembly import choose_layout, pick_preset
+from tuneup.probe.journal import ResultsDir
+from tuneup.probe.types import MachineInfo
+from tuneup.trainers.adapters import DEFAULT_TRAINER, load_trainer, scan_trainers
 
-# The app drives the U-Net worker or the sim surface; other trainers run headless.
-TRAINERS = ("unet", "sim")
+
+def app_trainers() -> list[str]:
+    """The trainers the app drives (`in_app`); others run headless (imports every trainer)."""
+    adapters, _broken = scan_trainers()  # a broken plugin is reported where it is named
+    return [name for name, adapter in adapters.items() if adapter.in_app]
 
 
 def run_tui_command(
@@ -26,39 +41,33 @@ def run_tui_command(
     out: Path | None = None,
 ) -> int:
     """Open the app: SETUP for a new session, or the review of `results`."""
-    from tuneup.hardware.machine import machine_info
-    from tuneup.monitor.slurm import read_job
-    from tuneup.probe.journal import ResultsDir
-
-    trainer = trainer or "unet"
-    if trainer not in TRAINERS:
-        raise UsageError(f"--trainer {trainer}: choose one of {', '.join(TRAINERS)}")
+    trainer = trainer or DEFAULT_TRAINER
+    if not load_trainer(trainer).in_app:
+        raise UsageError(
+            f"--trainer {trainer}: the app drives {', '.join(app_trainers())}; run this "
+            f"trainer with `tuneup probe --trainer {trainer}`"
+        )
     if results is not None:
         ResultsDir(results).session()  # not a results folder: one line, before the screen opens
     if replay is not None and not replay.is_file():
         raise UsageError(f"--replay {replay}: no such trace file (record one with --record)")
     if preset_name is not None:
-        from tuneup.preset.load import load_preset
-
         load_preset(preset_name)  # an unknown preset fails here, with the known names
-    from tuneup.commands.app_deps import require_app
-
     require_app("the full-screen app", "tuneup probe / tuneup monitor --once")
-    from tuneup.tui.app import TuneupApp, replayed_gpus
+    from tuneup.tui.app import TuneupApp, replayed_gpus  # Textual: only once the app can run
 
     machine = machine_info()
     if preset_name is None:
-        from tuneup.probe.assembly import pick_preset
-
         preset_name, _why = pick_preset(None, machine)
-    machine = _with_layout(machine, preset_name)
+    job = read_job_env(gpu_count=machine.gpu_count if machine.cuda else 0)
+    machine = _with_layout(machine, preset_name, job)
     app = TuneupApp(
         machine,
         trainer=trainer,
         out=out,
         review=results,
         preset_name=preset_name,
-        job=read_job(),
+        job=job,
         monitor_backend=replayed_gpus(replay) if replay is not None else None,
         gpu_memory_gib=_gpu_memory_gib() if machine.cuda else (),
     )
@@ -79,15 +88,8 @@ def _exit_soon(app: Any) -> None:
         app.exit()
 
 
-def _with_layout(machine: Any, preset_name: str) -> Any:
+def _with_layout(machine: MachineInfo, preset_name: str, job: JobEnv) -> MachineInfo:
     """The machine with the rank layout the setup screen offers first (job or preset)."""
-    import dataclasses
-
-    from tuneup.cluster.job import read_job_env
-    from tuneup.preset.load import load_preset
-    from tuneup.probe.assembly import choose_layout
-
-    job = read_job_env(gpu_count=machine.gpu_count if machine.cuda else 0)
     try:
         plan = choose_layout(None, None, load_preset(preset_name), job, machine)
     except UsageError:
@@ -95,12 +97,17 @@ def _with_layout(machine: Any, preset_name: str) -> Any:
     return dataclasses.replace(machine, world_size=plan.world_size, nodes=plan.nodes)
 
 
-def _gpu_memory_gib() -> tuple[float, ...]:
-    """Each visible GPU's memory from NVML (the parent never starts CUDA)."""
-    from tuneup.hardware.backends import choose_backend
-    from tuneup.monitor.slurm import visible_gpu_indices
+def _gpu_memory_gib(
+    nvml_module: Any = None, environ: Mapping[str, str] | None = None
+) -> tuple[float, ...]:
+    """Each visible GPU's memory from NVML (the parent never starts CUDA).
 
-    backend = choose_backend(visible=visible_gpu_indices())
+    Args:
+        nvml_module, environ: a pynvml stand-in and the environment, for tests.
+    """
+    backend = choose_backend(
+        cuda_visible_devices=cuda_visible_devices(environ), nvml_module=nvml_module
+    )
     try:
         return tuple((d.memory_total_mb or 0.0) / 1024 for d in backend.devices())
     finally:

@@ -6,10 +6,10 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from tuneup.cluster.shm import batches_in_flight, shm_shortfall
-from tuneup.cluster.toolchain import compile_blocker
 from tuneup.config import build_config
 from tuneup.doctor.facts import Facts
 from tuneup.doctor.honesty import HONEST, Honesty
+from tuneup.hardware.toolchain import compile_blocker
 from tuneup.probe.preflight import batch_bytes
 
 OK, WARN, FAIL = "OK", "WARN", "FAIL"

@@ -12,9 +12,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from tuneup.cluster.job import describe, read_job_env
 from tuneup.cluster.shm import shm_free_bytes
-from tuneup.cluster.toolchain import Toolchain, find_toolchain
 from tuneup.hardware.machine import apex_fused_adam_available, has_module, usable_cpus
+from tuneup.hardware.nvml import DriverGpu, read_driver_facts
+from tuneup.hardware.toolchain import Toolchain, find_toolchain
 
 
 @dataclass(frozen=True)
@@ -76,45 +78,30 @@ class Facts:
 
 
 def read_nvml(nvml: Any = None) -> NvmlReading:
-    """Every GPU NVML lists, and the driver's versions; NVML failing is a fact, never a crash."""
-    if nvml is None:
-        try:
-            import pynvml  # type: ignore[import-untyped,import-not-found]
-        except Exception as exc:
-            return NvmlReading(error=f"nvidia-ml-py does not import: {exc}")
-        nvml = pynvml
-    try:
-        nvml.nvmlInit()
-    except Exception as exc:
-        return NvmlReading(error=f"NVML did not start ({type(exc).__name__}): no driver here?")
-    try:
-        driver = _call(nvml, "nvmlSystemGetDriverVersion")
-        version = _call(nvml, "nvmlSystemGetNVMLVersion")
-        cuda = _call(nvml, "nvmlSystemGetCudaDriverVersion")
-        cuda_driver = f"{int(cuda) // 1000}.{int(cuda) % 1000 // 10}" if cuda else None
-        gpus = []
-        for index in range(nvml.nvmlDeviceGetCount()):
-            handle = nvml.nvmlDeviceGetHandleByIndex(index)
-            memory = _call(nvml, "nvmlDeviceGetMemoryInfo", handle)
-            mig = _call(nvml, "nvmlDeviceGetMigMode", handle)
-            gpus.append(
-                GpuFact(
-                    _text(nvml.nvmlDeviceGetName(handle)),
-                    None if memory is None else round(memory.total / 2**30, 1),
-                    None if mig is None else bool(mig[0]),
-                )
-            )
-        return NvmlReading(
-            tuple(gpus),
-            None if driver is None else _text(driver),
-            cuda_driver,
-            None if version is None else _text(version),
-        )
-    except Exception as exc:
-        return NvmlReading(error=f"NVML failed: {type(exc).__name__}: {exc}")
-    finally:
-        with contextlib.suppress(Exception):
-            nvml.nvmlShutdown()
+    """Every GPU NVML lists, and the driver's versions; NVML failing is a fact, never a crash.
+
+    Read through `tuneup.hardware.nvml`, the one door to pynvml.
+
+    Args:
+        nvml: a module with pynvml's API (tests pass a fake); `pynvml` when None.
+    """
+    driver = read_driver_facts(nvml)
+    return NvmlReading(
+        gpus=tuple(_gpu_fact(gpu) for gpu in driver.gpus),
+        driver=driver.driver,
+        cuda_driver=driver.cuda_driver,
+        nvml_version=driver.nvml_version,
+        error=driver.error,
+    )
+
+
+def _gpu_fact(gpu: DriverGpu) -> GpuFact:
+    memory = gpu.memory_total_mb
+    return GpuFact(
+        gpu.name or "unknown GPU",
+        None if memory is None else round(memory / 1024, 1),  # MiB to GiB
+        gpu.mig,
+    )
 
 
 def read_torch() -> TorchFacts:
@@ -162,8 +149,6 @@ def read_meminfo(path: str = "/proc/meminfo") -> tuple[int | None, int | None]:
 def read_slurm(environ: Mapping[str, str]) -> str | None:
     if "SLURM_JOB_ID" not in environ:
         return None
-    from tuneup.cluster.job import describe, read_job_env
-
     return describe(read_job_env(dict(environ)))
 
 
@@ -180,8 +165,8 @@ def gather_facts(
     module_available: Callable[[str], bool] = has_module,
     apex_available: Callable[[], bool] = apex_fused_adam_available,
 ) -> Facts:
-    env = os.environ if environ is None else environ
     """Read everything the checks judge; pass fakes for any source (tests do for all)."""
+    env = os.environ if environ is None else environ
     reading = read_nvml(nvml)
     total, available = meminfo()
     return Facts(
@@ -202,21 +187,6 @@ def gather_facts(
         toolchain=toolchain(),
         tf32_override=env.get("NVIDIA_TF32_OVERRIDE"),
     )
-
-
-def _call(nvml: Any, name: str, *args: Any) -> Any:
-    """An optional NVML call: None where the binding or the GPU lacks it."""
-    function = getattr(nvml, name, None)
-    if function is None:
-        return None
-    try:
-        return function(*args)
-    except Exception:
-        return None
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _cudnn_text(version: int) -> str:

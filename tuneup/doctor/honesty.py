@@ -78,7 +78,7 @@ def run_honesty(*, cpu: bool, repeats: int = REPEATS, steps: int = STEPS) -> Hon
     from tuneup.trainer.build import build_training
     from tuneup.trainer.distributed import DistEnv
     from tuneup.trainer.flops import flops_per_sample, math_mode, peak_tflops
-    from tuneup.worker.phases import DeviceTimer, SetupWorkload
+    from tuneup.worker.workload import DeviceTimer, SetupWorkload
 
     on_gpu = not cpu and torch.cuda.is_available()
     values = dict(GPU_CONFIG if on_gpu else CPU_CONFIG)

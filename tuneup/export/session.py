@@ -2,8 +2,9 @@
 
 The one place `tuneup export` and the app read a results folder for export:
 the recommended values, the hints (the preset's, with the probed layout and
-job), the ranks and data boxes the recommendation was measured with, and for
-the `command` trainer the user's own command section.
+job), the ranks and data boxes the recommendation was measured with, and the
+trainer's own preset section. A trainer that declares exports of its own (the
+`command` trainer: the user's command) renders them through its adapter.
 """
 
 from __future__ import annotations
@@ -13,14 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tuneup_plugins.command import export as command_export
-
-from tuneup.config import build_config
 from tuneup.errors import UsageError
 from tuneup.export.render import FORMATS, render
 from tuneup.export.slurm import hints_from_session
 from tuneup.export.tutorial import SC22, TutorialRun
-from tuneup.probe.journal import ResultsDir
+from tuneup.preset.load import load_preset
+from tuneup.probe.journal import SUMMARY, ResultsDir
+from tuneup.trainers.adapters import DEFAULT_TRAINER, TrainerAdapter, load_trainer, scan_trainers
 
 
 @dataclass(frozen=True)
@@ -28,19 +28,29 @@ class SessionExport:
     """What a session's exports are made of.
 
     Attributes:
-        command: the `command` trainer's section as the session ran it; None for
-            tuneup's own trainer.
+        adapter: the trainer the session measured with; its own `exports`, when
+            it declares any, replace tuneup's formats. None: tuneup's formats
+            (no session, or its trainer is no longer installed).
+        section: the trainer's preset section as the session ran it (the
+            `command` trainer's `command:`); None when it has none.
+        source: the session's preset (a name or path), for messages.
     """
 
     values: dict[str, Any]
     hints: dict[str, Any] = field(default_factory=dict)
     run: TutorialRun | None = None
-    command: dict[str, Any] | None = None
-    source: str = "command"
+    adapter: TrainerAdapter | None = None
+    section: dict[str, Any] | None = None
+    source: str = ""
 
     @property
     def formats(self) -> tuple[str, ...]:
-        return command_export.COMMAND_FORMATS if self.command is not None else FORMATS
+        own = tuple(self.adapter.exports) if self.adapter is not None else ()
+        return own or FORMATS
+
+    def file_name(self, fmt: str) -> str | None:
+        """The file the trainer's own export `fmt` is written to; None for tuneup's formats."""
+        return self.adapter.exports.get(fmt) if self.adapter is not None else None
 
 
 def read_session_export(folder: Path) -> SessionExport:
@@ -52,34 +62,45 @@ def read_session_export(folder: Path) -> SessionExport:
     """
     results = ResultsDir(folder)
     session = results.session()
-    values = results.summary()["recommendation"]["values"]
-    command = None
-    source = str(session.get("preset_source") or session.get("preset") or "command")
-    if session.get("trainer") == "command":
-        command = _command_section(session, source)
+    values = results.summary().recommendation.values
+    if not values:
+        raise UsageError(
+            f"{folder / SUMMARY} has no recommended values: nothing to export "
+            "(run the session again)"
+        )
+    trainer = str(session.get("trainer") or DEFAULT_TRAINER)
+    source = str(session.get("preset_source") or session.get("preset") or trainer)
+    adapter = _installed(trainer)
+    section = None
+    if adapter is not None and adapter.section and adapter.exports:
+        section = _trainer_section(session, trainer, source)
     return SessionExport(
         values=dict(values),
         hints=hints_from_session(session),
         run=tutorial_run(session, values),
-        command=command,
+        adapter=adapter,
+        section=section,
         source=source,
     )
 
 
-def _command_section(session: Mapping[str, Any], source: str) -> dict[str, Any]:
+def _installed(trainer: str) -> TrainerAdapter | None:
+    """The session's trainer; None when it is no longer installed (its values are knobs all
+    the same, which tuneup's own formats render)."""
+    try:
+        return load_trainer(trainer)
+    except UsageError:
+        return None
+
+
+def _trainer_section(
+    session: Mapping[str, Any], trainer: str, source: str
+) -> dict[str, Any] | None:
     """The section the session recorded; an older session's comes from its preset."""
-    recorded = session.get("command")
+    recorded = session.get(trainer)
     if isinstance(recorded, Mapping):
         return dict(recorded)
-    from tuneup.preset.load import load_preset
-
-    preset = load_preset(source)
-    if preset.command is None:
-        raise UsageError(
-            f"cannot export the command: session.json records none and preset {source} "
-            "has no command section"
-        )
-    return dict(preset.command)
+    return load_preset(source).sections.get(trainer)
 
 
 def render_session(export: SessionExport, fmt: str, edition: str = SC22) -> str:
@@ -88,18 +109,27 @@ def render_session(export: SessionExport, fmt: str, edition: str = SC22) -> str:
     Raises:
         UsageError: a format the session has no meaning for, or bad values or hints.
     """
-    if export.command is None:
-        if fmt not in FORMATS:
-            raise UsageError(
-                f"--format {fmt} is for a session that tuned your own command (trainer "
-                f"'command'); this one tuned tuneup's U-Net: choose one of {', '.join(FORMATS)}"
-            )
-        return render(fmt, export.values, hints=export.hints, run=export.run, edition=edition)
-    from tuneup_plugins.command.adapter import parse_command_section
+    adapter = export.adapter
+    if adapter is not None and adapter.exports:
+        return adapter.render_export(
+            fmt, export.section, export.values, export.hints, export.source
+        )
+    if fmt not in FORMATS:
+        _refuse_anothers_format(fmt, adapter)
+    return render(fmt, export.values, hints=export.hints, run=export.run, edition=edition)
 
-    spec = parse_command_section(export.command, export.source)
-    cfg = build_config(export.values, source="the exported config")
-    return command_export.render(fmt, spec, export.values, cfg, export.hints)
+
+def _refuse_anothers_format(fmt: str, adapter: TrainerAdapter | None) -> None:
+    """Raise when `fmt` is another trainer's own format (render() refuses any other)."""
+    adapters, _broken = scan_trainers()
+    owner = next((a for a in adapters.values() if fmt in a.exports), None)
+    if owner is None:
+        return
+    this = f"this one tuned {adapter.tunes}" if adapter is not None else "this one did not"
+    raise UsageError(
+        f"--format {fmt} is for a session that tuned {owner.tunes} (trainer '{owner.name}'); "
+        f"{this}: choose one of {', '.join(FORMATS)}"
+    )
 
 
 def tutorial_run(session: Mapping[str, Any], values: Mapping[str, Any]) -> TutorialRun:

@@ -18,10 +18,9 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from tuneup.config import TrainConfig, build_config, knob_fields
+from tuneup.config import MAX_LEVELS, TrainConfig, build_config, knob_fields
 from tuneup.errors import UsageError
 from tuneup.export.configs import scalar
-from tuneup.trainer.flops import MAX_LEVELS
 
 SC22 = "sc22"
 SC21 = "sc21"

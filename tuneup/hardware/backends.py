@@ -37,6 +37,7 @@ def choose_backend(
     replay: Path | None = None,
     visible: Sequence[int] | None = None,
     *,
+    cuda_visible_devices: str | None = None,
     nvml_module: Any = None,
     clock: Callable[[], float] = time.time,
 ) -> GpuBackend:
@@ -45,13 +46,16 @@ def choose_backend(
 
     Args:
         replay: a trace recorded with `--record` (malformed: UsageError).
-        visible: NVML indices to watch; None watches every GPU.
+        visible: NVML indices to watch; None watches every GPU (or those of
+            `cuda_visible_devices`).
+        cuda_visible_devices: CUDA_VISIBLE_DEVICES' value (see
+            `tuneup.hardware.devices.cuda_visible_devices`), applied to NVML's GPUs.
         nvml_module: a pynvml stand-in for tests.
         clock: the NVML samples' clock.
     """
     if replay is not None:
         return ReplayBackend(replay)
-    nvml = NvmlBackend(nvml_module, visible, clock=clock)
+    nvml = NvmlBackend(nvml_module, visible, cuda_visible_devices=cuda_visible_devices, clock=clock)
     ok, reason = nvml.available()
     if ok:
         return nvml

@@ -16,7 +16,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from tuneup.cluster.toolchain import Toolchain, compile_blocker, find_toolchain
+from tuneup.hardware.devices import cuda_visible_devices
+from tuneup.hardware.nvml import NvmlBackend
+from tuneup.hardware.toolchain import Toolchain, compile_blocker, find_toolchain
+from tuneup.hardware.types import GpuDevice
 from tuneup.probe.types import MachineInfo
 
 
@@ -70,86 +73,42 @@ def apex_fused_adam_available(find_spec: Callable[[str], Any] = importlib.util.f
         return False
 
 
-def _visible(names: list[str], uuids: list[str], cuda_visible: str | None) -> list[str]:
-    """Apply CUDA_VISIBLE_DEVICES, which NVML ignores, to NVML's device list.
-
-    Entries are indices or GPU-UUID prefixes; like CUDA, the list stops at the
-    first entry that names no device.
-    """
-    if cuda_visible is None:
-        return names
-    chosen: list[str] = []
-    for entry in (e.strip() for e in cuda_visible.split(",")):
-        if entry.isdigit() and int(entry) < len(names):
-            chosen.append(names[int(entry)])
-        elif entry.startswith("GPU-") and (
-            hits := [i for i, u in enumerate(uuids) if u.startswith(entry)]
-        ):
-            chosen.append(names[hits[0]])
-        elif entry.startswith("MIG-") and names:
-            chosen.append(f"MIG {entry}")
-        else:
-            break
-    return chosen
-
-
 def nvml_visible_gpus(
     nvml: Any = None, environ: Mapping[str, str] | None = None
 ) -> list[tuple[str, float | None]]:
     """(name, memory in GiB or None) of the GPUs this process may use; [] on any NVML failure.
 
-    The one NVML reader of this module: `nvml_gpu_names` and the preset
-    auto-pick both use it. CUDA_VISIBLE_DEVICES is applied (see `_visible`).
+    NVML is read through `NvmlBackend`, the one door to pynvml; `nvml_gpu_names`
+    and the preset auto-pick both use this. CUDA_VISIBLE_DEVICES is applied
+    (`tuneup.hardware.devices`); a MIG instance it names counts as a GPU of
+    unknown memory.
 
     Args:
         nvml: the pynvml module (tests pass a fake); imported when None.
         environ: for CUDA_VISIBLE_DEVICES; os.environ when None.
     """
-    env = os.environ if environ is None else environ
-    if nvml is None:
-        try:
-            import pynvml as nvml  # type: ignore[import-not-found]
-        except Exception:
-            return []
+    backend = NvmlBackend(nvml, cuda_visible_devices=cuda_visible_devices(environ))
     try:
-        nvml.nvmlInit()
-    except Exception:  # no driver, no library, no permission: zero GPUs, never a crash
-        return []
-    try:
-        gpus: list[tuple[str, float | None]] = []
-        uuids: list[str] = []
-        for index in range(nvml.nvmlDeviceGetCount()):
-            handle = nvml.nvmlDeviceGetHandleByIndex(index)
-            gpus.append((_text(nvml.nvmlDeviceGetName(handle)), _memory_gib(nvml, handle)))
-            try:
-                uuids.append(_text(nvml.nvmlDeviceGetUUID(handle)))
-            except Exception:
-                uuids.append("")
-    except Exception:
+        devices = {device.index: device for device in backend.devices()}
+        selection = backend.selection()
+    except Exception:  # no driver, a broken one, no permission: zero GPUs, never a crash
         return []
     finally:
         with contextlib.suppress(Exception):
-            nvml.nvmlShutdown()
-    # The visibility rules work on names; index strings map the chosen ones back.
-    chosen = _visible([str(i) for i in range(len(gpus))], uuids, env.get("CUDA_VISIBLE_DEVICES"))
-    return [gpus[int(c)] if c.isdigit() else (c, None) for c in chosen]
+            backend.close()
+    indices = sorted(devices) if selection.indices is None else selection.indices
+    gpus = [_named(devices[i]) for i in indices if i in devices]
+    return gpus + [(f"MIG {name}", None) for name in selection.mig]
+
+
+def _named(device: GpuDevice) -> tuple[str, float | None]:
+    memory = device.memory_total_mb
+    return (device.name or "unknown GPU", None if memory is None else round(memory / 1024, 1))
 
 
 def nvml_gpu_names(nvml: Any = None, environ: Mapping[str, str] | None = None) -> list[str]:
     """Names of the GPUs this process may use, through NVML; [] on any NVML failure."""
     return [name for name, _memory in nvml_visible_gpus(nvml, environ)]
-
-
-def _memory_gib(nvml: Any, handle: Any) -> float | None:
-    try:
-        return round(nvml.nvmlDeviceGetMemoryInfo(handle).total / 2**30, 1)
-    except Exception:  # not supported on this GPU
-        return None
-
-
-def _text(value: str | bytes) -> str:
-    # Older nvidia-ml-py returns bytes.
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def machine_info(

@@ -5,10 +5,13 @@ supported", any other NVML error and a function this pynvml release lacks
 into None. So a reading a GPU does not have is None, a GPU that falls off
 the bus mid-run gives samples with only its index and time, and a machine
 without a driver gives zero GPUs: the monitor never sees an NVML exception.
+`read_driver_facts` is the one-shot reading `tuneup doctor` makes: the
+driver's versions and each GPU's name, memory and MIG mode.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import threading
 import time
@@ -17,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tuneup.hardware.devices import VisibleGpus, parse_visible_devices
 from tuneup.hardware.types import GpuDevice, GpuProcess, GpuSample
 
 _MIB = 2**20  # NVML counts bytes; we report MB as nvidia-smi does (MiB)
@@ -64,6 +68,27 @@ def _text(value: Any) -> str | None:
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
+@dataclass(frozen=True)
+class DriverGpu:
+    """One GPU as the driver lists it; None where NVML does not say."""
+
+    index: int
+    name: str | None = None
+    memory_total_mb: float | None = None
+    mig: bool | None = None  # MIG mode (current); None: the GPU has no MIG
+
+
+@dataclass(frozen=True)
+class DriverFacts:
+    """What the driver says through NVML, with no CUDA context (as nvidia-smi reads it)."""
+
+    gpus: tuple[DriverGpu, ...] = ()
+    driver: str | None = None
+    cuda_driver: str | None = None  # the newest CUDA the driver supports, e.g. "12.4"
+    nvml_version: str | None = None
+    error: str | None = None  # why NVML could not be read, in one line; None when it was
+
+
 @dataclass
 class _Gpm:
     """Two GPM sample buffers of one GPU; rates need a previous sample."""
@@ -74,18 +99,23 @@ class _Gpm:
 
 
 class NvmlBackend:
-    """GPU readings from NVML, for every GPU or only the `visible` ones.
+    """GPU readings from NVML, for every GPU or only the visible ones.
 
-    NVML is started lazily (on the first `available`, `devices` or
-    `sample`), never on import or construction.
+    NVML is started lazily (on the first `available`, `devices`, `sample`
+    or `selection`), never on import or construction.
 
     Args:
         nvml_module: a module with pynvml's API; `pynvml` is imported when
             None (tests pass `tuneup.testing.FakeNvml`).
-        visible: NVML indices to watch (a SLURM job's or
-            CUDA_VISIBLE_DEVICES' GPUs); None watches all.
+        visible: NVML indices to watch; None watches all (or those of
+            `cuda_visible_devices`).
+        cuda_visible_devices: CUDA_VISIBLE_DEVICES' value, applied to NVML's
+            GPUs by index or UUID (`tuneup.hardware.devices`); None: unset.
         clock: the samples' clock, epoch seconds.
         proc_root: where process names are read (`<proc_root>/<pid>/comm`).
+
+    Raises:
+        ValueError: both `visible` and `cuda_visible_devices` are given.
     """
 
     name = "nvml"
@@ -95,17 +125,23 @@ class NvmlBackend:
         nvml_module: Any = None,
         visible: Sequence[int] | None = None,
         *,
+        cuda_visible_devices: str | None = None,
         clock: Callable[[], float] = time.time,
         proc_root: Path = Path("/proc"),
     ) -> None:
+        if visible is not None and cuda_visible_devices is not None:
+            raise ValueError("watch GPUs by indices or by CUDA_VISIBLE_DEVICES, not both")
         self._nvml = nvml_module
         self._visible = None if visible is None else list(visible)
+        self._cuda_visible = cuda_visible_devices
+        self._selection = VisibleGpus(None)
         self._clock = clock
         self._proc_root = proc_root
         self._lock = threading.Lock()
         self._started = False
         self._initialized = False  # nvmlInit succeeded and nvmlShutdown is owed
         self._reason = ""
+        self._failure: tuple[str, Exception] | None = None  # ("import" | "init", why)
         self._handles: list[tuple[int, Any]] = []
         self._devices: list[GpuDevice] | None = None
         self._gpm: dict[int, _Gpm | None] = {}
@@ -113,15 +149,29 @@ class NvmlBackend:
     # -- the one door to NVML ---------------------------------------------------
     def _call(self, function: str, *args: Any) -> Any:
         """`nvml.<function>(*args)`, or None when it is missing or raises an NVML error."""
+        return self._attempt(function, *args)[0]
+
+    def _attempt(self, function: str, *args: Any) -> tuple[Any, Exception | None]:
+        """`_call`, also saying why there was no answer: (value, None) or (None, the error)."""
         nvml = self._nvml
-        target = getattr(nvml, function, None)
+        try:
+            target = getattr(nvml, function)
+        except AttributeError as exc:  # a pynvml release without this function
+            return None, exc
         if target is None:
-            return None
+            return None, AttributeError(f"pynvml's {function} is None")
         error = getattr(nvml, "NVMLError", None) or Exception
         try:
-            return target(*args)
-        except (error, AttributeError):
-            return None
+            return target(*args), None
+        except (error, AttributeError) as exc:
+            return None, exc
+
+    def _answer(self, function: str, *args: Any) -> Any:
+        """`nvml.<function>(*args)` for a reading that must be there: its error is raised."""
+        value, error = self._attempt(function, *args)
+        if error is not None:
+            raise error
+        return value
 
     # -- GpuBackend ---------------------------------------------------------------
     def available(self) -> tuple[bool, str]:
@@ -143,6 +193,56 @@ class NvmlBackend:
             self._start()
             now = self._clock()
             return [self._read(index, handle, now) for index, handle in self._handles]
+
+    def selection(self) -> VisibleGpus:
+        """What CUDA_VISIBLE_DEVICES chose, with its note; every GPU when it was not given."""
+        with self._lock:
+            self._start()
+            return self._selection
+
+    def driver_facts(self) -> DriverFacts:
+        """The driver's versions and every GPU it lists (not only the watched ones).
+
+        Never raises. When NVML does not start, or a GPU does not give its
+        count, handle or name (a GPU fallen off the bus), `error` says why in
+        one line and the rest is empty: a node NVML cannot fully list is not
+        described as healthy. Memory and MIG mode a GPU lacks are None.
+        """
+        with self._lock:
+            try:
+                return self._read_driver_facts()
+            except Exception as exc:  # NVML, or a pynvml that breaks our reading of it
+                return DriverFacts(error=f"NVML failed: {type(exc).__name__}: {exc}")
+
+    def _read_driver_facts(self) -> DriverFacts:
+        self._start()
+        if not self._initialized:
+            return DriverFacts(error=self._failure_text())
+        driver = _text(self._call("nvmlSystemGetDriverVersion"))
+        nvml_version = _text(self._call("nvmlSystemGetNVMLVersion"))
+        cuda_driver = _cuda_version(self._call("nvmlSystemGetCudaDriverVersion"))
+        count = self._answer("nvmlDeviceGetCount")
+        gpus = tuple(self._driver_gpu(index) for index in range(count))
+        return DriverFacts(gpus, driver, cuda_driver, nvml_version)
+
+    def _driver_gpu(self, index: int) -> DriverGpu:
+        handle = self._answer("nvmlDeviceGetHandleByIndex", index)
+        memory = self._call("nvmlDeviceGetMemoryInfo", handle)
+        mig = self._call("nvmlDeviceGetMigMode", handle)  # (current, pending)
+        return DriverGpu(
+            index=index,
+            name=_text(self._answer("nvmlDeviceGetName", handle)),
+            memory_total_mb=_number(getattr(memory, "total", None), _MIB),
+            mig=None if mig is None else bool(mig[0]),
+        )
+
+    def _failure_text(self) -> str:
+        if self._failure is None:
+            return self._reason or "NVML: not started"
+        stage, exc = self._failure
+        if stage == "import":
+            return f"nvidia-ml-py does not import: {exc}"
+        return f"NVML did not start ({type(exc).__name__}): no driver here?"
 
     def close(self) -> None:
         with self._lock:
@@ -166,13 +266,20 @@ class NvmlBackend:
         self._started = True
         if self._nvml is None:
             try:
+                # Imported on first use: a machine without the driver's library still starts.
                 self._nvml = importlib.import_module("pynvml")
-            except ImportError:
+            except ImportError as exc:
+                self._failure = ("import", exc)
                 self._reason = "NVML: nvidia-ml-py is not installed (pip install nvidia-ml-py)"
+                return
+            except Exception as exc:  # a broken install: still "no NVML", never a crash
+                self._failure = ("import", exc)
+                self._reason = f"NVML: nvidia-ml-py does not import: {exc}"
                 return
         try:
             self._nvml.nvmlInit()
         except Exception as exc:  # no library, no driver, no permission: all mean "no NVML"
+            self._failure = ("init", exc)
             self._reason = f"NVML: {exc or type(exc).__name__}"
             return
         self._initialized = True
@@ -180,18 +287,35 @@ class NvmlBackend:
         if not count:
             self._reason = "NVML: no GPU found"
             return
-        wanted = range(count) if self._visible is None else self._visible
-        for index in wanted:
+        wanted = self._visible
+        if self._cuda_visible is not None:
+            self._selection = parse_visible_devices(self._cuda_visible, self._uuids(count))
+            watched = self._selection.watched
+            wanted = None if watched is None else list(watched)
+        for index in range(count) if wanted is None else wanted:
             handle = self._call("nvmlDeviceGetHandleByIndex", index) if index < count else None
             if handle is not None:
                 self._handles.append((index, handle))
         if not self._handles:
-            self._reason = (
-                f"NVML: none of the selected GPUs {self._visible} exists "
+            self._reason = self._none_selected(wanted, count)
+
+    def _uuids(self, count: int) -> list[str]:
+        """Each GPU's UUID in NVML's order; "" where NVML does not say."""
+        uuids = []
+        for index in range(count):
+            handle = self._call("nvmlDeviceGetHandleByIndex", index)
+            uuid = None if handle is None else self._call("nvmlDeviceGetUUID", handle)
+            uuids.append(_text(uuid) or "")
+        return uuids
+
+    def _none_selected(self, wanted: list[int] | None, count: int) -> str:
+        if wanted:
+            return (
+                f"NVML: none of the selected GPUs {wanted} exists "
                 f"(this machine has {count}: indices 0-{count - 1})"
-                if self._visible
-                else "NVML: no GPU selected (the visible GPU list is empty)"
             )
+        why = self._selection.note or "the visible GPU list is empty"
+        return f"NVML: no GPU selected ({why})"
 
     # -- readings --------------------------------------------------------------------
     def _describe(self, index: int, handle: Any) -> GpuDevice:
@@ -316,3 +440,27 @@ class NvmlBackend:
             float(m.value) if m.nvmlReturn == 0 else None for m in request.metrics[: len(wanted)]
         )
         return sm, tensor
+
+
+def read_driver_facts(nvml_module: Any = None) -> DriverFacts:
+    """The driver's versions and every GPU NVML lists; NVML failing is a fact, never a crash.
+
+    NVML is started, read and shut down again.
+
+    Args:
+        nvml_module: a module with pynvml's API; `pynvml` is imported when None.
+    """
+    backend = NvmlBackend(nvml_module)
+    try:
+        return backend.driver_facts()
+    finally:
+        with contextlib.suppress(Exception):  # a failed shutdown does not undo the reading
+            backend.close()
+
+
+def _cuda_version(value: Any) -> str | None:
+    """NVML's CUDA driver version (12040) as text ("12.4"); None when NVML did not say."""
+    if not value:
+        return None
+    version = int(value)
+    return f"{version // 1000}.{version % 1000 // 10}"

@@ -253,11 +253,11 @@ class ReplayBackend:
             if self._start is None:
                 self._start = now
             elapsed = max(0.0, now - self._start)
-            lap = 0
+            laps = 0.0
             if self.loop:
-                lap, elapsed = divmod(elapsed, self._period)
+                laps, elapsed = divmod(elapsed, self._period)
             position = max(0, bisect.bisect_right(self._offsets, elapsed) - 1)
-            shift = self._start - self._frames[0].time + lap * self._period
+            shift = self._start - self._frames[0].time + laps * self._period
         samples = self._frames[position].samples
         if not shift:
             return list(samples)

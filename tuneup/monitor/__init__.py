@@ -1,1 +1,1 @@
-"""Live GPU monitoring: backends (NVML, replay, none), the sampler, and the monitor screen."""
+"""Live GPU monitoring: the sampler, telemetry windows, the poller, the monitor screen and app."""

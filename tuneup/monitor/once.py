@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.table import Table
 
 from tuneup.hardware.types import GpuBackend, GpuDevice, GpuSample
@@ -25,7 +25,7 @@ def snapshot_table(
     """One row per GPU: the readings `nvidia-smi` users look for, and its processes."""
     by_index = {d.index: d for d in devices}
     table = Table(title=title, title_justify="left", expand=False)
-    for header, justify in (
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
         ("GPU", "right"),
         ("name", "left"),
         ("util", "right"),
@@ -35,7 +35,8 @@ def snapshot_table(
         ("SM clock", "right"),
         ("mem clock", "right"),
         ("throttle", "left"),
-    ):
+    )
+    for header, justify in columns:
         table.add_column(header, justify=justify)
     for sample in sorted(samples, key=lambda s: s.index):
         device = by_index.get(sample.index)
@@ -61,7 +62,12 @@ def process_table(samples: Sequence[GpuSample]) -> Table | None:
     if not rows:
         return None
     table = Table(title="processes", title_justify="left")
-    for header, justify in (("GPU", "right"), ("PID", "right"), ("process", "left")):
+    process_columns: tuple[tuple[str, JustifyMethod], ...] = (
+        ("GPU", "right"),
+        ("PID", "right"),
+        ("process", "left"),
+    )
+    for header, justify in process_columns:
         table.add_column(header, justify=justify)
     table.add_column("GPU memory", justify="right")
     for row in rows:

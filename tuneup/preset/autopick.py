@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tuneup.hardware.machine import nvml_visible_gpus
+
 
 @dataclass(frozen=True)
 class GpuModel:
@@ -99,12 +101,10 @@ def auto_pick(gpus: Sequence[GpuModel], cpus: int, *, cuda: bool = True) -> Pick
 def gpu_inventory(nvml: Any = None, environ: Mapping[str, str] | None = None) -> list[GpuModel]:
     """The GPUs this process may use, with their memory, through NVML; [] on any NVML failure.
 
-    CUDA_VISIBLE_DEVICES is applied as for `machine.nvml_gpu_names`.
+    CUDA_VISIBLE_DEVICES is applied as for `tuneup.hardware.machine.nvml_gpu_names`.
 
     Args:
         nvml: the pynvml module (tests pass a fake); imported when None.
         environ: for CUDA_VISIBLE_DEVICES; os.environ when None.
     """
-    from tuneup.hardware.machine import nvml_visible_gpus
-
     return [GpuModel(name, memory) for name, memory in nvml_visible_gpus(nvml, environ)]

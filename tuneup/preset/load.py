@@ -2,7 +2,8 @@
 
 A preset is YAML: `name`, `description`, `train` (TrainConfig knobs),
 optionally `synthetic_data` (a box made on first use when no data path is
-given), `probe` and `command` (the `command` trainer's section). `probe` holds
+given), `probe`, and a section for a trainer that reads one, named after it
+(the `command` trainer's `command:`). `probe` holds
 `stages` (names, or a name mapped to that stage's own candidate values),
 `budget`, `hints` (machine facts for exports and the cluster model) and
 `launch` (`nproc`, `nodes`: the ranks each probe runs with; absent, the CLI's
@@ -19,9 +20,10 @@ Validation is strict and complete: every problem is listed in one UsageError.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,55 +31,13 @@ import yaml
 
 from tuneup.bundled import bundled_preset_names, read_bundled_preset
 from tuneup.errors import UsageError
-from tuneup.preset.schema import PRESET_KEYS, PROBE_KEYS
 from tuneup.preset import schema
+from tuneup.preset.schema import PROBE_KEYS
+from tuneup.preset.sections import check_sections
+from tuneup.preset.types import DEFAULT_STAGES, Launch, ProbePreset
 from tuneup.probe.types import Budget, Candidate, MachineInfo
 
-DEFAULT_STAGES = (
-    "workers",
-    "data",
-    "tf32",
-    "amp",
-    "optimizer",
-    "jit",
-    "cuda_graphs",
-    "channels_last",
-    "batch_size",
-)
 YAML_SUFFIXES = (".yaml", ".yml")
-
-
-@dataclass(frozen=True)
-class Launch:
-    """The ranks a preset's probes run with; None leaves it to the CLI (the allocation's GPUs)."""
-
-    nproc: int | None = None
-    nodes: int | None = None
-
-
-@dataclass(frozen=True)
-class ProbePreset:
-    """A validated preset, ready for a probe session.
-
-    Attributes:
-        stage_candidates: a stage's own candidate values from the preset, by stage
-            name; stages absent here keep their declared candidates.
-        source: the bundled name, or the file's absolute path: what --resume reloads.
-        origin: where it was found: "bundled", "user: PATH" or "file: PATH".
-    """
-
-    name: str
-    description: str
-    train: dict[str, Any]
-    synthetic_data: dict[str, Any] | None = None
-    stages: tuple[str, ...] = DEFAULT_STAGES
-    budget: Budget = field(default_factory=Budget)
-    hints: dict[str, Any] = field(default_factory=dict)
-    source: str = ""
-    stage_candidates: dict[str, tuple[Candidate, ...]] = field(default_factory=dict)
-    launch: Launch = field(default_factory=Launch)
-    command: dict[str, Any] | None = None
-    origin: str = ""
 
 
 def problems_error(label: str, problems: list[str]) -> UsageError:
@@ -97,7 +57,7 @@ def parse_preset(data: Any, source: str, *, default_name: str | None = None) -> 
     """
     if not isinstance(data, Mapping):
         raise problems_error(source, [f"a preset must be a mapping, got {schema.type_name(data)}"])
-    problems = schema.unknown_keys(data, PRESET_KEYS, "")
+    sections, problems = check_sections(data)
     for key in ("name", "description"):
         if key in data and not isinstance(data[key], str):
             problems.append(f"{key}: must be text, got {schema.type_name(data[key])}")
@@ -120,11 +80,6 @@ def parse_preset(data: Any, source: str, *, default_name: str | None = None) -> 
     problems += found
     launch, found = schema.check_launch(probe.get("launch"))
     problems += found
-    command = data.get("command")
-    if command is not None and not isinstance(command, Mapping):
-        problems.append(f"command: must be a mapping, got {schema.type_name(command)}")
-    else:
-        problems += schema.check_command(command, source)
     if problems:
         raise problems_error(source, problems)
     name = data.get("name") or default_name or source
@@ -138,7 +93,7 @@ def parse_preset(data: Any, source: str, *, default_name: str | None = None) -> 
         hints=hints,
         stage_candidates=candidates,
         launch=Launch(**launch),
-        command=dict(command) if command is not None else None,
+        sections=sections,
     )
 
 
@@ -261,9 +216,11 @@ class PresetEntry:
 def list_presets(environ: Mapping[str, str] | None = None) -> list[PresetEntry]:
     """Every preset, bundled then the user's; what fails to load is listed with why."""
     bundled = bundled_preset_names()
-    entries = [_entry(name, lambda n=name: load_preset(n, environ=environ)) for name in bundled]
+    entries = [
+        _entry(name, functools.partial(load_preset, name, environ=environ)) for name in bundled
+    ]
     for name, path in user_preset_files(environ).items():
-        entry = _entry(name, lambda p=path: _load_file(p, environ), path)
+        entry = _entry(name, functools.partial(_load_file, path, environ), path)
         entries.append(dataclasses.replace(entry, shadowed=name in bundled))
     return entries
 
@@ -298,8 +255,8 @@ def preset_to_dict(preset: ProbePreset) -> dict[str, Any]:
         data["synthetic_data"] = dict(preset.synthetic_data)
     data["train"] = dict(preset.train)
     data["probe"] = probe
-    if preset.command is not None:
-        data["command"] = dict(preset.command)
+    for trainer, section in preset.sections.items():
+        data[trainer] = dict(section)
     return data
 
 

@@ -17,7 +17,8 @@ from tuneup.cluster.site import SITE_HINT_KEYS, hint_problem
 from tuneup.errors import UsageError
 from tuneup.probe.types import Budget, Candidate
 
-PRESET_KEYS = ("name", "description", "train", "synthetic_data", "probe", "command")
+PRESET_KEYS = ("name", "description", "train", "synthetic_data", "probe")
+"""The core keys of a preset; a trainer may read one more, named after it (preset.sections)."""
 PROBE_KEYS = ("stages", "budget", "hints", "launch")
 SYNTH_KEYS = ("box", "val_box", "seed")
 LAUNCH_KEYS = ("nproc", "nodes")
@@ -372,16 +373,3 @@ def check_stages(
         candidates[name] = tuple(Candidate(candidate_label(v), v) for v in values_list)
     # Candidates of one knob repeat the same complaint: say it once.
     return tuple(names), candidates, list(dict.fromkeys(problems))
-
-
-def check_command(raw: Any, source: str) -> list[str]:
-    """The `command:` trainer's section, checked by its adapter when that module is installed."""
-    if raw is None:
-        return []
-    try:
-        from tuneup_plugins.command.adapter import check_command_section
-    except ImportError:  # the command trainer is not part of this install
-        return []
-    # The adapter starts each line with the source; the preset's error names it once.
-    prefix = f"{source}: "
-    return [p.removeprefix(prefix) for p in check_command_section(raw, source)]

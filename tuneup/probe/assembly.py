@@ -26,6 +26,7 @@ from tuneup.cluster.leftovers import find_leftovers, stop_leftovers
 from tuneup.errors import UsageError
 from tuneup.preset.load import ProbePreset, load_preset, preset_warnings
 from tuneup.probe.engine import Engine, build_engine
+from tuneup.probe.events import EventHandler
 from tuneup.probe.journal import ResultsDir, quoted
 from tuneup.probe.lock import ResultsLock
 from tuneup.probe.session import (
@@ -36,7 +37,7 @@ from tuneup.probe.session import (
     stage_plans,
 )
 from tuneup.probe.types import Budget, MachineInfo
-from tuneup.trainers.adapters import load_trainer
+from tuneup.trainers.adapters import DEFAULT_TRAINER, load_trainer
 
 DEFAULT_ROOT = Path("tuneup-results")
 EngineFactory = Callable[..., Engine]  # build_engine's signature
@@ -49,7 +50,7 @@ class SessionRequest:
     Attributes:
         preset: a preset name or YAML path; None: picked by the GPUs found.
         stages: the stages to run, in order; None: the preset's.
-        trainer: "unet", "sim", "command" or a plugin's; None: "unet".
+        trainer: a registered trainer's name; None: DEFAULT_TRAINER.
         search: "staged" or "grid".
         seed: the session's seed.
         nproc: ranks per node; None: the preset's, else what the job gives.
@@ -202,8 +203,9 @@ def base_values(preset: ProbePreset, trainer: str, data_path: Path | None) -> di
         return values
     synth = preset.synthetic_data
     needs_files = values.get("data_loader_config", "lowmem") != "synthetic"
-    if trainer == "unet" and synth and needs_files and not values.get("train_path"):
-        from tuneup.bundled import cache_dir, ensure_synthetic_data
+    if synth and needs_files and not values.get("train_path") and load_trainer(trainer).data_files:
+        from tuneup.bundled import cache_dir
+        from tuneup.trainer.datacache import ensure_synthetic_data
 
         train, val, made = ensure_synthetic_data(
             synth["box"], synth["val_box"], synth.get("seed", 0), cache_dir()
@@ -226,7 +228,7 @@ def assemble_new(
     *,
     out: Path | None = None,
     reporter: Reporter | None = None,
-    on_event: Callable[[dict[str, Any]], None] | None = None,
+    on_event: EventHandler | None = None,
     job: JobEnv | None = None,
     engine_factory: EngineFactory = build_engine,
     clock: Callable[[], float] = time.time,
@@ -239,7 +241,7 @@ def assemble_new(
             baseline whose loader cannot run here).
         FolderBusy: another live tuneup writes to `out`.
     """
-    trainer = request.trainer or "unet"
+    trainer = request.trainer or DEFAULT_TRAINER
     load_trainer(trainer)  # fails early, listing the known ones, before any data is made
     preset_name, why = pick_preset(request.preset, machine)
     preset = load_preset(preset_name)
@@ -293,7 +295,7 @@ def assemble_resume(
     machine: MachineInfo,
     *,
     reporter: Reporter | None = None,
-    on_event: Callable[[dict[str, Any]], None] | None = None,
+    on_event: EventHandler | None = None,
     job: JobEnv | None = None,
     engine_factory: EngineFactory = build_engine,
 ) -> AssembledSession:
@@ -331,7 +333,7 @@ def assemble_resume(
         recorded_budget = info.get("budget")
         if isinstance(recorded_budget, dict):
             preset = dataclasses.replace(preset, budget=Budget(**recorded_budget))
-        trainer = str(info.get("trainer") or "unet")
+        trainer = str(info.get("trainer") or DEFAULT_TRAINER)
         load_trainer(trainer)
         launched = info.get("launch") or {}
         nproc = request.nproc if request.nproc is not None else launched.get("nproc")
@@ -408,7 +410,7 @@ def _build(
     lock: ResultsLock,
     resumed: bool,
     reporter: Reporter | None,
-    on_event: Callable[[dict[str, Any]], None] | None,
+    on_event: EventHandler | None,
     engine_factory: EngineFactory,
     notes: list[str],
     alerts: list[str],

@@ -4,11 +4,11 @@ front ends (`tuneup probe` and the app) so they cannot drift apart.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tuneup.probe.events import Event, EventHandler
 from tuneup.probe.hostload import ContentionWatch, HostLoadSampler
 
 if TYPE_CHECKING:
@@ -47,10 +47,10 @@ def build_engine(
     *,
     launch: LaunchPlan,
     job: JobEnv,
-    on_event: Callable[[dict[str, Any]], None] | None = None,
+    on_event: EventHandler | None = None,
     preset: ProbePreset | None = None,
 ) -> Engine:
-    """The registered trainer's backend, with a GPU sampler where the U-Net runs on GPUs.
+    """The registered trainer's backend, with a GPU sampler where it has GPU telemetry and GPUs.
 
     Every trainer's probes are watched for other processes using the host
     (hostload.ContentionWatch): a contended probe is measured again by the search.
@@ -63,17 +63,17 @@ def build_engine(
     adapter = load_trainer(trainer)
     gpu_backend = None
     sampler = None
-    if trainer == "unet" and machine.cuda:  # telemetry only where NVML can see GPUs
+    if adapter.gpu_telemetry and machine.cuda:  # telemetry only where NVML can see GPUs
         from tuneup.hardware.backends import choose_backend
-        from tuneup.monitor.slurm import visible_gpu_indices
+        from tuneup.hardware.devices import cuda_visible_devices
         from tuneup.probe.session import gpu_sampler
 
-        gpu_backend = choose_backend(visible=visible_gpu_indices())
+        gpu_backend = choose_backend(cuda_visible_devices=cuda_visible_devices())
         sampler = gpu_sampler(trainer, gpu_backend)
     host = HostLoadSampler()
-    watch_events: list[Callable[[dict[str, Any]], None]] = []
+    watch_events: list[EventHandler] = []
 
-    def events(event: dict[str, Any]) -> None:
+    def events(event: Event) -> None:
         for hear in watch_events:
             hear(event)
         if on_event is not None:

@@ -6,6 +6,12 @@ are flushed one by one: whatever reached the pipe before a crash is kept.
 Non-finite floats are written as JSON's ``NaN``/``Infinity`` extensions, which
 Python's :mod:`json` reads back, so a diverged loss stays a float.
 
+Reading is done here once (`parse_event`, `event_from_record`): each line
+becomes a frozen value of its kind (`StartEvent`, `WarmupEvent`, `TrialEvent`,
+`LossEvent`, `ResultEvent`, `ErrorEvent`), its fields checked for type (a
+number that is not one, a list that is not one, reads as missing). Everything
+downstream reads attributes.
+
 Nothing here imports torch: exceptions are classified by their type names,
 modules and messages.
 """
@@ -15,15 +21,134 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable, Iterator
-from typing import IO, Any
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import IO, Any, ClassVar
 
 from tuneup.errors import UsageError
+from tuneup.probe.jsonvalues import EMPTY, as_list, count, empty, number, number_map, numbers, text
 from tuneup.probe.types import ERROR_KINDS, EVENT_KINDS
 
 MESSAGE_LIMIT = 2000
 """Error messages are cut to this many characters: one event line stays one
 short write, so lines from several ranks sharing a pipe do not interleave."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Event:
+    """What every event carries.
+
+    Attributes:
+        event: the kind, one of EVENT_KINDS (a class constant).
+        time: the worker's wall clock when it wrote the line; None when absent.
+        raw: the whole line as read (read-only), for fields this version does
+            not model (a newer worker's, a test stand-in's).
+    """
+
+    event: ClassVar[str] = ""
+    time: float | None = None
+    raw: Mapping[str, Any] = field(default_factory=empty, compare=False, repr=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StartEvent(Event):
+    """The worker is up: versions, device, ranks, the config it runs."""
+
+    event: ClassVar[str] = "start"
+    tuneup: str = ""
+    torch: str = ""
+    cuda: str | None = None
+    device: str = ""
+    device_type: str = ""
+    world_size: int | None = None
+    pid: int | None = None
+    startup_s: float | None = None
+    config: Mapping[str, Any] = field(default_factory=empty)
+
+
+@dataclass(frozen=True, kw_only=True)
+class WarmupEvent(Event):
+    """Warm-up ended: how long, how many steps, one-time costs and their break-even."""
+
+    event: ClassVar[str] = "warmup"
+    seconds: float | None = None
+    steps: int | None = None
+    steady_step_s: float | None = None
+    stable: bool | None = None
+    one_time_s: Mapping[str, float] = field(default_factory=empty)
+    break_even_steps: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrialEvent(Event):
+    """One timed trial of a phase; `index` counts from 1, dropped trials included."""
+
+    event: ClassVar[str] = "trial"
+    phase: str = ""
+    index: int | None = None
+    samples_per_s: float | None = None
+    batches: int | None = None
+    seconds: float | None = None
+    rank_seconds: tuple[float, ...] = ()
+
+    @property
+    def span(self) -> tuple[float, float] | None:
+        """(start, end) on the wall clock; None without a time or a duration."""
+        if self.time is None or self.seconds is None or self.seconds < 0:
+            return None
+        return self.time - self.seconds, self.time
+
+
+@dataclass(frozen=True, kw_only=True)
+class LossEvent(Event):
+    """The loss at one recorded step (1-based), from the fixed seed."""
+
+    event: ClassVar[str] = "loss"
+    step: int | None = None
+    value: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResultEvent(Event):
+    """The probe's measurements (phases.run_probe's result)."""
+
+    event: ClassVar[str] = "result"
+    io_sps: float | None = None
+    synthetic_sps: float | None = None
+    full_sps: float | None = None
+    full_sps_trials: tuple[float, ...] = ()
+    io_sps_trials: tuple[float, ...] = ()
+    synthetic_sps_trials: tuple[float, ...] = ()
+    iqr_pct: float | None = None
+    loss_start: float | None = None
+    loss_end: float | None = None
+    losses: tuple[float, ...] = ()
+    scaler_overflows: int | None = None
+    mem_peak_mb: float | None = None
+    warmup_s: float | None = None
+    warmup_steps: int | None = None
+    steady_step_s: float | None = None
+    one_time_s: Mapping[str, float] = field(default_factory=empty)
+    break_even_steps: float | None = None
+    ranks: int | None = None
+    rank_sps: tuple[float, ...] = ()
+    stragglers: tuple[int, ...] = ()
+    trials_discarded: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ErrorEvent(Event):
+    """A failure: its kind (ERROR_KINDS, or whatever the line said), message and rank."""
+
+    event: ClassVar[str] = "error"
+    kind: str = "other"
+    message: str = ""
+    rank: int | None = None
+
+
+EventHandler = Callable[[Event], None]
+"""Hears each event of a running probe (the runner calls it from its reader thread)."""
 
 
 def encode_event(kind: str, fields: dict[str, Any], *, now: float | None = None) -> str:
@@ -34,7 +159,7 @@ def encode_event(kind: str, fields: dict[str, Any], *, now: float | None = None)
     return json.dumps(record)
 
 
-def parse_event(line: str) -> dict[str, Any] | None:
+def parse_event(line: str) -> Event | None:
     """The event on ``line``, or None when the line is not one (blank, a stray print)."""
     text = line.strip()
     if not text.startswith("{"):
@@ -43,14 +168,126 @@ def parse_event(line: str) -> dict[str, Any] | None:
         record = json.loads(text)
     except ValueError:
         return None
-    if not isinstance(record, dict) or record.get("event") not in EVENT_KINDS:
+    if not isinstance(record, dict):
         return None
-    return record
+    return event_from_record(record)
 
 
-def parse_events(lines: Iterator[str] | list[str]) -> list[dict[str, Any]]:
+def parse_events(lines: Iterator[str] | Iterable[str]) -> list[Event]:
     """Every event among ``lines``, in order, skipping lines that are not events."""
     return [event for line in lines if (event := parse_event(line)) is not None]
+
+
+def event_from_record(record: Mapping[str, Any]) -> Event | None:
+    """The typed event of one decoded line; None when its ``event`` is no known kind.
+
+    A field of the wrong type reads as missing (its default): a worker's bug
+    or a stray line costs that field, never the parent.
+    """
+    reader = _READERS.get(str(record.get("event")))
+    if reader is None:
+        return None
+    common: dict[str, Any] = {
+        "time": number(record.get("time")),
+        "raw": MappingProxyType(dict(record)),
+    }
+    return reader(record.get, common)
+
+
+_Get = Callable[..., Any]  # the decoded line's dict.get
+
+
+def _start_event(get: _Get, common: dict[str, Any]) -> Event:
+    config = get("config")
+    cuda = get("cuda")
+    return StartEvent(
+        **common,
+        tuneup=text(get("tuneup")),
+        torch=text(get("torch")),
+        cuda=cuda if isinstance(cuda, str) else None,
+        device=text(get("device")),
+        device_type=text(get("device_type")),
+        world_size=count(get("world_size")),
+        pid=count(get("pid")),
+        startup_s=number(get("startup_s")),
+        config=MappingProxyType(dict(config)) if isinstance(config, dict) else EMPTY,
+    )
+
+
+def _warmup_event(get: _Get, common: dict[str, Any]) -> Event:
+    stable = get("stable")
+    return WarmupEvent(
+        **common,
+        seconds=number(get("seconds")),
+        steps=count(get("steps")),
+        steady_step_s=number(get("steady_step_s")),
+        stable=stable if isinstance(stable, bool) else None,
+        one_time_s=number_map(get("one_time_s")),
+        break_even_steps=number(get("break_even_steps")),
+    )
+
+
+def _trial_event(get: _Get, common: dict[str, Any]) -> Event:
+    return TrialEvent(
+        **common,
+        phase=text(get("phase")),
+        index=count(get("index")),
+        samples_per_s=number(get("samples_per_s")),
+        batches=count(get("batches")),
+        seconds=number(get("seconds")),
+        rank_seconds=numbers(get("rank_seconds")),
+    )
+
+
+def _loss_event(get: _Get, common: dict[str, Any]) -> Event:
+    return LossEvent(**common, step=count(get("step")), value=number(get("value")))
+
+
+def _result_event(get: _Get, common: dict[str, Any]) -> Event:
+    return ResultEvent(
+        **common,
+        io_sps=number(get("io_sps")),
+        synthetic_sps=number(get("synthetic_sps")),
+        full_sps=number(get("full_sps")),
+        full_sps_trials=numbers(get("full_sps_trials")),
+        io_sps_trials=numbers(get("io_sps_trials")),
+        synthetic_sps_trials=numbers(get("synthetic_sps_trials")),
+        iqr_pct=number(get("iqr_pct")),
+        loss_start=number(get("loss_start")),
+        loss_end=number(get("loss_end")),
+        losses=numbers(get("losses")),
+        scaler_overflows=count(get("scaler_overflows")),
+        mem_peak_mb=number(get("mem_peak_mb")),
+        warmup_s=number(get("warmup_s")),
+        warmup_steps=count(get("warmup_steps")),
+        steady_step_s=number(get("steady_step_s")),
+        one_time_s=number_map(get("one_time_s")),
+        break_even_steps=number(get("break_even_steps")),
+        ranks=count(get("ranks")),
+        rank_sps=numbers(get("rank_sps")),
+        stragglers=tuple(r for r in map(count, as_list(get("stragglers"))) if r is not None),
+        trials_discarded=count(get("trials_discarded")),
+    )
+
+
+def _error_event(get: _Get, common: dict[str, Any]) -> Event:
+    message = get("message")
+    return ErrorEvent(
+        **common,
+        kind=str(get("kind", "other")),
+        message="" if message is None else str(message),
+        rank=count(get("rank")),
+    )
+
+
+_READERS: dict[str, Callable[[_Get, dict[str, Any]], Event]] = {
+    "start": _start_event,
+    "warmup": _warmup_event,
+    "trial": _trial_event,
+    "loss": _loss_event,
+    "result": _result_event,
+    "error": _error_event,
+}
 
 
 class EventWriter:
@@ -119,8 +356,8 @@ def classify_error(exc: BaseException) -> str:
     """
     chain = list(_chain(exc))
     for item in chain:
-        names = [name for _, name in _type_names(item)]
-        if "OutOfMemoryError" in names or "out of memory" in str(item).lower():
+        item_names = [name for _, name in _type_names(item)]
+        if "OutOfMemoryError" in item_names or "out of memory" in str(item).lower():
             return "oom"
     if isinstance(exc, (UsageError, NotImplementedError)):
         return "unsupported"

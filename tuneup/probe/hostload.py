@@ -22,12 +22,13 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tuneup.cluster.proctree import PROC, descendants, read_processes
+from tuneup.probe.events import Event, TrialEvent
 from tuneup.probe.types import Candidate, Contention, ProbeResult
 
 # Other processes taking this share of the usable CPUs (and at least half a CPU)
@@ -242,14 +243,14 @@ class ContentionWatch:
         self._lock = threading.Lock()
         self._full: list[tuple[float, float]] = []
 
-    def on_event(self, event: Mapping[str, Any]) -> None:
+    def on_event(self, event: Event) -> None:
         """Remember FULL trial windows (called from the runner's reader thread; never raises)."""
-        if event.get("event") != "trial" or event.get("phase") != "full":
+        if not isinstance(event, TrialEvent) or event.phase != "full":
             return
-        end, seconds = event.get("time"), event.get("seconds")
-        if isinstance(end, (int, float)) and isinstance(seconds, (int, float)):
+        span = event.span
+        if span is not None:
             with self._lock:
-                self._full.append((float(end) - float(seconds), float(end)))
+                self._full.append(span)
 
     def __call__(self, stage: str, candidate: Candidate, values: dict[str, Any]) -> ProbeResult:
         with self._lock:
@@ -268,8 +269,9 @@ class ContentionWatch:
         if host is None or (result.contended and not host.contended):
             return result  # nothing read, or the backend's own note says more
         gpu = result.contention.gpu_processes if result.contention is not None else None
-        result.contention = with_gpu_processes(host, gpu) if gpu else host
-        return result
+        return dataclasses.replace(
+            result, contention=with_gpu_processes(host, gpu) if gpu else host
+        )
 
     @property
     def limit_s(self) -> float | None:

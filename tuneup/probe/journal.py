@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tuneup.errors import UsageError
+from tuneup.probe.summary import Summary
 from tuneup.probe.types import ProbeResult
 
 SESSION = "session.json"
@@ -126,7 +127,10 @@ class ResultsDir:
             os.fsync(file.fileno())
 
     def results(self) -> list[ProbeResult]:
-        """Every journaled probe, in order; an unreadable line is skipped (see `repair`)."""
+        """Every journaled probe, in order; an unreadable line is skipped (see `repair`).
+
+        The one reader of journal.jsonl: each line through `ProbeResult.from_journal`.
+        """
         file = self.path / JOURNAL
         if not file.is_file():
             return []
@@ -186,14 +190,23 @@ class ResultsDir:
     def write_summary(self, summary: dict[str, Any]) -> None:
         self._write_json(SUMMARY, summary)
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> Summary:
+        """The finished session's summary.json, typed (tuneup.probe.summary).
+
+        Raises:
+            UsageError: there is none (the session did not finish), or it is not
+                a JSON object.
+        """
         file = self.path / SUMMARY
         if not file.is_file():
             raise UsageError(
                 f"{self.path} has no {SUMMARY}: the session did not finish "
                 f"(resume it with `tuneup probe --resume {quoted(self.path)}`)"
             )
-        return json.loads(file.read_text())
+        data = json.loads(file.read_text())
+        if not isinstance(data, dict):
+            raise UsageError(f"{file} is damaged (not a JSON object): run the session again")
+        return Summary.from_document(data)
 
     def _write_json(self, name: str, data: dict[str, Any]) -> None:
         target = self.path / name

@@ -26,20 +26,26 @@ import subprocess
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from tuneup.cluster.guardian import guarded
 from tuneup.cluster.launch import Launcher, LocalLauncher, RankFailure, rank_failures
 from tuneup.cluster.leftovers import MARKER
 from tuneup.cluster.proctree import Tree
 from tuneup.errors import UsageError
-from tuneup.probe.events import parse_event
+from tuneup.probe.events import (
+    ErrorEvent,
+    Event,
+    EventHandler,
+    ResultEvent,
+    StartEvent,
+    WarmupEvent,
+    parse_event,
+)
 from tuneup.probe.types import ProbeResult, ProbeSpec, Status
-
-EventHandler = Callable[[dict[str, Any]], None]
 
 # How the child ended, as far as the runner is concerned.
 EXITED = "exited"  # by itself
@@ -54,18 +60,7 @@ _STDERR_TAIL_LINES = 200
 _STDOUT_LOG_LINES = 200
 _READER_JOIN_S = 2.0  # a process that escaped the group may hold the pipe open; don't wait on it
 
-# Fields a `result` event may carry, copied onto ProbeResult as they are.
-_NUMBER_FIELDS = (
-    "io_sps",
-    "synthetic_sps",
-    "full_sps",
-    "iqr_pct",
-    "warmup_s",
-    "loss_start",
-    "loss_end",
-    "mem_peak_mb",
-)
-_LIST_FIELDS = ("full_sps_trials", "losses", "rank_sps")
+_E = TypeVar("_E", bound=Event)
 
 _ERROR_LABELS = {"cuda": "CUDA error", "nccl": "NCCL error", "compile": "compile error"}
 
@@ -81,7 +76,9 @@ __all__ = [
     "ProbeRunner",
     "build_result",
     "classify",
+    "signal_reason",
     "transient",
+    "with_detail",
 ]
 
 
@@ -93,7 +90,7 @@ class ChildRun:
     stderr_path: Path
     returncode: int | None = None
     ended: str = EXITED
-    events: list[dict[str, Any]] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
     # The last stdout lines that were not events (library chatter, prints).
     stdout_log: deque[str] = field(default_factory=lambda: deque(maxlen=_STDOUT_LOG_LINES))
     stderr_tail: list[str] = field(default_factory=list)
@@ -187,10 +184,10 @@ class ProbeRunner:
             record.events, record.returncode, record.ended, limit, record.stderr_tail
         )
         result = build_result(stage, variant, spec, record.events, status, reason, wall_s)
-        result.transient = status is not Status.OK and transient(
+        again = status is not Status.OK and transient(
             record.events, record.returncode, record.ended, record.stderr_tail
         )
-        return result
+        return replace(result, transient=again)
 
     def _next_paths(self, stage: str) -> tuple[Path, Path]:
         """Fresh file names in workdir, never overwriting an earlier probe's files.
@@ -300,7 +297,7 @@ class ProbeRunner:
 
 
 def classify(
-    events: Iterable[Mapping[str, Any]],
+    events: Iterable[Event],
     returncode: int | None,
     ended: str,
     limit_s: float,
@@ -333,7 +330,7 @@ def classify(
     last_line = _last_line(stderr_tail)
     if returncode is None:
         return Status.CRASH, last_line or "the worker did not start"
-    errors = [e for e in events if e.get("event") == "error"]
+    errors = [e for e in events if isinstance(e, ErrorEvent)]
     failures = rank_failures(stderr_tail) if returncode != 0 else []
     silent = _silent_death(failures, errors)
     if silent is not None:
@@ -341,20 +338,20 @@ def classify(
     # The first error is the cause; later ones tend to be fallout from it.
     if errors:
         return _classify_error(errors[0])
-    has_result = any(e.get("event") == "result" for e in events)
+    has_result = any(isinstance(e, ResultEvent) for e in events)
     if returncode == 0:
         if has_result:
             return Status.OK, ""
-        return Status.CRASH, _with_detail("worker exited without a result", last_line)
+        return Status.CRASH, with_detail("worker exited without a result", last_line)
     if returncode < 0:
-        return Status.CRASH, _with_detail(_signal_reason(-returncode), last_line)
+        return Status.CRASH, with_detail(signal_reason(-returncode), last_line)
     if failures:
         root = next((f for f in failures if f.root_cause), failures[0])
         return Status.CRASH, _rank_reason(root)
     prefix = f"worker exited with status {returncode}"
     if has_result:
         prefix += " after its result"
-    return Status.CRASH, _with_detail(prefix, last_line)
+    return Status.CRASH, with_detail(prefix, last_line)
 
 
 # Signals a process sends itself when its own code fails: they come back the next time.
@@ -364,7 +361,7 @@ CRASH_SIGNALS = frozenset(
 
 
 def transient(
-    events: Iterable[Mapping[str, Any]],
+    events: Iterable[Event],
     returncode: int | None,
     ended: str,
     stderr_tail: list[str],
@@ -374,10 +371,8 @@ def transient(
     error, or an NCCL timeout."""
     if ended != EXITED or returncode is None:
         return False
-    errors = [e for e in events if e.get("event") == "error"]
-    if any(
-        e.get("kind") == "nccl" and "timeout" in str(e.get("message", "")).lower() for e in errors
-    ):
+    errors = [e for e in events if isinstance(e, ErrorEvent)]
+    if any(e.kind == "nccl" and "timeout" in e.message.lower() for e in errors):
         return True
     if returncode < 0:
         return not errors and -returncode not in CRASH_SIGNALS
@@ -390,7 +385,7 @@ def build_result(
     stage: str,
     variant: dict[str, Any],
     spec: ProbeSpec,
-    events: Iterable[Mapping[str, Any]],
+    events: Iterable[Event],
     status: Status,
     reason: str,
     wall_s: float,
@@ -401,60 +396,60 @@ def build_result(
     one can never be mistaken for a fast one; warm-up facts and the rank
     count are kept for any status because they help explain a failure.
     """
-    result = ProbeResult(
+    events = list(events)
+    fields: dict[str, Any] = {}
+    start = _last_event(events, StartEvent)
+    ranks = (start.world_size if start is not None else None) or 1
+    warmup = _last_event(events, WarmupEvent)
+    if warmup is not None:
+        fields.update(
+            warmup_s=warmup.seconds,
+            break_even_steps=warmup.break_even_steps,
+            one_time_s=dict(warmup.one_time_s),
+        )
+    measured = _last_event(events, ResultEvent)
+    if measured is not None and status is Status.OK:
+        numbers = {
+            "io_sps": measured.io_sps,
+            "synthetic_sps": measured.synthetic_sps,
+            "full_sps": measured.full_sps,
+            "iqr_pct": measured.iqr_pct,
+            "warmup_s": measured.warmup_s,
+            "loss_start": measured.loss_start,
+            "loss_end": measured.loss_end,
+            "mem_peak_mb": measured.mem_peak_mb,
+        }
+        fields.update({name: value for name, value in numbers.items() if value is not None})
+        # A list the line lacked (or that was not a list) leaves the field empty.
+        fields.update(
+            full_sps_trials=list(measured.full_sps_trials),
+            losses=list(measured.losses),
+            rank_sps=list(measured.rank_sps),
+            stragglers=list(measured.stragglers),
+            trials_discarded=measured.trials_discarded or 0,
+        )
+        if measured.scaler_overflows is not None:
+            fields["scaler_overflows"] = measured.scaler_overflows
+        ranks = measured.ranks or ranks
+    return ProbeResult(
         stage=stage,
         variant=dict(variant),
         config=spec.config,
         status=status,
         reason=reason,
         wall_s=round(wall_s, 3),
+        ranks=ranks,
+        **fields,
     )
-    events = list(events)
-    start = _last_event(events, "start")
-    if start is not None:
-        result.ranks = _count(start.get("world_size")) or result.ranks
-    warmup = _last_event(events, "warmup")
-    if warmup is not None:
-        result.warmup_s = _number(warmup.get("seconds"))
-        result.break_even_steps = _number(warmup.get("break_even_steps"))
-        one_time = warmup.get("one_time_s")
-        if isinstance(one_time, dict):
-            result.one_time_s = {
-                str(k): v
-                for k, v in ((k, _number(v)) for k, v in one_time.items())
-                if v is not None
-            }
-    measured = _last_event(events, "result")
-    if measured is None or status is not Status.OK:
-        return result
-    for name in _NUMBER_FIELDS:
-        value = _number(measured.get(name))
-        if value is not None:
-            setattr(result, name, value)
-    for name in _LIST_FIELDS:
-        values = measured.get(name)
-        if isinstance(values, list):
-            setattr(result, name, [v for v in map(_number, values) if v is not None])
-    overflows = _count(measured.get("scaler_overflows"))
-    if overflows is not None:
-        result.scaler_overflows = overflows
-    result.trials_discarded = _count(measured.get("trials_discarded")) or 0
-    result.ranks = _count(measured.get("ranks")) or result.ranks
-    stragglers = measured.get("stragglers")
-    if isinstance(stragglers, list):
-        result.stragglers = [r for r in map(_count, stragglers) if r is not None]
-    return result
 
 
 # Signals a launcher sends to the ranks still running once one has failed.
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
-def _silent_death(
-    failures: list[RankFailure], errors: list[Mapping[str, Any]]
-) -> RankFailure | None:
+def _silent_death(failures: list[RankFailure], errors: list[ErrorEvent]) -> RankFailure | None:
     """The rank killed by a signal before it could send an error event, if any."""
-    spoke = {e.get("rank") for e in errors}
+    spoke = {e.rank for e in errors}
     candidates = [
         f
         for f in failures
@@ -465,16 +460,15 @@ def _silent_death(
 
 def _rank_reason(failure: RankFailure) -> str:
     if failure.signal is not None:
-        return _signal_reason(failure.signal, who=f"rank {failure.rank}")
+        return signal_reason(failure.signal, who=f"rank {failure.rank}")
     return f"rank {failure.rank} exited with status {failure.exitcode}"
 
 
-def _classify_error(error: Mapping[str, Any]) -> tuple[Status, str]:
-    kind = str(error.get("kind", "other"))
-    message = _one_line(error.get("message")) or f"{kind} error"
-    rank = error.get("rank")
-    if isinstance(rank, int) and not isinstance(rank, bool):
-        message = f"{message} (rank {rank})"
+def _classify_error(error: ErrorEvent) -> tuple[Status, str]:
+    kind = error.kind
+    message = " ".join(error.message.split()) or f"{kind} error"
+    if error.rank is not None:
+        message = f"{message} (rank {error.rank})"
     if kind == "oom":
         return Status.OOM, f"out of memory: {message}"
     if kind == "unsupported":
@@ -483,7 +477,8 @@ def _classify_error(error: Mapping[str, Any]) -> tuple[Status, str]:
     return Status.CRASH, f"{label}: {message}" if label else message
 
 
-def _signal_reason(signum: int, who: str = "worker") -> str:
+def signal_reason(signum: int, who: str = "worker") -> str:
+    """`who` killed by the signal, named, with what it usually means (SIGKILL, SIGSEGV)."""
     try:
         name = signal.Signals(signum).name
     except ValueError:
@@ -496,7 +491,8 @@ def _signal_reason(signum: int, who: str = "worker") -> str:
     return reason
 
 
-def _with_detail(reason: str, detail: str) -> str:
+def with_detail(reason: str, detail: str) -> str:
+    """The reason, then the detail (a last line printed) after a colon when there is one."""
     return f"{reason}: {detail}" if detail else reason
 
 
@@ -505,26 +501,8 @@ def _last_line(lines: list[str]) -> str:
     return next((line.strip() for line in reversed(lines) if any(c.isalnum() for c in line)), "")
 
 
-def _one_line(value: Any) -> str:
-    return " ".join(str(value).split()) if value is not None else ""
-
-
-def _last_event(events: list[Mapping[str, Any]], kind: str) -> Mapping[str, Any] | None:
-    return next((e for e in reversed(events) if e.get("event") == kind), None)
-
-
-def _number(value: Any) -> float | None:
-    """A JSON number as float; anything else (missing, text, bool) as None."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
-
-
-def _count(value: Any) -> int | None:
-    """A JSON integer (not a bool) as int; anything else as None."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        return None
-    return value
+def _last_event(events: list[Event], kind: type[_E]) -> _E | None:
+    return next((e for e in reversed(events) if isinstance(e, kind)), None)
 
 
 def _tail_lines(path: Path, count: int, max_bytes: int = 64 * 1024) -> list[str]:

@@ -42,15 +42,14 @@ def scaling_summary(
         The estimate's rows (`ScalingEstimate.to_dict()`), the measured point, the
         text table under `lines`; or {"error": ...} when the model cannot be run.
     """
-    from tuneup.cluster.scaling import (
+    from tuneup.cluster.allreduce import (
         ddp_bucket_count,
-        estimate_scaling,
         gradient_bytes,
         interconnect_from_hints,
-        scaling_lines,
         unet_gradient_tensors,
         unet_parameter_count,
     )
+    from tuneup.cluster.scaling import estimate_scaling, scaling_lines
 
     if not ddp:
         return None

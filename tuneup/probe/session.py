@@ -13,22 +13,24 @@ values.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tuneup import __version__
 from tuneup.errors import UsageError
 from tuneup.preset.load import ProbePreset
 from tuneup.probe.estimate import probe_count
+from tuneup.probe.grid import grid_search
 from tuneup.probe.guard import loss_verdict
 from tuneup.probe.journal import ResultsDir
-from tuneup.probe.search import SearchOutcome, StagePlan, grid_search, staged_search
-from tuneup.probe.types import Candidate, MachineInfo, ProbeResult, Status
+from tuneup.probe.search import staged_search
+from tuneup.probe.search_records import SearchOutcome, StagePlan
+from tuneup.probe.types import Candidate, MachineInfo, ProbeResult, Status, probe_key
+from tuneup.trainers.adapters import load_trainer
 
 if TYPE_CHECKING:
     from tuneup.hardware.types import GpuBackend
@@ -137,8 +139,9 @@ class SilentReporter:
         pass
 
 
-def _key(stage: str, values: dict[str, Any], ranks: int) -> str:
-    return f"{stage}|{ranks}|" + json.dumps(values, sort_keys=True, default=str)
+def _key(stage: str, values: dict[str, Any], ranks: int) -> tuple[str, str]:
+    """A journaled probe's place: its stage and its identity (types.probe_key)."""
+    return stage, probe_key(values, ranks)
 
 
 BASELINE_ATTEMPTS = 3  # the baseline is given up only when it fails the same way twice
@@ -158,8 +161,8 @@ def _again(stage: str, attempts: list[ProbeResult]) -> bool:
 
 
 def shm_free_for(trainer: str) -> int | None:
-    """Bytes free in /dev/shm where the trainer's loader workers use it (the U-Net's); else None."""
-    if trainer != "unet":
+    """Bytes free in /dev/shm where the trainer's loader workers use it (data_files); else None."""
+    if not load_trainer(trainer).data_files:
         return None
     from tuneup.cluster.shm import shm_free_bytes
 
@@ -224,12 +227,12 @@ PROBE_SAMPLE_HISTORY_S = 20 * 60  # a probe's FULL window must still be held whe
 def gpu_sampler(
     trainer: str, gpu_backend: GpuBackend | None, interval_s: float = PROBE_SAMPLE_INTERVAL_S
 ) -> Sampler | None:
-    """A sampler for the session's probes: only the U-Net trainer on a machine with GPUs has one.
+    """A sampler for the session's probes: a trainer with `gpu_telemetry`, on a machine with GPUs.
 
     Pass it to both the WorkerBackend (which joins it to each probe) and the
     ProbeSession (which starts it with the session and stops it at the end).
     """
-    if trainer != "unet" or gpu_backend is None:
+    if gpu_backend is None or not load_trainer(trainer).gpu_telemetry:
         return None
     ok, _why = gpu_backend.available()
     if not ok or not gpu_backend.devices():
@@ -269,7 +272,7 @@ class ProbeSession:
     # Seconds left in the allocation (None: no limit known); a probe that could not
     # finish in them is not started (OutOfTime).
     time_left: Callable[[], float | None] | None = None
-    _journaled: dict[str, list[ProbeResult]] = field(default_factory=dict)
+    _journaled: dict[tuple[str, str], list[ProbeResult]] = field(default_factory=dict)
     _served: Counter = field(default_factory=Counter)
     _baseline_losses: list[float] | None = None
     _walls: list[float] = field(default_factory=list)
@@ -293,8 +296,9 @@ class ProbeSession:
             "tuneup_version": __version__,
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
-        if self.preset.command is not None:  # what the exports run: the section as measured
-            info["command"] = dict(self.preset.command)
+        section = self.preset.sections.get(self.trainer)
+        if section is not None and self.trainer not in info:  # the trainer's, as measured
+            info[self.trainer] = dict(section)
         return info
 
     def start(self, resume: bool) -> None:
@@ -312,8 +316,8 @@ class ProbeSession:
             for result in self.results.results():
                 if result.retried:  # a failed attempt the next line of its probe replaces
                     continue
-                key = _key(result.stage, result.config, result.ranks)
-                self._journaled.setdefault(key, []).append(result)
+                place = _key(result.stage, result.config, result.ranks)
+                self._journaled.setdefault(place, []).append(result)
         else:
             self.results.create(self.session_info())
         self._total = probe_count(
@@ -358,15 +362,14 @@ class ProbeSession:
             return result
         attempts = [self._run(stage, candidate, values, ranks)]
         while _again(stage, attempts):
-            failed = attempts[-1]
-            failed.retried = True
+            failed = replace(attempts[-1], retried=True)
             self.results.append(failed)
             self._report(stage, failed, reused=False)
             self._check_time()
             attempts.append(self._run(stage, candidate, values, ranks, again=failed.reason))
         result = attempts[-1]
         if not candidate.reference:  # noddp changes the arithmetic on purpose
-            self._guard(stage, result, values)
+            result = self._guard(stage, result, values)
         self._remember_baseline(stage, result)
         self.results.append(result)
         self._report(stage, result, reused=False)
@@ -383,7 +386,7 @@ class ProbeSession:
         if result.ranks == 1 and not result.rank_sps:
             # A backend that does not report ranks (a failed launch, a plain command):
             # journal what was asked for, so a resume finds this probe again.
-            result.ranks = ranks
+            result = replace(result, ranks=ranks)
         self._walls.append(result.wall_s)
         return result
 
@@ -419,15 +422,16 @@ class ProbeSession:
         later = counts[names.index(stage) + 1 :] if stage in names else counts
         return probe_count(later, baseline_repeats=0, confirm_pairs=0) + 2 * self.confirm_pairs
 
-    def _guard(self, stage: str, result: ProbeResult, values: dict[str, Any]) -> None:
-        """The search's loss rule, applied before journaling so the journal says `diverged`."""
+    def _guard(self, stage: str, result: ProbeResult, values: dict[str, Any]) -> ProbeResult:
+        """The loss guard, applied here, before journaling, so the journal says `diverged`;
+        the search is told so (`guard=False`) and does not judge the loss again."""
         if not result.ok:
-            return
+            return result
         baseline = None if stage == "baseline" else self._baseline_losses
         reason = loss_verdict(result.losses, values, baseline, self.base_values)
-        if reason:
-            result.status = Status.DIVERGED
-            result.reason = reason
+        if not reason:
+            return result
+        return replace(result, status=Status.DIVERGED, reason=reason)
 
     def _remember_baseline(self, stage: str, result: ProbeResult) -> None:
         if stage == "baseline" and result.ok and self._baseline_losses is None:
@@ -436,7 +440,7 @@ class ProbeSession:
     def run(self) -> SearchOutcome:
         try:
             if self.search == "grid":
-                outcome = grid_search(self.base_values, self.plans, self.measure)
+                outcome = grid_search(self.base_values, self.plans, self.measure, guard=False)
             else:
                 outcome = staged_search(
                     self.base_values,
@@ -444,6 +448,7 @@ class ProbeSession:
                     self.measure,
                     confirm_pairs=self.confirm_pairs,
                     baseline_repeats=self.baseline_repeats,
+                    guard=False,  # measure() guards, before journaling
                 )
         finally:
             if self.sampler is not None:

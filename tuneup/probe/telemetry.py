@@ -8,10 +8,12 @@ FULL phase ran from (first trial's time - its seconds) to (last trial's time).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from typing import Protocol
 
 from tuneup.monitor.window import WindowStats, busiest, combine
+from tuneup.probe.events import Event, StartEvent, TrialEvent
 from tuneup.probe.hostload import with_gpu_processes
 from tuneup.probe.types import ProbeResult
 
@@ -26,15 +28,15 @@ class WindowSource(Protocol):
     ) -> dict[int, WindowStats]: ...
 
 
-def full_window(trials: Iterable[Mapping[str, Any]]) -> tuple[float, float, float] | None:
-    """(start, end, samples processed) of the FULL trials among `trials`; None without any."""
-    full = [t for t in trials if t.get("phase") == "full" and _times(t) is not None]
-    if not full:
+def full_window(events: Iterable[Event]) -> tuple[float, float, float] | None:
+    """(start, end, samples processed) of the FULL trials among `events`; None without any."""
+    full = [e for e in events if isinstance(e, TrialEvent) and e.phase == "full"]
+    spans = [(t, span) for t in full if (span := t.span) is not None]
+    if not spans:
         return None
-    spans = [_times(t) for t in full]
-    start = min(s[0] for s in spans if s is not None)
-    end = max(s[1] for s in spans if s is not None)
-    processed = sum(_number(t.get("samples_per_s")) * _number(t.get("seconds")) for t in full)
+    start = min(span[0] for _, span in spans)
+    end = max(span[1] for _, span in spans)
+    processed = sum((t.samples_per_s or 0.0) * (t.seconds or 0.0) for t, _ in spans)
     return start, end, processed
 
 
@@ -43,7 +45,7 @@ class ProbeTelemetry:
 
     Call `reset()` before each probe, feed `on_event` every worker event (it
     is safe from the runner's reader thread and never raises), then
-    `apply(result)` once the probe has ended.
+    `apply(result)` once the probe has ended, which returns the result joined.
 
     Args:
         sampler: the running sampler (anything with its `window`).
@@ -55,7 +57,7 @@ class ProbeTelemetry:
         self.sampler = sampler
         self.gpus = None if gpus is None else tuple(gpus)
         self._lock = threading.Lock()
-        self._trials: list[dict[str, Any]] = []
+        self._trials: list[TrialEvent] = []
         self._world_size: int | None = None
         self._pid: int | None = None
 
@@ -65,15 +67,14 @@ class ProbeTelemetry:
             self._world_size = None
             self._pid = None
 
-    def on_event(self, event: Mapping[str, Any]) -> None:
-        kind = event.get("event")
+    def on_event(self, event: Event) -> None:
         with self._lock:
-            if kind == "trial" and event.get("phase") == "full":
-                self._trials.append(dict(event))
-            elif kind == "start":
-                size, pid = event.get("world_size"), event.get("pid")
-                self._world_size = size if isinstance(size, int) and size > 0 else None
-                self._pid = pid if isinstance(pid, int) else None
+            if isinstance(event, TrialEvent) and event.phase == "full":
+                self._trials.append(event)
+            elif isinstance(event, StartEvent):
+                size = event.world_size
+                self._world_size = size if size is not None and size > 0 else None
+                self._pid = event.pid
 
     def stats(self) -> WindowStats | None:
         """The probe's GPUs over its FULL phase, combined; None without FULL trials or readings."""
@@ -91,42 +92,34 @@ class ProbeTelemetry:
         stats = combine(chosen)
         return stats if stats is not None and stats.samples > 0 else None
 
-    def apply(self, result: ProbeResult) -> WindowStats | None:
-        """Fill an ok probe's GPU fields (NVML's memory next to, never over, the allocator's).
+    def apply(self, result: ProbeResult) -> ProbeResult:
+        """An ok probe with its GPU fields (NVML's memory next to, never over, the allocator's).
 
         A throttled probe gets THROTTLED_NOTE on its reason: its timings
-        carry the clock changes, not only the configuration.
+        carry the clock changes, not only the configuration. A failed probe,
+        or one without FULL trials or readings, comes back as it was.
         """
         if not result.ok:
-            return None
+            return result
         stats = self.stats()
         if stats is None:
-            return None
-        result.gpu_util_mean = stats.util_mean_pct
-        result.power_mean_w = stats.power_mean_w
-        result.energy_j_per_sample = stats.energy_j_per_sample
-        result.gpu_mem_used_mb = stats.mem_peak_mb
-        result.throttled = stats.throttled
+            return result
+        contention = result.contention
         with self._lock:
             pid, size = self._pid, self._world_size
         if pid is not None and (size or 1) == 1:  # other ranks' pids are not known here
             others = [p for p in stats.pids if p != pid]
-            result.contention = with_gpu_processes(result.contention, len(others))
-        if stats.throttled and THROTTLED_NOTE not in result.reason:
-            result.reason = f"{result.reason} {THROTTLED_NOTE}".strip()
-        return stats
-
-
-def _times(trial: Mapping[str, Any]) -> tuple[float, float] | None:
-    end, seconds = trial.get("time"), trial.get("seconds")
-    if _is_number(end) and _is_number(seconds) and seconds >= 0:
-        return float(end) - float(seconds), float(end)
-    return None
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _number(value: Any) -> float:
-    return float(value) if _is_number(value) else 0.0
+            contention = with_gpu_processes(result.contention, len(others))
+        reason = result.reason
+        if stats.throttled and THROTTLED_NOTE not in reason:
+            reason = f"{reason} {THROTTLED_NOTE}".strip()
+        return replace(
+            result,
+            gpu_util_mean=stats.util_mean_pct,
+            power_mean_w=stats.power_mean_w,
+            energy_j_per_sample=stats.energy_j_per_sample,
+            gpu_mem_used_mb=stats.mem_peak_mb,
+            throttled=stats.throttled,
+            contention=contention,
+            reason=reason,
+        )

@@ -7,6 +7,8 @@ through JSON (the worker's events, the journal).
 from __future__ import annotations
 
 import dataclasses
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -106,9 +108,25 @@ class Contention:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
-@dataclass
+def probe_key(values: Mapping[str, Any], ranks: int | None = None) -> str:
+    """A probe's identity: its full knob values, and its ranks where they are given.
+
+    Two probes with the same key measure the same thing: the search measures
+    a configuration once per key, and a resumed session takes a journaled
+    probe for the planned one of the same stage and key. The ranks tell a
+    1-rank reference apart from the N-rank probe of the same values.
+    """
+    key = json.dumps(values, sort_keys=True, default=str)
+    return key if ranks is None else f"{key}|ranks={ranks}"
+
+
+@dataclass(frozen=True)
 class ProbeResult:
-    """One finished probe, as journaled (design.md, Results directory)."""
+    """One finished probe, as journaled (design.md, Results directory).
+
+    Frozen: a step that changes a result (the loss guard, telemetry, a retry)
+    makes a new one with `dataclasses.replace`.
+    """
 
     stage: str
     variant: dict[str, Any]
@@ -205,7 +223,7 @@ class MachineInfo:
     dali: bool = False
     world_size: int = 1  # ranks a probe runs with (--nproc x --nodes)
     nodes: int = 1
-    # torch.compile's toolchain (tuneup.cluster.toolchain): a C compiler, and on
+    # torch.compile's toolchain (tuneup.hardware.toolchain): a C compiler, and on
     # CUDA Triton and the driver's libcuda.so.
     c_compiler: bool = True
     triton: bool = True

@@ -21,7 +21,7 @@ from typing import Any
 
 from tuneup.config import LR_SCHEDULE_DEFAULT, TrainConfig
 from tuneup.probe.guard import batch_of, batch_ratio, equal_samples_note
-from tuneup.probe.search import ReferenceRun, SearchOutcome, StageDecision
+from tuneup.probe.search_records import ReferenceRun, SearchOutcome, StageDecision
 from tuneup.probe.types import ProbeResult
 from tuneup.trainer.schedule import initial_lr
 

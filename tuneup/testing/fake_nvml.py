@@ -196,6 +196,11 @@ class c_nvmlGpmMetricsGet_t:
         self.metrics = [_GpmMetric() for _ in range(8)]
 
 
+# The module-level names, for annotations inside FakeNvml (whose attributes shadow them).
+_NvmlError = NVMLError
+_GpmRequest = c_nvmlGpmMetricsGet_t
+
+
 class FakeNvml:
     """A pynvml-like module object over scripted GPUs.
 
@@ -241,7 +246,7 @@ class FakeNvml:
         self,
         devices: Sequence[FakeGpu] = (),
         *,
-        init_error: type[NVMLError] | NVMLError | None = None,
+        init_error: type[_NvmlError] | _NvmlError | None = None,
         missing: Sequence[str] = (),
         driver: str = "550.54.15",
         cuda_driver: int = 12040,
@@ -392,7 +397,7 @@ class FakeNvml:
         sample.values = (_soft_read(gpu, "sm_active_pct"), _soft_read(gpu, "tensor_active_pct"))
         return sample
 
-    def nvmlGpmMetricsGet(self, request: c_nvmlGpmMetricsGet_t) -> c_nvmlGpmMetricsGet_t:
+    def nvmlGpmMetricsGet(self, request: _GpmRequest) -> _GpmRequest:
         # The real call computes rates between sample1 and sample2; the fake
         # reports the readings taken at sample2.
         self._check_init()

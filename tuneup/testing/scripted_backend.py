@@ -138,7 +138,7 @@ def busy_rounds(
     return rounds
 
 
-def busy_backend(gpus: int = 2, rounds: int = 5, **kwargs: bool) -> ScriptedBackend:
+def busy_backend(gpus: int = 2, rounds: int = 5, *, repeat_last: bool = False) -> ScriptedBackend:
     """`gpus` H200s going through `rounds` rounds of `busy_rounds`."""
     devices = h200s(gpus)
-    return ScriptedBackend(devices, busy_rounds(devices, rounds), **kwargs)
+    return ScriptedBackend(devices, busy_rounds(devices, rounds), repeat_last=repeat_last)

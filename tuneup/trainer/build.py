@@ -11,7 +11,7 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import Tensor, nn
@@ -146,8 +146,9 @@ def wrap_model(
             warnings.simplefilter("ignore", FutureWarning)
             model = DistributedDataParallel(model, **options)
     if cfg.jit == "compile":
-        model = torch.compile(
-            model, mode=None if cfg.compile_mode == "default" else cfg.compile_mode
+        model = cast(
+            nn.Module,
+            torch.compile(model, mode=None if cfg.compile_mode == "default" else cfg.compile_mode),
         )
     return model, loss_fn
 
@@ -162,14 +163,25 @@ def preflight(
     return device
 
 
-def build_training(
+@dataclass(frozen=True)
+class _BatchPlan:
+    """How one rank's share of the samples divides into steps."""
+
+    local_batch: int
+    global_batch: int
+    per_rank_samples: int
+    steps_per_epoch: int
+    total_steps: int
+
+
+def _prepare_rank(
     cfg: TrainConfig,
     env: DistEnv,
     *,
-    cuda_available: Callable[[], bool] = torch.cuda.is_available,
-    with_loaders: bool = True,
-) -> TrainingSetup:
-    """Build one rank's training job; every performance knob is applied here."""
+    cuda_available: Callable[[], bool],
+    with_loaders: bool,
+) -> DeviceChoice:
+    """Check the machine and the data, then set up the device, backend and process group."""
     device = preflight(cfg, env, cuda_available=cuda_available)
     if with_loaders:
         check_data(cfg)
@@ -178,7 +190,10 @@ def build_training(
     apply_backend_flags(cfg.tf32, cfg.cudnn_benchmark)
     init_process_group(env, device.type)
     torch.manual_seed(cfg.seed)  # the same initial weights on every rank
+    return device
 
+
+def _plan_batches(cfg: TrainConfig, env: DistEnv) -> _BatchPlan:
     batch = local_batch(cfg.global_batch_size, cfg.local_batch_size, env.world_size)
     global_batch = batch * env.world_size
     per_rank_samples = cfg.Nsamples // env.world_size
@@ -191,10 +206,23 @@ def build_training(
     total_steps = steps_per_epoch * cfg.num_epochs
     if cfg.max_steps is not None:
         total_steps = min(total_steps, cfg.max_steps)
+    return _BatchPlan(
+        local_batch=batch,
+        global_batch=global_batch,
+        per_rank_samples=per_rank_samples,
+        steps_per_epoch=steps_per_epoch,
+        total_steps=total_steps,
+    )
 
+
+def _build_setup(
+    cfg: TrainConfig, env: DistEnv, device: DeviceChoice, plan: _BatchPlan
+) -> TrainingSetup:
+    """Model, optimizer, precision, step and schedule on the chosen device (no loaders yet)."""
     torch_device = torch.device(device.name)
     memory_format = torch.channels_last_3d if cfg.channels_last else torch.contiguous_format
-    raw_model = build_model(cfg).to(torch_device, memory_format=memory_format)
+    # Module.to takes memory_format at run time; torch's stubs do not list it.
+    raw_model = build_model(cfg).to(torch_device, memory_format=memory_format)  # type: ignore[call-overload]
     model, loss_fn = wrap_model(cfg, raw_model, env, device)
     optimizer = build_optimizer(
         raw_model.parameters(),
@@ -207,11 +235,11 @@ def build_training(
     step = EagerStep(model, loss_fn, optimizer, precision, cfg.lambda_rho)
     schedule = schedule_for(
         cfg.lr_schedule,
-        total_steps=total_steps,
-        global_batch=global_batch,
+        total_steps=plan.total_steps,
+        global_batch=plan.global_batch,
         base_batch=cfg.base_batch_size,
     )
-    setup = TrainingSetup(
+    return TrainingSetup(
         cfg=cfg,
         env=env,
         device=torch_device,
@@ -222,46 +250,69 @@ def build_training(
         precision=precision,
         step=step,
         schedule=schedule,
-        local_batch=batch,
-        global_batch=global_batch,
-        steps_per_epoch=steps_per_epoch,
+        local_batch=plan.local_batch,
+        global_batch=plan.global_batch,
+        steps_per_epoch=plan.steps_per_epoch,
         memory_format=memory_format,
     )
-    if with_loaders:
-        train_path, val_path = data_paths(cfg)
-        train_box = cfg.box_size[0]
-        val_box = cfg.box_size[-1]
-        train_npy, val_npy = npy_copies(cfg)
-        setup.train_loader = _loader(
+
+
+def _attach_loaders(setup: TrainingSetup, plan: _BatchPlan) -> None:
+    """The training loader and, when there are validation samples, the validation loader."""
+    cfg, env, batch = setup.cfg, setup.env, plan.local_batch
+    train_path, val_path = data_paths(cfg)
+    train_box = cfg.box_size[0]
+    val_box = cfg.box_size[-1]
+    train_npy, val_npy = npy_copies(cfg)
+    setup.train_loader = _loader(
+        cfg,
+        env,
+        train_path,
+        batch,
+        plan.per_rank_samples,
+        cfg.seed,
+        train_box,
+        train_npy,
+        setup.device,
+    )
+    if cfg.Nsamples_val > 0:
+        val_samples = max(cfg.Nsamples_val // env.world_size, batch)
+        setup.val_loader = _loader(
             cfg,
             env,
-            train_path,
+            val_path,
             batch,
-            per_rank_samples,
-            cfg.seed,
-            train_box,
-            train_npy,
-            torch_device,
+            val_samples,
+            cfg.seed + VAL_SEED_OFFSET,
+            val_box,
+            val_npy,
+            setup.device,
         )
-        if cfg.Nsamples_val > 0:
-            val_samples = max(cfg.Nsamples_val // env.world_size, batch)
-            setup.val_loader = _loader(
-                cfg,
-                env,
-                val_path,
-                batch,
-                val_samples,
-                cfg.seed + VAL_SEED_OFFSET,
-                val_box,
-                val_npy,
-                torch_device,
-            )
+
+
+def _add_notes(setup: TrainingSetup) -> None:
     setup.notes.append(
-        f"model: {count_parameters(raw_model) / 1e6:.2f} M parameters, "
-        f"{model_flops(cfg) / 1e9:.2f} GFLOP per sample (forward+backward)"
+        f"model: {count_parameters(setup.raw_model) / 1e6:.2f} M parameters, "
+        f"{model_flops(setup.cfg) / 1e9:.2f} GFLOP per sample (forward+backward)"
     )
     if os.environ.get("NVIDIA_TF32_OVERRIDE") == "0":
         setup.notes.append("TF32 disabled (NVIDIA_TF32_OVERRIDE=0)")
+
+
+def build_training(
+    cfg: TrainConfig,
+    env: DistEnv,
+    *,
+    cuda_available: Callable[[], bool] = torch.cuda.is_available,
+    with_loaders: bool = True,
+) -> TrainingSetup:
+    """Build one rank's training job; every performance knob is applied here."""
+    device = _prepare_rank(cfg, env, cuda_available=cuda_available, with_loaders=with_loaders)
+    plan = _plan_batches(cfg, env)
+    setup = _build_setup(cfg, env, device, plan)
+    if with_loaders:
+        _attach_loaders(setup, plan)
+    _add_notes(setup)
     return setup
 
 

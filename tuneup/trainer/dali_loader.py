@@ -211,7 +211,7 @@ def _build_pipeline(
     @pipeline_def(enable_conditionals=True)  # type: ignore[misc]
     def crops() -> tuple[Any, Any]:
         starts, ends, perm_id, flip_d, flip_h, flip_w = fn.external_source(
-            source=source, num_outputs=6, batch=True, dtype=types.INT32
+            source=source, num_outputs=6, batch=True, dtype=types.DALIDataType.INT32
         )
         fields = []
         for name, path in (("data", data_path), ("label", label_path)):
@@ -240,8 +240,10 @@ def _build_pipeline(
             inp, tar = _transpose_both(fn, inp, tar, 4)
         else:
             inp, tar = _transpose_both(fn, inp, tar, 5)
-        flips = {"depthwise": flip_d, "vertical": flip_h, "horizontal": flip_w}
-        return fn.flip(inp, **flips), fn.flip(tar, **flips)
+        return (
+            fn.flip(inp, depthwise=flip_d, vertical=flip_h, horizontal=flip_w),
+            fn.flip(tar, depthwise=flip_d, vertical=flip_h, horizontal=flip_w),
+        )
 
     return crops(
         batch_size=batch_size,

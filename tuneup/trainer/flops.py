@@ -17,9 +17,6 @@ KERNEL_VOLUME = KERNEL**3
 
 # Widths stop doubling at this multiple of the first width (64 -> 512).
 MAX_WIDTH_FACTOR = 8
-# The tutorial's full_scale depth (64^3 crops come down to 1^3); its blocks are named
-# conv_down1..6 and conv_up6..2, so a deeper model would not be the tutorial's.
-MAX_LEVELS = 6
 
 
 class GeometryError(UsageError, ValueError):

@@ -21,7 +21,7 @@ from tuneup.errors import UsageError
 from tuneup.trainer.boxfile import DTYPE, HYDRO, NBODY, inspect_box
 from tuneup.trainer.datasets import EpochSampler, draw_sample
 from tuneup.trainer.geometry import rotate_torch
-from tuneup.trainer.loaders import LoaderSpec
+from tuneup.trainer.loader_spec import LoaderSpec
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 _GIB = 2**30

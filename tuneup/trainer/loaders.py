@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import multiprocessing
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from tuneup.errors import UsageError
 from tuneup.trainer.boxfile import HYDRO_CHANNELS, NBODY_CHANNELS, BoxInfo, inspect_box
+from tuneup.trainer.dali_loader import build_dali_loader
 from tuneup.trainer.datasets import (
     EpochSampler,
     HDF5CropDataset,
@@ -27,6 +27,8 @@ from tuneup.trainer.datasets import (
     read_box,
     synthetic_box,
 )
+from tuneup.trainer.gpu_loader import build_gpu
+from tuneup.trainer.loader_spec import LoaderSpec
 
 LOADER_KINDS = ("lowmem", "inmem", "synthetic")
 """The built-in kinds; :func:`loader_kinds` also lists any registered later."""
@@ -42,28 +44,6 @@ _FLOAT32_BYTES = 4
 def loader_bytes_per_sample(crop: int) -> int:
     """Bytes one (input, target) sample moves: 9 float32 channels of ``crop^3``."""
     return (NBODY_CHANNELS + HYDRO_CHANNELS) * crop**3 * _FLOAT32_BYTES
-
-
-@dataclass(frozen=True)
-class LoaderSpec:
-    """Everything a loader factory needs, validated once by :func:`build_loader`."""
-
-    path: Path | None
-    crop: int
-    batch_size: int
-    n_samples: int
-    num_workers: int
-    pin_memory: bool
-    persistent_workers: bool
-    prefetch_factor: int | None
-    seed: int
-    rank: int
-    synthetic_box: int
-    # for the DALI and GPU-resident loaders
-    npy_data: Path | None = None  # channels-last Nbody copy (L, L, L, 4)
-    npy_label: Path | None = None  # channels-last Hydro copy (L, L, L, 5)
-    prefetch_depth: int = 2  # DALI's prefetch queue depth
-    device: str = "cpu"  # "cpu" or "cuda:N": where device-side loaders put batches
 
 
 Batches = Iterable[tuple[torch.Tensor, torch.Tensor]]  # a DataLoader, or DALI's / the GPU's own
@@ -182,8 +162,6 @@ def _build_synthetic(spec: LoaderSpec) -> DataLoader:
 
 
 def _build_dali(spec: LoaderSpec) -> Batches:
-    from tuneup.trainer.dali_loader import build_dali_loader
-
     on_gpu = spec.device.startswith("cuda")
     return build_dali_loader(
         spec,
@@ -202,8 +180,6 @@ register_loader("dali-lowmem", _build_dali)
 
 
 def _build_gpu(spec: LoaderSpec) -> Batches:
-    from tuneup.trainer.gpu_loader import build_gpu
-
     return build_gpu(spec)
 
 

@@ -247,7 +247,10 @@ def parameter_checksum(setup: TrainingSetup) -> Tensor:
     """Sum and sum of squares of every weight, in float64: equal on ranks that agree."""
     with torch.no_grad():
         flat = [p.detach().double() for p in setup.raw_model.parameters()]
-        return torch.stack([sum(t.sum() for t in flat), sum((t * t).sum() for t in flat)])
+        total, squares = flat[0].sum(), (flat[0] * flat[0]).sum()
+        for t in flat[1:]:  # in order, as Python's sum() added them
+            total, squares = total + t.sum(), squares + (t * t).sum()
+        return torch.stack([total, squares])
 
 
 def _report_rank_sync(setup: TrainingSetup, say: Log) -> bool:

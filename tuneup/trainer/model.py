@@ -8,13 +8,15 @@ accept, so the JIT and compile knobs can wrap the same module.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from tuneup.config import MAX_LEVELS
 from tuneup.trainer.flops import (
     KERNEL,
-    MAX_LEVELS,
     GeometryError,
     check_geometry,
     flops_per_sample,
@@ -132,6 +134,19 @@ class UNet(nn.Module):
         return [getattr(self, f"conv_up{k}") for k in range(self.levels, 1, -1)]
 
     __jit_unused_properties__ = ["blocks_down", "blocks_up"]  # noqa: RUF012
+
+    if TYPE_CHECKING:  # what mypy should know; TorchScript reads the modules set in __init__
+        conv_down1: nn.Module
+        conv_down2: nn.Module | None
+        conv_down3: nn.Module | None
+        conv_down4: nn.Module | None
+        conv_down5: nn.Module | None
+        conv_down6: nn.Module | None
+        conv_up2: nn.Module | None
+        conv_up3: nn.Module | None
+        conv_up4: nn.Module | None
+        conv_up5: nn.Module | None
+        conv_up6: nn.Module | None
 
     def forward(self, x: Tensor) -> Tensor:
         """Map (N, in, S, S, S) to (N, out, S, S, S) with values in (-1, 1)."""

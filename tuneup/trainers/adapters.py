@@ -2,9 +2,13 @@
 
 A trainer adapter turns a session's settings (a `TrainerContext`) into a
 `Backend`: a callable that runs one probe, `backend(stage, candidate, values)
--> ProbeResult`. Built-in adapters (`unet`, `sim`, `command`) live in
-``tuneup_plugins.trainers`` and register under the entry-point group
-``tuneup.trainers`` exactly as a third-party package would.
+-> ProbeResult`. Besides that one method an adapter is plain data: what it
+needs from the session (the preset's data files, GPU telemetry), how the app
+and the estimate treat it, and the exports of its sessions. tuneup's core
+reads these declarations and never branches on a trainer's name; the
+built-in adapters (`unet`, `sim`, `command`) live in the plugins/ folder and
+register under the entry-point group ``tuneup.trainers`` exactly as a
+third-party package would.
 
 Listing names imports nothing, loading one by name raises a clear UsageError,
 scanning all reports broken plugins and keeps going (tuneup.plugin_registry).
@@ -12,22 +16,27 @@ scanning all reports broken plugins and keeps going (tuneup.plugin_registry).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tuneup.errors import UsageError
 from tuneup.plugin_registry import PLUGIN_API_VERSION, PluginInfo, Registry
+from tuneup.probe.estimate import StepModel
+from tuneup.probe.events import EventHandler
 from tuneup.probe.types import Budget
 from tuneup.trainers.backends import Backend
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from tuneup.monitor.sampler import Sampler
-    from tuneup.preset.load import ProbePreset
+    from tuneup.preset.types import ProbePreset
 
 ENTRY_POINT_GROUP = "tuneup.trainers"
 API_VERSION = PLUGIN_API_VERSION  # what an adapter built against this tuneup declares
+
+DEFAULT_TRAINER = "unet"
+"""The trainer a session measures with when none is named."""
 
 
 @dataclass(frozen=True)
@@ -39,12 +48,12 @@ class TrainerContext:
             (spec files, logs); the adapter may create it.
         budget: the preset's probe budget (warm-up cap, K, T, per-probe limit).
         seed: the session's seed; a trainer that draws random numbers uses it.
-        on_event: called with progress events (the worker's event dicts) from
-            the thread that runs the probe; None when nobody listens.
+        on_event: called with progress events (the worker's events) from the
+            thread that runs the probe; None when nobody listens.
         sampler: the GPU telemetry sampler, running while the session runs; None
-            on a machine without GPUs or for trainers that cannot use it.
-        preset: the preset the session runs (the `command` trainer reads its
-            `command` section); None when there is none.
+            on a machine without GPUs or for a trainer without `gpu_telemetry`.
+        preset: the preset the session runs (an adapter reads its own section
+            with `TrainerAdapter.section_of`); None when there is none.
         launch: how a probe's ranks are started (local, torchrun, srun), from
             tuneup.cluster; None means one local process.
         job: the SLURM allocation the session runs in; None outside one.
@@ -53,11 +62,16 @@ class TrainerContext:
     workdir: Path
     budget: Budget = field(default_factory=Budget)
     seed: int = 0
-    on_event: Callable[[dict[str, Any]], None] | None = None
+    on_event: EventHandler | None = None
     sampler: Sampler | None = None
     preset: ProbePreset | None = None
     launch: Any = None
     job: Any = None
+
+    @property
+    def world_size(self) -> int:
+        """The ranks the session's launch plan runs a probe with (1 without a plan)."""
+        return max(1, int(getattr(self.launch, "world_size", 1) or 1))
 
 
 @dataclass(frozen=True)
@@ -69,11 +83,38 @@ class TrainerAdapter:
         description: one sentence for `tuneup plugins list` and the app.
         api_version: the plugin API version the adapter was written for; the
             registry skips an adapter whose version this tuneup does not support.
+        tunes: what a session with this trainer tunes, in a few words for
+            messages ("tuneup's U-Net", "your own command").
+        section: it reads a section of the preset named after it (``command:``
+            for the `command` trainer), checked by `check_section` when the
+            preset loads and recorded in the session's session.json.
+        data_files: its probes train on the preset's data files with tuneup's
+            loaders: a session makes the preset's synthetic box when it names no
+            data, and keeps the loader workers' batches within /dev/shm.
+        gpu_telemetry: its probes run on this machine's GPUs and the backend joins
+            `TrainerContext.sampler`'s readings to each result: a session samples
+            the GPUs (where NVML sees them) only for such a trainer.
+        simulated: its probes are simulated (no child process, no GPU, no progress
+            events); the app's demo mode shows a replayed GPU trace beside them.
+        in_app: the app (`tuneup tui`) can drive it; others run with `tuneup probe`.
+        step_model: the estimate's guess of a probe's start-up and step time,
+            until a ladder has measured them.
+        exports: the formats `tuneup export` offers for its sessions, each with
+            the file name the app's export-all writes it to, rendered by
+            `render_export`; empty: tuneup's own formats of the tuned config.
     """
 
     name: str
     description: str
     api_version: int = API_VERSION
+    tunes: str = "your training"
+    section: bool = False
+    data_files: bool = False
+    gpu_telemetry: bool = False
+    simulated: bool = False
+    in_app: bool = False
+    step_model: StepModel = field(default_factory=StepModel)
+    exports: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
 
     def backend(self, ctx: TrainerContext) -> Backend:
         """The callable that runs one probe with this trainer.
@@ -87,6 +128,47 @@ class TrainerAdapter:
                 (say, the preset has no section it needs).
         """
         raise NotImplementedError(f"trainer {self.name!r} does not implement backend()")
+
+    def check_section(self, data: Any) -> list[str]:
+        """Every problem with this trainer's preset section, one line each ([] when sound).
+
+        Called with the section as read from YAML when a preset holding one
+        loads (only for a trainer that declares `section`). Each line starts
+        with where the problem is (``command.run: ...``); the preset's error
+        names the preset once.
+        """
+        return []
+
+    def section_of(self, ctx: TrainerContext) -> dict[str, Any] | None:
+        """This trainer's section of the session's preset; None when it has none."""
+        if ctx.preset is None:
+            return None
+        section = ctx.preset.sections.get(self.name)
+        return dict(section) if section is not None else None
+
+    def render_export(
+        self,
+        fmt: str,
+        section: Mapping[str, Any] | None,
+        values: Mapping[str, Any],
+        hints: Mapping[str, Any],
+        source: str,
+    ) -> str:
+        """One of `exports` for a finished session, as text.
+
+        Args:
+            fmt: the format, one of `exports`.
+            section: the trainer's preset section as the session ran it (None
+                when the preset had none).
+            values: the recommended knob values.
+            hints: the preset's machine hints, with the probed layout and job.
+            source: the session's preset (a name or path), for messages.
+
+        Raises:
+            UsageError: a format this trainer's sessions have no meaning for, or
+                values the section cannot render.
+        """
+        raise UsageError(f"trainer '{self.name}' offers no exports of its own")
 
 
 _REGISTRY: Registry[TrainerAdapter] = Registry(ENTRY_POINT_GROUP, "trainer", TrainerAdapter)

@@ -1,31 +1,32 @@
-"""Trainer backends a session measures with: the U-Net worker in a child process, or `sim`."""
+"""The backend a session measures with, and tuneup's own: the U-Net worker in a child process.
+
+A backend is `backend(stage, candidate, values) -> ProbeResult`; each trainer
+adapter builds one (tuneup.trainers.adapters). `WorkerBackend` runs
+`python -m tuneup.worker` per probe, the bundled `unet` trainer's backend.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tuneup.cluster.job import JobEnv, read_job_env
+from tuneup.cluster.launch import LaunchPlan, LocalLauncher
+from tuneup.probe.events import Event, EventHandler
+from tuneup.probe.runner import ProbeRunner
+from tuneup.probe.telemetry import ProbeTelemetry
 from tuneup.probe.types import Budget, Candidate, ProbeResult, ProbeSpec
 
 if TYPE_CHECKING:
-    from tuneup.cluster.job import JobEnv
-    from tuneup.cluster.launch import LaunchPlan
     from tuneup.monitor.sampler import Sampler
-    from tuneup.probe.telemetry import ProbeTelemetry
 
 Backend = Callable[[str, Candidate, dict[str, Any]], ProbeResult]
 
 # Probes measure training speed only: no validation pass, and a sample count the
 # loader never runs out of within a probe.
 PROBE_OVERRIDES = {"Nsamples_val": 0, "num_epochs": 1}
-
-
-def sim_backend(seed: int, noise: float = 0.03) -> Backend:
-    """The documented synthetic response surface: answers in milliseconds."""
-    from tuneup_plugins.sim import SimTrainer
-
-    return SimTrainer(seed=seed, noise=noise)
 
 
 def probe_config(values: dict[str, Any], budget: Budget) -> dict[str, Any]:
@@ -60,23 +61,17 @@ class WorkerBackend:
         workdir: Path,
         budget: Budget,
         seed: int,
-        on_event: Callable[[dict[str, Any]], None] | None = None,
+        on_event: EventHandler | None = None,
         sampler: Sampler | None = None,
         launch: LaunchPlan | None = None,
         job: JobEnv | None = None,
     ) -> None:
-        from tuneup.cluster.job import read_job_env
-        from tuneup.cluster.launch import LaunchPlan, LocalLauncher
-        from tuneup.probe.runner import ProbeRunner
-
         self.budget = budget
         self.seed = seed
         self.launch = launch if launch is not None else LaunchPlan()
         self.job = job if job is not None else read_job_env()
         self.telemetry: ProbeTelemetry | None = None
         if sampler is not None:
-            from tuneup.probe.telemetry import ProbeTelemetry
-
             self.telemetry = ProbeTelemetry(sampler)
             on_event = _both(self.telemetry.on_event, on_event)
         self.runner = ProbeRunner(LocalLauncher(), workdir, on_event=on_event)
@@ -93,22 +88,20 @@ class WorkerBackend:
             self.telemetry.reset()
         result = self.runner.run(stage, dict(candidate.values), spec, launcher=launcher)
         if self.telemetry is not None:
-            self.telemetry.apply(result)
-        result.ranks = ranks  # what was launched, also for a probe that died before saying
-        result.config = values  # journal the knobs as searched, not the probe's overrides
-        return result
+            result = self.telemetry.apply(result)
+        # What was launched, also for a probe that died before saying; and the knobs as
+        # searched, not the probe's overrides.
+        return replace(result, ranks=ranks, config=values)
 
     def interrupt(self) -> None:
         self.runner.interrupt()
 
 
-def _both(
-    first: Callable[[dict[str, Any]], None], then: Callable[[dict[str, Any]], None] | None
-) -> Callable[[dict[str, Any]], None]:
+def _both(first: EventHandler, then: EventHandler | None) -> EventHandler:
     if then is None:
         return first
 
-    def forward(event: dict[str, Any]) -> None:
+    def forward(event: Event) -> None:
         first(event)
         then(event)
 

@@ -18,19 +18,16 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 
+from tuneup.cluster.job import JobEnv
 from tuneup.hardware.types import GpuBackend
-from tuneup.monitor.slurm import JobInfo
 from tuneup.preset.load import default_preset_name
 from tuneup.probe.assembly import AssembledSession, EngineFactory
 from tuneup.probe.engine import build_engine
 from tuneup.probe.estimate import StepModel
 from tuneup.probe.journal import ResultsDir
 from tuneup.probe.types import MachineInfo
+from tuneup.trainers.adapters import DEFAULT_TRAINER, load_trainer
 from tuneup.tui.screens.setup import SetupChoice, SetupScreen
-
-# Guesses for the estimate until a ladder has measured the real ones: the sim
-# trainer answers at once; a U-Net probe starts a process, imports torch and loads data.
-STEP_MODELS = {"sim": StepModel(startup_s=0.1, step_s=0.001), "unet": StepModel()}
 
 
 def preset_choices() -> list[tuple[str, str]]:
@@ -55,7 +52,8 @@ class TuneupApp(App[None]):
 
     Args:
         machine: what this machine offers.
-        trainer: "unet" (real probes in worker processes) or "sim".
+        trainer: a trainer the app drives (`in_app`): "unet" (real probes in worker
+            processes, the default) or "sim" (the synthetic surface).
         results_root: where a new session's folder is made (unless `out` is given).
         out: the new session's folder.
         review: an existing results folder to open instead of SETUP.
@@ -84,12 +82,12 @@ class TuneupApp(App[None]):
         self,
         machine: MachineInfo,
         *,
-        trainer: str = "unet",
+        trainer: str = DEFAULT_TRAINER,
         results_root: Path = Path("tuneup-results"),
         out: Path | None = None,
         review: Path | None = None,
         preset_name: str | None = None,
-        job: JobInfo | None = None,
+        job: JobEnv | None = None,
         clock: Callable[[], float] = time.time,
         engine: EngineFactory = build_engine,
         monitor_backend: Callable[[], tuple[GpuBackend, str]] | None = None,
@@ -102,6 +100,7 @@ class TuneupApp(App[None]):
         super().__init__()
         self.machine = machine
         self.trainer = trainer
+        self.adapter = load_trainer(trainer)
         self.results_root = results_root
         self.out = out
         self.review = review
@@ -110,7 +109,7 @@ class TuneupApp(App[None]):
         self.clock = clock
         self.engine_factory = engine
         self.monitor_backend = monitor_backend
-        self.step_model = step_model or STEP_MODELS.get(trainer, StepModel())
+        self.step_model = step_model or self.adapter.step_model
         self.time_budget_s = time_budget_s
         self.seed = seed
         self.tune_screen = tune_screen
@@ -193,7 +192,7 @@ class TuneupApp(App[None]):
     def _relay(self) -> Any:
         from tuneup.tui.driver import EventRelay
 
-        return None if self.trainer == "sim" else EventRelay()  # the sim trainer sends none
+        return None if self.adapter.simulated else EventRelay()  # a simulation sends none
 
     def _job_env(self) -> Any:
         from tuneup.cluster.job import read_job_env
@@ -213,7 +212,7 @@ class TuneupApp(App[None]):
 
     def _demo_sampler(self) -> Any:
         """In demo mode (`--trainer sim --replay TRACE`), GPU charts come from the trace."""
-        if self.trainer != "sim" or self.monitor_backend is None:
+        if not self.adapter.simulated or self.monitor_backend is None:
             return None
         from tuneup.monitor.sampler import Sampler
 
@@ -274,7 +273,7 @@ class TuneupApp(App[None]):
 
     def action_monitor(self) -> None:
         from tuneup.monitor.sampler import Sampler
-        from tuneup.tui.screens.monitor import MonitorScreen
+        from tuneup.monitor.screen import MonitorScreen
 
         if isinstance(self.screen, MonitorScreen):
             return
@@ -293,9 +292,9 @@ class TuneupApp(App[None]):
 def live_gpus() -> tuple[GpuBackend, str]:
     """NVML when it sees a GPU, else a backend that says why not."""
     from tuneup.hardware.backends import choose_backend
-    from tuneup.monitor.slurm import visible_gpu_indices
+    from tuneup.hardware.devices import cuda_visible_devices
 
-    backend = choose_backend(visible=visible_gpu_indices())
+    backend = choose_backend(cuda_visible_devices=cuda_visible_devices())
     return backend, {"nvml": "NVML", "none": "no GPU"}.get(backend.name, backend.name)
 
 

@@ -16,8 +16,10 @@ from typing import Any
 from textual.message import Message
 
 from tuneup.errors import UsageError
-from tuneup.probe.search import SearchOutcome
+from tuneup.probe.events import Event, EventHandler
+from tuneup.probe.search_records import SearchOutcome
 from tuneup.probe.session import ProbeSession, SessionInterrupted
+from tuneup.probe.summary import Summary
 from tuneup.probe.types import ProbeResult
 
 Post = Callable[[Message], Any]
@@ -30,9 +32,9 @@ class EventRelay:
     """
 
     def __init__(self) -> None:
-        self.target: Callable[[dict[str, Any]], None] | None = None
+        self.target: EventHandler | None = None
 
-    def __call__(self, event: dict[str, Any]) -> None:
+    def __call__(self, event: Event) -> None:
         if self.target is not None:
             self.target(event)
 
@@ -80,7 +82,7 @@ class SessionDriver:
     class WorkerEvent(Message):
         """One event of the running probe's worker (start, warmup, trial, loss, ...)."""
 
-        def __init__(self, event: dict[str, Any]) -> None:
+        def __init__(self, event: Event) -> None:
             super().__init__()
             self.event = event
 
@@ -90,7 +92,7 @@ class SessionDriver:
         def __init__(
             self,
             outcome: SearchOutcome | None,
-            summary: dict[str, Any] | None,
+            summary: Summary | None,
             interrupted: bool,
             error: str | None,
         ) -> None:
@@ -116,7 +118,7 @@ class SessionDriver:
             relay.target = self.event
         self.post: Post = lambda message: None
         self.outcome: SearchOutcome | None = None
-        self.summary: dict[str, Any] | None = None
+        self.summary: Summary | None = None
         self.error: str | None = None
         self.interrupted = False
         self.started = threading.Event()
@@ -190,6 +192,6 @@ class SessionDriver:
     def total_changed(self, total: int) -> None:
         self.post(self.TotalChanged(total))
 
-    def event(self, event: dict[str, Any]) -> None:
+    def event(self, event: Event) -> None:
         """The worker's events (called from the runner's reader thread)."""
         self.post(self.WorkerEvent(event))

@@ -34,6 +34,7 @@ job's rate and the result names each rank's own rate and the stragglers
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import signal
@@ -44,10 +45,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+from tuneup import __version__
+from tuneup.config import build_config
 from tuneup.errors import ExitCode, UsageError
 from tuneup.probe.events import EventWriter, classify_error, describe_error
 from tuneup.probe.types import ProbeSpec
-from tuneup.trainer.distributed import exit_skipping_teardown
+from tuneup.trainer.distributed import destroy_process_group, dist_env_from, exit_skipping_teardown
+from tuneup.trainer.runtime import set_tf32_env
+from tuneup.worker.phases import check_budget, run_probe
+from tuneup.worker.workload import DeviceTimer, SetupWorkload
 
 FAULT_ENV = "TUNEUP_WORKER_FAULT"
 FAULTS = ("oom", "hang", "kill", "crash")
@@ -72,8 +78,6 @@ def process_start_time() -> float:
 
 def load_spec(path: Path) -> ProbeSpec:
     """Read and check a spec file; every problem is a UsageError naming the file."""
-    from tuneup.worker.phases import check_budget
-
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -163,20 +167,13 @@ def _gather_ranks(device: Any, world_size: int) -> Callable[[float], list[float]
 
 def run(spec: ProbeSpec, events: EventWriter, started: float) -> None:
     """Build the trainer and measure; raises whatever goes wrong (main classifies it)."""
-    import dataclasses
-
-    from tuneup.config import build_config
-
     cfg = build_config({**spec.config, "seed": spec.seed}, source="the probe spec")
-    from tuneup.trainer.runtime import set_tf32_env
-
-    set_tf32_env(cfg.tf32)  # before torch can start CUDA
+    set_tf32_env(cfg.tf32)
+    # torch, and the modules that import it, only now: NVIDIA_TF32_OVERRIDE is read
+    # when CUDA starts, so it is set first.
     import torch
 
-    from tuneup import __version__
     from tuneup.trainer.build import build_training, preflight
-    from tuneup.trainer.distributed import destroy_process_group, dist_env_from
-    from tuneup.worker.phases import DeviceTimer, SetupWorkload, run_probe
 
     env = dist_env_from(os.environ)
     events.enabled = env.is_main
@@ -214,13 +211,13 @@ def run(spec: ProbeSpec, events: EventWriter, started: float) -> None:
             timer=timer,
             emit=events.emit,
             spawn_s=spawn_s,
-            gather=_gather_ranks(setup.device, env.world_size) if env.distributed else _alone,
+            gather=_gather_ranks(setup.device, env.world_size) if env.distributed else one_rank,
         )
     finally:
         destroy_process_group()
 
 
-def _alone(seconds: float) -> list[float]:
+def one_rank(seconds: float) -> list[float]:
     return [seconds]
 
 

@@ -39,86 +39,34 @@ training (compare it with the run's steps, not with another probe's).
 
 Everything is driven through two small interfaces, :class:`Timer` (clock and
 device sync) and :class:`Workload` (the three kinds of work), so the rules
-are tested with fakes; :class:`DeviceTimer` and :class:`SetupWorkload` bind
-them to a real :class:`~tuneup.trainer.build.TrainingSetup`. torch is
-imported only by those two.
+are tested with fakes (both in trials.py); :class:`DeviceTimer` and
+:class:`SetupWorkload` (workload.py) bind them to a real
+:class:`~tuneup.trainer.build.TrainingSetup`. torch is imported only there.
 """
 
 from __future__ import annotations
 
-import math
-import time
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from tuneup.errors import UsageError
-from tuneup.probe.stats import iqr_pct, median, quantile, relative_spread  # noqa: F401
+from tuneup.probe.stats import iqr_pct, median
 from tuneup.probe.types import PHASES, Budget
 
 if TYPE_CHECKING:
-    import torch
-
-    from tuneup.config import TrainConfig
-    from tuneup.trainer.build import TrainingSetup
-
-Emit = Callable[..., None]
-"""``emit(kind, **fields)``: writes one event (see :mod:`tuneup.probe.events`)."""
-
-Gather = Callable[[float], list[float]]
-"""Every rank's value of this rank's seconds, in rank order (``[seconds]`` on one rank)."""
-
-STRAGGLER_THRESHOLD = 0.10
-"""A rank whose median FULL trial takes 10% longer than the median rank's is a straggler:
-beyond the few percent trials vary by on a quiet node."""
-
-
-class Timer(Protocol):
-    """Clock and device synchronisation, injected so tests can fake both."""
-
-    def now(self) -> float:
-        """Seconds on a monotonic clock."""
-        ...
-
-    def sync(self) -> None:
-        """Wait for queued device work to finish (a no-op on the CPU)."""
-        ...
-
-
-class Workload(Protocol):
-    """The work a probe times; every method returns the number of batches it processed."""
-
-    graph_capture_s: float
-    scaler_overflows: int
-
-    def prepare(self, phase: str) -> None:
-        """Untimed set-up before a phase's trials (SYNTHETIC caches its batch here)."""
-        ...
-
-    def full(self, steps: int, keep_losses: int = 0) -> int:
-        """Real training steps; the losses of the first ``keep_losses`` are kept."""
-        ...
-
-    def io(self, steps: int) -> int:
-        """Loader batches moved to the device, no model."""
-        ...
-
-    def synthetic(self, steps: int) -> int:
-        """Training steps on one cached device batch."""
-        ...
-
-    def read_losses(self) -> list[float]:
-        """The kept losses as floats (one device sync), emptying the list."""
-        ...
-
-    def mem_peak_mb(self) -> float | None:
-        """Peak device memory the framework allocated, in MiB; None where unknown."""
-        ...
-
-
-def _alone(seconds: float) -> list[float]:
-    return [seconds]
-
+    pass
+from tuneup.worker.trials import (
+    Emit,
+    Gather,
+    Timer,
+    Trial,
+    Workload,
+    one_rank,
+    rank_rates,
+    run_trials,
+)
+from tuneup.worker.warmup import WarmupTracker, break_even_steps, one_time_costs, warm_up
 
 # The loader's state when a phase starts is part of what it measures. FULL comes
 # straight after the warm-up (FULL steps too), so its prefetch queue is where the
@@ -158,256 +106,52 @@ def check_budget(budget: Budget, phases: Iterable[str]) -> None:
         )
 
 
-def within(a: float, b: float, tolerance: float) -> bool:
-    """True when two step times differ by at most ``tolerance`` of the smaller one."""
-    low, high = min(a, b), max(a, b)
-    if low <= 0:
-        return high <= 0
-    return high / low - 1.0 <= tolerance
+class _CountingGather:
+    """``gather`` that remembers how many ranks answered last (the world size)."""
 
+    def __init__(self, gather: Gather) -> None:
+        self._gather = gather
+        self.world = 1
 
-@dataclass
-class WarmupTracker:
-    """The warm-up stopping rule, fed window by window.
-
-    Args:
-        window: steps per timed window.
-        max_steps: warm-up cap; never below ``min_steps``.
-        tolerance: relative step-time difference that counts as stable.
-        min_steps: steps that must run whatever the timing (the loss steps).
-    """
-
-    window: int
-    max_steps: int
-    tolerance: float
-    min_steps: int = 0
-    steps: int = 0
-    seconds: float = 0.0
-    step_times: list[float] = field(default_factory=list)
-
-    @property
-    def cap(self) -> int:
-        return max(self.max_steps, self.min_steps, 1)
-
-    def next_window(self) -> int:
-        """Steps to run next: a full window, cut short at the cap."""
-        return max(1, min(self.window, self.cap - self.steps))
-
-    def add(self, steps: int, seconds: float) -> None:
-        self.steps += steps
-        self.seconds += seconds
-        self.step_times.append(seconds / steps)
-
-    @property
-    def stable(self) -> bool:
-        times = self.step_times
-        return len(times) >= 2 and within(times[-2], times[-1], self.tolerance)
-
-    @property
-    def done(self) -> bool:
-        if not self.step_times or self.steps < self.min_steps:
-            return False
-        return self.stable or self.steps >= self.cap
-
-    @property
-    def steady_step_s(self) -> float | None:
-        return self.step_times[-1] if self.step_times else None
-
-
-def one_time_costs(
-    tracker: WarmupTracker, *, graph_capture_s: float = 0.0, spawn_s: float | None = None
-) -> dict[str, float]:
-    """The costs paid once per run, in seconds (see the module docstring)."""
-    costs: dict[str, float] = {}
-    if spawn_s is not None:
-        costs["spawn"] = spawn_s
-    steady = tracker.steady_step_s or 0.0
-    costs["first_steps"] = max(0.0, tracker.seconds - graph_capture_s - steady * tracker.steps)
-    if graph_capture_s > 0:
-        costs["graph_capture"] = graph_capture_s
-    return costs
-
-
-def break_even_steps(one_time_s: dict[str, float], steady_step_s: float | None) -> float | None:
-    """One-time cost in steady steps: how many steps it takes to amortise it."""
-    if not steady_step_s or steady_step_s <= 0:
-        return None
-    return sum(one_time_s.values()) / steady_step_s
+    def __call__(self, seconds: float) -> list[float]:
+        values = self._gather(seconds)
+        self.world = len(values)
+        return values
 
 
 @dataclass(frozen=True)
-class Trial:
-    """One timed run of K steps of a phase; `seconds` is the slowest rank's."""
+class _WarmupOutcome:
+    """What the loss steps and warm-up left: the figures the ``warmup`` event reports."""
 
-    phase: str
-    index: int  # 1-based
-    batches: int
+    tracker: WarmupTracker
+    losses: list[float]
     seconds: float
-    samples_per_s: float
-    rank_seconds: tuple[float, ...] = ()  # every rank's own, in rank order
-
-    def to_event(self) -> dict[str, Any]:
-        event: dict[str, Any] = {
-            "phase": self.phase,
-            "index": self.index,
-            "samples_per_s": self.samples_per_s,
-            "batches": self.batches,
-            "seconds": self.seconds,
-        }
-        if len(self.rank_seconds) > 1:
-            event["rank_seconds"] = list(self.rank_seconds)
-        return event
+    one_time: dict[str, float]
+    steady: float | None
+    break_even: float | None
 
 
-def rank_rates(
-    trials: list[Trial], local_batch: float, threshold: float = STRAGGLER_THRESHOLD
-) -> tuple[list[float], list[int]]:
-    """Each rank's median samples/s over `trials`, and the ranks that straggle.
+@dataclass(frozen=True)
+class _PhaseRates:
+    """Each measured phase's trial rates, the FULL trials, and the trials dropped as outliers."""
 
-    A rank's rate is its local batch times the batches over its own seconds.
-    A straggler's median seconds exceed the median rank's by more than `threshold`.
-    """
-    ranks = min((len(t.rank_seconds) for t in trials), default=0)
-    rates: list[float] = []
-    times: list[float] = []
-    for rank in range(ranks):
-        own = [t.rank_seconds[rank] for t in trials]
-        times.append(median(own))
-        own_rates = [
-            local_batch * t.batches / s if s > 0 else math.inf
-            for t, s in zip(trials, own, strict=True)
-        ]
-        rates.append(median(own_rates))
-    typical = median(times) if times else 0.0
-    stragglers = [r for r, s in enumerate(times) if s > typical * (1.0 + threshold)]
-    return rates, stragglers
+    rates: dict[str, list[float]]
+    full_trials: list[Trial]
+    discarded: int
 
 
-def leading_outlier(rates: list[float]) -> bool:
-    """Whether the first trial is far slower than the rest: late one-time work, not speed.
-
-    Slower than the others' median by more than 10% and by more than four of
-    their own relative deviations (a compile or an autotune that finished
-    after the warm-up, or the first batches of a fresh loader epoch).
-    """
-    if len(rates) < 3:
-        return False
-    rest = rates[1:]
-    centre = median(rest)
-    if centre <= 0 or not math.isfinite(centre):
-        return False
-    return rates[0] < centre * (1.0 - max(0.10, 4.0 * relative_spread(rest)))
-
-
-def run_trials(
-    phase: str,
-    work: Callable[[int], int],
-    *,
-    trials: int,
-    steps: int,
-    samples_per_batch: int,
-    timer: Timer,
-    emit: Emit,
-    gather: Gather = _alone,
-    extend: int | None = None,
-) -> list[Trial]:
-    """T trials of ``work(steps)``, the device synchronised only at each trial's edges.
-
-    Each trial's rate is the global batch over the slowest rank's seconds. A
-    leading trial far slower than the rest (`leading_outlier`) is dropped and
-    one more trial run in its place, up to `extend` times (default: T), so
-    one-time work that outlasted the warm-up never reaches the figures; every
-    trial, dropped or not, is still emitted as an event.
-    """
-    results: list[Trial] = []
-    budget = trials + (trials if extend is None else extend)
-    index = 0
-    while len(results) < trials or leading_outlier([t.samples_per_s for t in results]):
-        if leading_outlier([t.samples_per_s for t in results]):
-            results.pop(0)
-        if index >= budget:
-            break
-        index += 1
-        timer.sync()
-        start = timer.now()
-        batches = work(steps)
-        timer.sync()
-        rank_seconds = tuple(gather(timer.now() - start))
-        seconds = max(rank_seconds)
-        rate = batches * samples_per_batch / seconds if seconds > 0 else math.inf
-        trial = Trial(phase, index, batches, seconds, rate, rank_seconds)
-        emit("trial", **trial.to_event())
-        results.append(trial)
-    return results
-
-
-def warm_up(
+def _timed_warm_up(
     workload: Workload,
     budget: Budget,
     *,
     timer: Timer,
     emit: Emit,
-    gather: Gather = _alone,
-) -> tuple[WarmupTracker, list[float]]:
-    """The loss steps and the warm-up windows; emits ``loss`` events once the loss steps end."""
-    tracker = WarmupTracker(
-        window=budget.warmup_min_steps,
-        max_steps=budget.warmup_max_steps,
-        tolerance=budget.warmup_tolerance,
-        min_steps=budget.loss_steps,
-    )
-    losses: list[float] = []
-    losses_read = budget.loss_steps == 0
-    while not tracker.done:
-        steps = tracker.next_window()
-        keep = min(steps, max(0, budget.loss_steps - tracker.steps))
-        timer.sync()
-        start = timer.now()
-        workload.full(steps, keep_losses=keep)
-        timer.sync()
-        tracker.add(steps, max(gather(timer.now() - start)))
-        if not losses_read and tracker.steps >= budget.loss_steps:
-            losses = workload.read_losses()  # outside the timed window
-            losses_read = True
-            for step, value in enumerate(losses, start=1):
-                emit("loss", step=step, value=value)
-    return tracker, losses
-
-
-def run_probe(
-    workload: Workload,
-    budget: Budget,
-    phases: Iterable[str],
-    *,
-    samples_per_batch: int,
-    timer: Timer,
-    emit: Emit,
-    spawn_s: float | None = None,
-    gather: Gather = _alone,
-) -> dict[str, Any]:
-    """Loss, warm-up, then each phase; emits every event but ``start`` and returns the result.
-
-    Args:
-        workload: the work to time (a :class:`SetupWorkload` in the worker).
-        budget: warm-up rule, K, T and the loss steps.
-        phases: names from PHASES, measured in this order.
-        samples_per_batch: the global batch, so samples/s are the job's.
-        timer: clock and device sync.
-        emit: event sink, ``emit(kind, **fields)``.
-        spawn_s: process start to setup built, when the caller measured it.
-        gather: every rank's seconds at a trial edge (a collective under DDP);
-            the slowest rank's count. ``[seconds]`` on one rank.
-    """
-    world = 1
-
-    def gathered(seconds: float) -> list[float]:
-        nonlocal world
-        values = gather(seconds)
-        world = len(values)
-        return values
-
+    spawn_s: float | None,
+    gather: Gather,
+) -> _WarmupOutcome:
+    """Run the loss steps and warm-up, then emit the ``warmup`` event."""
     began = timer.now()
-    tracker, losses = warm_up(workload, budget, timer=timer, emit=emit, gather=gathered)
+    tracker, losses = warm_up(workload, budget, timer=timer, emit=emit, gather=gather)
     warmup_s = timer.now() - began
     one_time = one_time_costs(tracker, graph_capture_s=workload.graph_capture_s, spawn_s=spawn_s)
     steady = tracker.steady_step_s
@@ -421,6 +165,20 @@ def run_probe(
         one_time_s=one_time,
         break_even_steps=break_even,
     )
+    return _WarmupOutcome(tracker, losses, warmup_s, one_time, steady, break_even)
+
+
+def _measure_phases(
+    workload: Workload,
+    budget: Budget,
+    phases: Iterable[str],
+    *,
+    samples_per_batch: int,
+    timer: Timer,
+    emit: Emit,
+    gather: Gather,
+) -> _PhaseRates:
+    """Each phase's trials, in measuring order."""
     work: dict[str, Callable[[int], int]] = {
         "io": workload.io,
         "synthetic": workload.synthetic,
@@ -439,15 +197,28 @@ def run_probe(
             samples_per_batch=samples_per_batch,
             timer=timer,
             emit=emit,
-            gather=gathered,
+            gather=gather,
         )
         rates[phase] = [t.samples_per_s for t in trials]
         discarded += trials[0].index - 1 if trials else 0
         if phase == "full":
             full_trials = trials
+    return _PhaseRates(rates, full_trials, discarded)
+
+
+def _probe_result(
+    workload: Workload,
+    warm: _WarmupOutcome,
+    measured: _PhaseRates,
+    *,
+    samples_per_batch: int,
+    world: int,
+) -> dict[str, Any]:
+    """The ``result`` event's fields, from the warm-up and the phases."""
+    rates, losses = measured.rates, warm.losses
     full = rates.get("full", [])
-    rank_sps, stragglers = rank_rates(full_trials, samples_per_batch / world)
-    result: dict[str, Any] = {
+    rank_sps, stragglers = rank_rates(measured.full_trials, samples_per_batch / world)
+    return {
         "io_sps": median(rates["io"]) if "io" in rates else None,
         "synthetic_sps": median(rates["synthetic"]) if "synthetic" in rates else None,
         "full_sps": median(full) if full else None,
@@ -460,172 +231,57 @@ def run_probe(
         "losses": losses,
         "scaler_overflows": workload.scaler_overflows,
         "mem_peak_mb": workload.mem_peak_mb(),
-        "warmup_s": warmup_s,
-        "warmup_steps": tracker.steps,
-        "steady_step_s": steady,
-        "one_time_s": one_time,
-        "break_even_steps": break_even,
+        "warmup_s": warm.seconds,
+        "warmup_steps": warm.tracker.steps,
+        "steady_step_s": warm.steady,
+        "one_time_s": warm.one_time,
+        "break_even_steps": warm.break_even,
         "ranks": world,
         "rank_sps": rank_sps,
         "stragglers": stragglers,
-        "trials_discarded": discarded,
+        "trials_discarded": measured.discarded,
     }
+
+
+def run_probe(
+    workload: Workload,
+    budget: Budget,
+    phases: Iterable[str],
+    *,
+    samples_per_batch: int,
+    timer: Timer,
+    emit: Emit,
+    spawn_s: float | None = None,
+    gather: Gather = one_rank,
+) -> dict[str, Any]:
+    """Loss, warm-up, then each phase; emits every event but ``start`` and returns the result.
+
+    Args:
+        workload: the work to time (a :class:`SetupWorkload` in the worker).
+        budget: warm-up rule, K, T and the loss steps.
+        phases: names from PHASES, measured in this order.
+        samples_per_batch: the global batch, so samples/s are the job's.
+        timer: clock and device sync.
+        emit: event sink, ``emit(kind, **fields)``.
+        spawn_s: process start to setup built, when the caller measured it.
+        gather: every rank's seconds at a trial edge (a collective under DDP);
+            the slowest rank's count. ``[seconds]`` on one rank.
+    """
+    gathered = _CountingGather(gather)
+    warm = _timed_warm_up(
+        workload, budget, timer=timer, emit=emit, spawn_s=spawn_s, gather=gathered
+    )
+    measured = _measure_phases(
+        workload,
+        budget,
+        phases,
+        samples_per_batch=samples_per_batch,
+        timer=timer,
+        emit=emit,
+        gather=gathered,
+    )
+    result = _probe_result(
+        workload, warm, measured, samples_per_batch=samples_per_batch, world=gathered.world
+    )
     emit("result", **result)
     return result
-
-
-# ---- binding to a real training setup ----------------------------------------
-
-
-class BatchStream:
-    """A finite loader as an endless stream: when an epoch runs out, the next one starts.
-
-    Restarting the iterator is what a new epoch of training does (fresh crops,
-    workers restarted unless persistent), so the cost shows up where it would.
-    """
-
-    def __init__(self, loader: Iterable[Any]) -> None:
-        self.loader = loader
-        self.epochs = 0
-        self._it: Iterator[Any] | None = None
-
-    def __iter__(self) -> Iterator[Any]:
-        while True:
-            yield self.next()
-
-    def next(self) -> Any:
-        if self._it is not None:
-            try:
-                return next(self._it)
-            except StopIteration:
-                pass
-        self._it = iter(self.loader)
-        self.epochs += 1
-        try:
-            return next(self._it)
-        except StopIteration:
-            raise UsageError(
-                "the training loader gives no batch: raise Nsamples or lower the batch size"
-            ) from None
-
-
-def prefetched_batches(cfg: TrainConfig) -> int:
-    """Batches a loader holds ready ahead of the loop: workers x prefetch_factor, or DALI's."""
-    if cfg.data_loader_config.startswith("dali"):
-        return cfg.dali_prefetch
-    if cfg.num_data_workers <= 0:
-        return 0
-    per_worker = cfg.prefetch_factor if cfg.prefetch_factor is not None else 2  # torch's default
-    return cfg.num_data_workers * per_worker + (1 if cfg.pin_memory else 0)
-
-
-class DeviceTimer:
-    """``time.perf_counter`` and ``torch.cuda.synchronize`` on the setup's device."""
-
-    def __init__(self, device: torch.device) -> None:
-        self.device = device
-
-    def now(self) -> float:
-        return time.perf_counter()
-
-    def sync(self) -> None:
-        if self.device.type == "cuda":
-            import torch
-
-            torch.cuda.synchronize(self.device)
-
-
-class SetupWorkload:
-    """The three kinds of work on a real TrainingSetup; the step count drives the LR schedule."""
-
-    def __init__(self, setup: TrainingSetup, timer: Timer) -> None:
-        if setup.train_loader is None:
-            raise UsageError("the probe needs the training loader: build with with_loaders=True")
-        self.setup = setup
-        self.timer = timer
-        self.stream = BatchStream(setup.train_loader)
-        self._batches = setup.device_batches(self.stream)
-        self.steps_done = 0
-        self.graph_capture_s = 0.0
-        self._graph_checked = False
-        self._pending: list[torch.Tensor] = []
-        self._cached: tuple[torch.Tensor, torch.Tensor] | None = None
-
-    @property
-    def scaler_overflows(self) -> int:
-        return self.setup.step.scaler_overflows
-
-    def _device_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
-        return next(self._batches)
-
-    def _ensure_graph(self, inp: torch.Tensor, tar: torch.Tensor) -> None:
-        """Capture on the first batch; the capture's own time is a one-time cost of its own."""
-        if self._graph_checked:
-            return
-        self._graph_checked = True
-        if not self.setup.cfg.cuda_graphs:
-            return
-        self.setup.ensure_graph(inp, tar)
-        self.graph_capture_s += getattr(self.setup.step, "capture_s", 0.0)
-
-    def full(self, steps: int, keep_losses: int = 0) -> int:
-        from tuneup.trainer.optim import set_lr
-
-        setup = self.setup
-        for i in range(steps):
-            inp, tar = self._device_batch()
-            self._ensure_graph(inp, tar)
-            self.steps_done += 1
-            set_lr(setup.optimizer, setup.schedule(self.steps_done))
-            loss = setup.step(inp, tar)
-            if i < keep_losses:
-                self._pending.append(loss)
-        return steps
-
-    def io(self, steps: int) -> int:
-        for _ in range(steps):
-            self._device_batch()
-        return steps
-
-    def prepare(self, phase: str) -> None:
-        if phase == "synthetic" and self._cached is None:
-            self._cached = self._device_batch()
-            self.timer.sync()
-        if phase == "io":
-            # Batches the loader prepared while the model ran would make IO's first
-            # trial a read of the queue: take them, untimed, so IO times the loader.
-            for _ in range(prefetched_batches(self.setup.cfg)):
-                self._device_batch()
-            self.timer.sync()
-
-    @property
-    def cached_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """The device batch SYNTHETIC steps on (taken from the loader on first use)."""
-        self.prepare("synthetic")
-        assert self._cached is not None
-        return self._cached
-
-    def synthetic(self, steps: int) -> int:
-        self.prepare("synthetic")
-        assert self._cached is not None
-        inp, tar = self._cached
-        for _ in range(steps):
-            self.setup.step(inp, tar)
-        return steps
-
-    def read_losses(self) -> list[float]:
-        import torch
-
-        if not self._pending:
-            return []
-        values = torch.stack(self._pending).float().cpu().tolist()
-        self._pending.clear()
-        return values
-
-    def mem_peak_mb(self) -> float | None:
-        """The CUDA caching allocator's peak (tensors only: NVML's reading is larger)."""
-        import torch
-
-        if self.setup.device.type != "cuda":
-            return None
-        return torch.cuda.max_memory_allocated(self.setup.device) / 2**20

@@ -19,22 +19,24 @@ from textual.screen import Screen
 from textual.widgets import Button, Footer, Static
 
 from tuneup.errors import UsageError
+from tuneup.probe.describe import sps_text
 from tuneup.probe.journal import ResultsDir
+from tuneup.probe.summary import Summary
 from tuneup.probe.types import ProbeResult
 from tuneup.tui.widgets.gain_bars import GainBars, stage_gains
 
-# Export format -> file name in the results folder.
+# tuneup's export formats -> file name in the results folder (a trainer that exports its
+# sessions in formats of its own names their files: SessionExport.file_name).
 EXPORT_FILES = {
     "yaml": "tuned.yaml",
     "flags": "flags.txt",
     "env": "env.sh",
     "sbatch": "job.sbatch",
     "tuneup": "tuneup.yaml",
-    "command": "command.sh",
 }
 
 
-def load_results(folder: Path) -> tuple[dict[str, Any], list[ProbeResult]]:
+def load_results(folder: Path) -> tuple[Summary, list[ProbeResult]]:
     """A finished session's summary and journaled probes, for review.
 
     Raises:
@@ -80,81 +82,72 @@ def export_all(
     )
     written = []
     for fmt in export.formats:
-        target = Path(folder) / EXPORT_FILES.get(fmt, f"export.{fmt}")
+        name = export.file_name(fmt) or EXPORT_FILES.get(fmt, f"export.{fmt}")
+        target = Path(folder) / name
         target.write_text(render_session(export, fmt), encoding="utf-8")
         written.append(target)
     return written
 
 
-def _sps(value: Any) -> str:
-    return "-" if value is None else f"{value:,.1f}"
-
-
-def comparison_table(summary: Mapping[str, Any]) -> Table:
+def comparison_table(summary: Summary) -> Table:
     """Baseline and recommendation side by side: IO, SYNTHETIC, FULL and the FULL spread."""
     table = Table(expand=True, box=None, header_style="bold")
     for column in ("", "IO", "SYNTHETIC", "FULL", "IQR"):
         table.add_column(column, justify="left" if not column else "right")
-    for name, key in (("baseline", "baseline"), ("recommendation", "recommendation")):
-        rates = summary.get(key, {})
-        iqr = rates.get("iqr_pct")
+    for name, rates in (("baseline", summary.baseline), ("recommendation", summary.recommendation)):
+        iqr = rates.iqr_pct
         table.add_row(
             name,
-            _sps(rates.get("io_sps")),
-            _sps(rates.get("synthetic_sps")),
-            _sps(rates.get("full_sps")),
+            sps_text(rates.io_sps),
+            sps_text(rates.synthetic_sps),
+            sps_text(rates.full_sps),
             "-" if iqr is None else f"{iqr:.1f}%",
         )
     return table
 
 
-def speedup_text(summary: Mapping[str, Any]) -> str:
+def speedup_text(summary: Summary) -> str:
     """The confirmed speedup with its spread, and how it was measured."""
-    gain = summary.get("speedup") or {}
-    value = gain.get("value")
-    if value is None:
+    gain = summary.speedup
+    if gain.value is None:
         return "speedup: unknown"
-    text = f"speedup: {value:.2f}x"
-    if gain.get("low") is not None and gain.get("high") is not None:
-        text += f" ({gain['low']:.2f}-{gain['high']:.2f} over {gain.get('pairs', 0)} pairs)"
-    return text + f" [{gain.get('method', '')}]"
+    text = f"speedup: {gain.value:.2f}x"
+    if gain.low is not None and gain.high is not None:
+        text += f" ({gain.low:.2f}-{gain.high:.2f} over {gain.pairs} pairs)"
+    return text + f" [{gain.method}]"
 
 
-def notes_text(summary: Mapping[str, Any]) -> str:
+def notes_text(summary: Summary) -> str:
     """What the session saw of the machine (unstable, contended, drifting): shown first."""
-    notes = (summary.get("stability") or {}).get("notes") or []
-    return "\n".join(f"note: {n}" for n in notes)
+    return "\n".join(f"note: {n}" for n in summary.notes)
 
 
-def confirmation_text(summary: Mapping[str, Any]) -> str:
+def confirmation_text(summary: Summary) -> str:
     """Whether the confirmation upheld the search's pick, in one line."""
-    conf = summary.get("confirmation")
-    if not conf:
+    conf = summary.confirmation
+    if conf is None:
         return "confirmation: none ran (nothing was adopted)"
-    status = conf.get("status", "?")
-    if status == "confirmed":
+    if conf.status == "confirmed":
         return "confirmation: the search's pick held up in interleaved pairs"
-    searched = " + ".join(conf.get("search_path") or [])
-    kept = " + ".join(conf.get("path") or []) or "the baseline"
-    return f"confirmation: {status}: the search picked {searched}; it upheld {kept}"
+    searched = " + ".join(conf.search_path)
+    kept = " + ".join(conf.path) or "the baseline"
+    return f"confirmation: {conf.status}: the search picked {searched}; it upheld {kept}"
 
 
-def changes_text(summary: Mapping[str, Any]) -> str:
-    base = summary.get("baseline", {}).get("values", {})
-    changes = summary.get("recommendation", {}).get("changes", {})
+def changes_text(summary: Summary) -> str:
+    base = summary.baseline.values
+    changes = summary.recommendation.changes
     if not changes:
         return "changes: none (keep the baseline)"
     parts = [f"{k}: {base.get(k, 'default')} -> {v}" for k, v in changes.items()]
     return "changes: " + ", ".join(parts)
 
 
-def verdict_text(summary: Mapping[str, Any]) -> str:
-    verdict = summary.get("bottleneck") or {}
+def verdict_text(summary: Summary) -> str:
     lines = []
-    for moment in ("before", "after"):
-        sentence = (verdict.get(moment) or {}).get("sentence")
-        if sentence:
-            lines.append(f"{moment}: {sentence}")
+    for moment, verdict in (("before", summary.before), ("after", summary.after)):
+        if verdict is not None and verdict.sentence:
+            lines.append(f"{moment}: {verdict.sentence}")
     return "\n".join(lines) or "no verdict"
 
 
@@ -162,7 +155,7 @@ class ResultsScreen(Screen[None]):
     """One session's results; `e` (or the button) writes every export format to its folder.
 
     Args:
-        summary: summary.json's content.
+        summary: the session's summary.json, typed.
         probes: the session's probes, in order (for the count of what ran).
         results_dir: the session's folder, where exports are written.
         hints: the preset's machine hints for env/sbatch; read from session.json when None.
@@ -190,7 +183,7 @@ class ResultsScreen(Screen[None]):
 
     def __init__(
         self,
-        summary: dict[str, Any],
+        summary: Summary,
         probes: Sequence[ProbeResult],
         results_dir: Path,
         *,
@@ -211,12 +204,12 @@ class ResultsScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         summary = self.summary
-        headline = summary.get("recommendation", {}).get("headline", "")
+        headline = summary.recommendation.headline
         ran = sum(1 for p in self.probes if p.status.value != "skipped")
         title = (
-            f"{summary.get('preset', '?')} / {summary.get('trainer', '?')}: "
-            f"{summary.get('search', 'staged')} search, {ran} probes, "
-            f"noise margin {summary.get('margin_pct', 0.0):.1f}%"
+            f"{summary.preset} / {summary.trainer}: "
+            f"{summary.search} search, {ran} probes, "
+            f"noise margin {summary.margin_pct:.1f}%"
         )
         with VerticalScroll(id="results-body"):
             notes = notes_text(summary)
@@ -226,7 +219,7 @@ class ResultsScreen(Screen[None]):
             comparison = Static(comparison_table(summary), id="results-comparison", classes="box")
             comparison.border_title = title
             yield comparison
-            batch = summary.get("recommendation", {}).get("batch_note")
+            batch = summary.recommendation.batch_note
             yield Static(
                 "\n".join(
                     [speedup_text(summary), confirmation_text(summary), changes_text(summary)]
@@ -235,7 +228,7 @@ class ResultsScreen(Screen[None]):
                 id="results-speedup",
                 classes="box",
             )
-            yield GainBars(stage_gains(summary.get("stages", [])), id="results-gains")
+            yield GainBars(stage_gains(summary.stages), id="results-gains")
             verdict = Static(verdict_text(summary), id="results-verdict", classes="box")
             verdict.border_title = "bottleneck"
             yield verdict
@@ -249,7 +242,7 @@ class ResultsScreen(Screen[None]):
             self.action_export()
 
     def action_export(self) -> None:
-        values = self.summary.get("recommendation", {}).get("values")
+        values = self.summary.recommendation.values
         shown = self.query_one("#results-exported", Static)
         if not values:
             shown.update("nothing to export: the summary has no recommended values")

@@ -23,8 +23,8 @@ from textual.screen import Screen
 from textual.widgets import Button, Footer, Input, Label, Select, SelectionList, Static
 from textual.widgets.selection_list import Selection
 
+from tuneup.cluster.job import JobEnv
 from tuneup.errors import UsageError
-from tuneup.monitor.slurm import JobInfo
 from tuneup.preset.load import ProbePreset, load_preset, preset_stage
 from tuneup.probe.estimate import (
     StepModel,
@@ -71,7 +71,7 @@ def parse_layout(nproc_text: str, nodes_text: str) -> tuple[int, int]:
 
 
 def machine_lines(
-    machine: MachineInfo, job: JobInfo | None, now: float, gpu_memory_gib: tuple[float, ...] = ()
+    machine: MachineInfo, job: JobEnv | None, now: float, gpu_memory_gib: tuple[float, ...] = ()
 ) -> list[str]:
     """The machine as a few lines: GPUs, CPUs, and the SLURM job with its time left."""
     if machine.gpu_names:
@@ -84,7 +84,7 @@ def machine_lines(
         gpus = "none visible"
     cuda = "yes" if machine.cuda else "no"
     lines = [f"GPUs: {gpus}   CUDA: {cuda}", f"CPU cores usable: {machine.cpus_usable}"]
-    if job is None:
+    if job is None or not job.in_slurm:
         lines.append("SLURM: not in a job")
         return lines
     nodes = ", ".join(job.nodes[:4]) + (" ..." if len(job.nodes) > 4 else "")
@@ -96,7 +96,7 @@ def machine_lines(
     return lines
 
 
-def allocation_left_s(job: JobInfo | None, now: float) -> float | None:
+def allocation_left_s(job: JobEnv | None, now: float) -> float | None:
     """Seconds until the job's time limit; None outside SLURM or when SLURM does not say."""
     if job is None or job.end_time is None:
         return None
@@ -136,7 +136,7 @@ class SetupScreen(Screen[None]):
 
     Args:
         machine: what this machine offers (stages it cannot run are shown disabled).
-        job: the SLURM job, for its nodes and time left; None outside SLURM.
+        job: the job, for its SLURM nodes and time left; None (or a local job) outside SLURM.
         preset_name: the preset chosen first.
         presets: (name, description) of the presets to offer.
         step_model: the estimate's start-up and step-time guesses.
@@ -184,7 +184,7 @@ class SetupScreen(Screen[None]):
         self,
         machine: MachineInfo,
         *,
-        job: JobInfo | None,
+        job: JobEnv | None,
         preset_name: str,
         presets: list[tuple[str, str]],
         step_model: StepModel,

@@ -14,9 +14,11 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Footer, ProgressBar, RichLog, Static
 
-from tuneup.commands.progress import result_line, session_ranks
 from tuneup.monitor.widgets.chart import Chart, Series
+from tuneup.probe.describe import result_line, session_ranks, sps_text
+from tuneup.probe.events import ErrorEvent, Event, StartEvent, TrialEvent, WarmupEvent
 from tuneup.probe.journal import quoted
+from tuneup.probe.summary import Summary
 from tuneup.probe.verdicts import bottleneck
 from tuneup.tui.driver import SessionDriver
 from tuneup.tui.screens.results import ResultsScreen, export_all, session_hints
@@ -29,20 +31,18 @@ HELP = (
 )
 
 
-def phase_text(event: dict[str, Any]) -> str | None:
+def phase_text(event: Event) -> str | None:
     """What the running probe is doing, from one worker event (None: nothing to show)."""
-    kind = event.get("event")
-    if kind == "start":
+    if isinstance(event, StartEvent):
         return "starting the worker"
-    if kind == "warmup":
-        return f"warmed up in {event.get('steps', '?')} steps; measuring"
-    if kind == "trial":
-        rate = event.get("samples_per_s")
-        shown = "-" if rate is None else f"{rate:,.1f}"
-        phase = str(event.get("phase", "")).upper()
-        return f"{phase} trial {event.get('index', '?')}: {shown} samples/s"
-    if kind == "error":
-        return f"error: {event.get('kind', '?')}"
+    if isinstance(event, WarmupEvent):
+        steps = "?" if event.steps is None else event.steps
+        return f"warmed up in {steps} steps; measuring"
+    if isinstance(event, TrialEvent):
+        index = "?" if event.index is None else event.index
+        return f"{event.phase.upper()} trial {index}: {sps_text(event.samples_per_s)} samples/s"
+    if isinstance(event, ErrorEvent):
+        return f"error: {event.kind}"
     return None
 
 
@@ -191,16 +191,12 @@ class TuneScreen(Screen[None]):
             )
             self._show_status(f"stopped (resume with tuneup probe --resume {quoted(folder)})")
         else:
-            summary = message.summary or {}
-            verdict = summary.get("bottleneck", {})
-            lines = [
-                f"{moment}: {verdict[moment]['sentence']}"
-                for moment in ("before", "after")
-                if isinstance(verdict.get(moment), dict)
-            ]
+            summary = message.summary or Summary()
+            verdicts = (("before", summary.before), ("after", summary.after))
+            lines = [f"{moment}: {v.sentence}" for moment, v in verdicts if v is not None]
             self.query_one("#tune-verdict", Static).update("\n".join(lines))
-            headline = summary.get("recommendation", {}).get("headline", "")
-            for note in (summary.get("stability") or {}).get("notes") or []:
+            headline = summary.recommendation.headline
+            for note in summary.notes:
                 log.write(f"note: {note}")
             log.write(headline)
             self._show_status("finished: " + headline)
@@ -250,7 +246,7 @@ class TuneScreen(Screen[None]):
             return
         folder = self.driver.session.results.path
         hints = session_hints(folder)
-        self.exported = export_all(summary["recommendation"]["values"], folder, hints)
+        self.exported = export_all(summary.recommendation.values, folder, hints)
         for path in self.exported:
             self.query_one(RichLog).write(f"exported {path}")
 

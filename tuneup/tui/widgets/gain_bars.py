@@ -9,6 +9,8 @@ from typing import Any
 from rich.text import Text
 from textual.widget import Widget
 
+from tuneup.probe.summary import StageOutcome
+
 
 @dataclass(frozen=True)
 class StageGain:
@@ -20,22 +22,17 @@ class StageGain:
     note: str = ""
 
 
-def stage_gains(stages: Sequence[dict[str, Any]]) -> list[StageGain]:
+def stage_gains(stages: Sequence[StageOutcome]) -> list[StageGain]:
     """The bars from summary.json's `stages` list."""
     gains = []
     for entry in stages:
-        reason = str(entry.get("reason", ""))
-        if entry.get("winner"):
-            note = f"adopted {entry['winner']}"
-        elif reason.startswith("skipped"):
+        if entry.winner:
+            note = f"adopted {entry.winner}"
+        elif entry.reason.startswith("skipped"):
             note = "skipped"
         else:
             note = "kept"
-        gains.append(
-            StageGain(
-                str(entry.get("stage", "?")), entry.get("gain_pct"), bool(entry.get("winner")), note
-            )
-        )
+        gains.append(StageGain(entry.stage, entry.gain_pct, bool(entry.winner), note))
     return gains
 
 

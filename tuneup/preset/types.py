@@ -1,0 +1,61 @@
+"""A validated preset as a value: what a probe session runs.
+
+Its own module, apart from the loader, so that what reads a preset (the
+trainer adapters among them) does not depend on how presets are found,
+parsed and checked (tuneup.preset.load).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tuneup.probe.types import Budget, Candidate
+
+DEFAULT_STAGES = (
+    "workers",
+    "data",
+    "tf32",
+    "amp",
+    "optimizer",
+    "jit",
+    "cuda_graphs",
+    "channels_last",
+    "batch_size",
+)
+"""The stages a preset runs when it names none, in order."""
+
+
+@dataclass(frozen=True)
+class Launch:
+    """The ranks a preset's probes run with; None leaves it to the CLI (the allocation's GPUs)."""
+
+    nproc: int | None = None
+    nodes: int | None = None
+
+
+@dataclass(frozen=True)
+class ProbePreset:
+    """A validated preset, ready for a probe session.
+
+    Attributes:
+        stage_candidates: a stage's own candidate values from the preset, by stage
+            name; stages absent here keep their declared candidates.
+        source: the bundled name, or the file's absolute path: what --resume reloads.
+        origin: where it was found: "bundled", "user: PATH" or "file: PATH".
+        sections: the trainers' own sections, by trainer name (each checked by its
+            adapter's `check_section`).
+    """
+
+    name: str
+    description: str
+    train: dict[str, Any]
+    synthetic_data: dict[str, Any] | None = None
+    stages: tuple[str, ...] = DEFAULT_STAGES
+    budget: Budget = field(default_factory=Budget)
+    hints: dict[str, Any] = field(default_factory=dict)
+    source: str = ""
+    stage_candidates: dict[str, tuple[Candidate, ...]] = field(default_factory=dict)
+    launch: Launch = field(default_factory=Launch)
+    sections: dict[str, dict[str, Any]] = field(default_factory=dict)
+    origin: str = ""

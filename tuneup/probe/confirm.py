@@ -1,0 +1,88 @@
+"""The confirmation: baseline and the search's pick in interleaved pairs, then shorter paths.
+
+The confirmation decides what is recommended (search.py's module docstring):
+when the pick is not upheld, the adopted changes are dropped from the last one
+backwards and each shorter path is confirmed in turn, `attempts` at most.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tuneup.probe.search_records import BASELINE, CONFIRM, Confirmation, ConfirmAttempt
+from tuneup.probe.search_runner import SearchRunner, Series
+from tuneup.probe.types import Candidate, ProbeResult
+
+_NOTHING = object()
+
+
+def confirm(
+    runner: SearchRunner,
+    base_values: dict[str, Any],
+    steps: list[tuple[str, dict[str, Any]]],
+    pairs: int,
+    attempts: int,
+) -> tuple[Confirmation, dict[str, Any], ProbeResult]:
+    """Confirm the search's path, then shorter ones; the upheld values and their probe."""
+    tried: list[ConfirmAttempt] = []
+    upheld_series: Series | None = None
+    for drop in range(min(len(steps), max(attempts, 1))):
+        kept = steps[: len(steps) - drop]
+        labels = tuple(label for label, _ in kept)
+        values = kept[-1][1]
+        attempt, series = _confirm_one(runner, base_values, labels, values, pairs)
+        tried.append(attempt)
+        if attempt.upheld:
+            upheld_series = series
+            break
+    search_path = [label for label, _ in steps]
+    shown = next((a for a in tried if a.upheld), tried[0])
+    ratios = list(shown.evidence.ratios)
+    confirmation = Confirmation(
+        baseline_sps=list(shown.baseline_sps),
+        best_sps=list(shown.best_sps),
+        ratios=ratios,
+        speedup=shown.evidence.speedup,
+        low=min(ratios) if ratios else None,
+        high=max(ratios) if ratios else None,
+        failed=shown.failed,
+        attempts=tried,
+        search_path=search_path,
+        path=list(shown.path) if shown.upheld else [],
+    )
+    if upheld_series is None:
+        return confirmation, dict(base_values), runner.reference  # type: ignore[return-value]
+    return confirmation, dict(shown.values), upheld_series.summary()
+
+
+def _confirm_one(
+    runner: SearchRunner,
+    base_values: dict[str, Any],
+    labels: tuple[str, ...],
+    values: dict[str, Any],
+    pairs: int,
+) -> tuple[ConfirmAttempt, Series]:
+    variant = {k: v for k, v in values.items() if base_values.get(k, _NOTHING) != v}
+    at_least = max(2, pairs)
+    best = Series([])
+    found = runner.compare(
+        CONFIRM,
+        Candidate(BASELINE, {}),
+        base_values,
+        Candidate("recommended", variant),
+        values,
+        base_series=Series([]),
+        cand_series=best,
+        rule={"min_pairs": at_least, "max_pairs": 2 * at_least, "min_reject": at_least},
+        max_failed=pairs,
+        resume=False,
+    )
+    attempt = ConfirmAttempt(
+        path=labels,
+        values=dict(values),
+        evidence=found.evidence,
+        baseline_sps=tuple(a for a, _ in found.pairs),
+        best_sps=tuple(b for _, b in found.pairs),
+        failed=found.failed,
+    )
+    return attempt, best

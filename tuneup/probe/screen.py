@@ -1,0 +1,119 @@
+"""A stage's screen: each candidate once, between two probes of the incumbent (A B.. A).
+
+Each screen is compared with the incumbent as it stood at that moment
+(interpolated on the log scale between the two anchors), and a candidate next
+to an anchor already forms a pair with it. Then the candidates are ordered by
+promise, and a hopeless one is known before any pair is spent on it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from tuneup.probe.paired import FLOOR, NoiseTracker
+from tuneup.probe.search_records import INCUMBENT, StagePlan
+from tuneup.probe.search_runner import SearchRunner, Series, comparable
+from tuneup.probe.types import Candidate, ProbeResult
+
+TIE_CAP = 0.10  # screens this close to the best may tie, whatever the noise (and the needed gain)
+
+
+@dataclass(frozen=True)
+class Screen:
+    """A candidate's first probe, what the incumbent stood at then, and the pairs it makes."""
+
+    cand: Candidate
+    result: ProbeResult
+    incumbent_sps: float  # the incumbent at that moment: between the two anchors
+    pairs: tuple[tuple[float, float], ...]  # with an anchor measured right before or after
+
+    @property
+    def gain(self) -> float:
+        """ln(screen / incumbent then)."""
+        return math.log((self.result.full_sps or 0.0) / self.incumbent_sps)
+
+
+def screen_again(
+    plan: StagePlan,
+    values: dict[str, Any],
+    screen: Screen,
+    incumbent: Series,
+    runner: SearchRunner,
+) -> Screen | None:
+    """The candidate measured once more right after the incumbent's latest probe."""
+    anchor = incumbent.latest
+    if anchor is None:
+        return None
+    result = runner.run(plan.name, screen.cand, {**values, **screen.cand.values})
+    if not comparable(result):
+        return None
+    return Screen(screen.cand, result, anchor, ((anchor, result.full_sps or 0.0),))
+
+
+def close_screen(
+    plan: StagePlan,
+    values: dict[str, Any],
+    incumbent: Series,
+    runner: SearchRunner,
+    ok: list[tuple[Candidate, ProbeResult, int]],
+    anchor: float,
+    anchor_at: int,
+) -> tuple[list[Screen], bool]:
+    """Measure the closing anchor; the screens, and whether the anchors disagree (a shift).
+
+    The shift is judged against the noise before the closing anchor, whose own
+    repeat would otherwise pass the shift off as noise.
+    """
+    sigma = runner.noise.sigma
+    closing = runner.run(plan.name, Candidate(INCUMBENT, {}), values)
+    incumbent.add(closing)
+    closing_sps = closing.full_sps if comparable(closing) else None
+    closing_at = len(runner.probes) - 1
+    screens = [_screen(c, r, at, (anchor, anchor_at), (closing_sps, closing_at)) for c, r, at in ok]
+    shifted = closing_sps is not None and abs(
+        math.log(closing_sps / anchor)
+    ) > 2 * sigma + math.log1p(FLOOR)
+    return screens, shifted
+
+
+def _screen(
+    cand: Candidate,
+    result: ProbeResult,
+    at: int,
+    opening: tuple[float, int],
+    closing: tuple[float | None, int],
+) -> Screen:
+    """A screen against the incumbent interpolated between the anchors, and its adjacent pairs."""
+    (a0, i0), (a1, i1) = opening, closing
+    b = result.full_sps or 0.0
+    if a1 is None:
+        return Screen(cand, result, a0, ((a0, b),) if at == i0 + 1 else ())
+    weight = (at - i0) / (i1 - i0)
+    expected = math.exp((1 - weight) * math.log(a0) + weight * math.log(a1))
+    # One pair per candidate probe at most: two pairs sharing it would count its noise twice.
+    if at == i0 + 1:
+        return Screen(cand, result, expected, ((a0, b),))
+    if at == i1 - 1:
+        return Screen(cand, result, expected, ((a1, b),))
+    return Screen(cand, result, expected, ())
+
+
+def by_promise(screens: list[Screen], sigma: float, needed: float) -> list[Screen]:
+    """Candidates in the order to pursue them: best screen first, but screens within two
+    pairs' noise (or the smallest gain the session can establish, when larger) of the best
+    count as a tie, won by the one the stage lists first: two equally good variants do not
+    swap from run to run on a coin toss, and a difference too small to adopt is too small
+    to prefer."""
+    top = max(s.gain for s in screens)
+    # Two pairs' noise, at most 10% (an early estimate can be wild), or the resolvable gain.
+    band = max(min(2 * sigma, math.log1p(TIE_CAP)), math.log1p(needed))
+    tied = [s for s in screens if s.gain >= top - band]
+    rest = sorted((s for s in screens if s not in tied), key=lambda s: s.gain, reverse=True)
+    return tied + rest
+
+
+def hopeless(gain: float, noise: NoiseTracker) -> bool:
+    """True when a screen's gain, even one pair's noise better, stays under the needed gain."""
+    return math.log1p(max(gain, -0.99)) + noise.sigma < math.log1p(noise.needed)

@@ -1,0 +1,160 @@
+"""What a search is given and what it gives back: the plan, the decisions, the outcome.
+
+Plain records shared by the staged search (search.py), the grid (grid.py),
+the confirmation (confirm.py) and everything downstream that reads an
+outcome (verdicts, the session, the app).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tuneup.errors import ExitCode, UsageError
+from tuneup.probe.paired import NoiseTracker, PairedEvidence, Verdict
+from tuneup.probe.types import Candidate, ProbeResult, Status
+
+Measure = Callable[[str, Candidate, dict[str, Any]], ProbeResult]
+Already = Callable[[str, str], ProbeResult | None]
+
+BASELINE = "baseline"
+CONFIRM = "confirm"
+GRID = "grid"
+INCUMBENT = "incumbent"
+
+
+@dataclass
+class StagePlan:
+    """One stage as the search sees it: candidates on top of the incumbent, or why it is skipped."""
+
+    name: str
+    candidates: list[Candidate]
+    skip_reason: str | None = None
+    # "label: why" of candidates left out before any probe (e.g. no compiler for torch.compile).
+    not_tried: list[str] = field(default_factory=list)
+    # Re-propose on the incumbent when the stage's turn comes (a stage's candidates
+    # may depend on what earlier stages adopted, e.g. CUDA graphs after fp16 won).
+    refresh: Callable[[dict[str, Any]], StagePlan] | None = None
+
+
+@dataclass(frozen=True)
+class ReferenceRun:
+    """A reference candidate and its probe: measured for comparison, never adopted."""
+
+    candidate: Candidate
+    result: ProbeResult
+
+
+@dataclass
+class StageDecision:
+    """What one stage decided: the adopted label (None: incumbent kept), its gain and why.
+
+    `references` holds the stage's reference runs and `incumbent` the probe they
+    compare with (the incumbent the stage started from, pooled over its re-measures).
+    `evidence` is the paired comparison that decided (None: no candidate got that far).
+    """
+
+    stage: str
+    winner: str | None
+    gain_pct: float | None
+    reason: str
+    failed: list[str] = field(default_factory=list)  # "label: status (reason)" of variants
+    references: list[ReferenceRun] = field(default_factory=list)
+    incumbent: ProbeResult | None = None
+    evidence: PairedEvidence | None = None
+    not_tried: list[str] = field(default_factory=list)  # "label: why", from the plan
+
+
+@dataclass(frozen=True)
+class ConfirmAttempt:
+    """One path confirmed against the baseline in interleaved pairs, and what the pairs said."""
+
+    path: tuple[str, ...]
+    values: dict[str, Any]
+    evidence: PairedEvidence
+    baseline_sps: tuple[float, ...]
+    best_sps: tuple[float, ...]
+    failed: int = 0
+
+    @property
+    def upheld(self) -> bool:
+        return self.evidence.verdict is Verdict.ADOPT
+
+
+@dataclass
+class Confirmation:
+    """Interleaved A/B runs of baseline and recommendation: per-pair FULL samples/s and ratios.
+
+    `attempts` are every path tried, the search's pick first; the figures
+    above them are the upheld attempt's (or, when none was upheld, the
+    search's pick's, so the screen can say by how much it failed).
+    """
+
+    baseline_sps: list[float]
+    best_sps: list[float]
+    ratios: list[float]
+    speedup: float | None  # median of the per-pair ratios
+    low: float | None  # smallest per-pair ratio
+    high: float | None  # largest per-pair ratio
+    failed: int = 0  # pairs dropped because one of the two probes did not run ok
+    attempts: list[ConfirmAttempt] = field(default_factory=list)
+    search_path: list[str] = field(default_factory=list)  # what the search adopted
+    path: list[str] = field(default_factory=list)  # what the confirmation upheld
+
+    @property
+    def upheld(self) -> ConfirmAttempt | None:
+        return next((a for a in self.attempts if a.upheld), None)
+
+    @property
+    def status(self) -> str:
+        """ "confirmed" (the search's pick), "partly confirmed" or "not confirmed"."""
+        if not self.path:
+            return "not confirmed"
+        return "confirmed" if self.path == self.search_path else "partly confirmed"
+
+
+@dataclass
+class SearchOutcome:
+    """Everything a search found, in the order it happened.
+
+    `best_values`, `best` and `path` are the recommendation: what the
+    confirmation upheld (the search's own pick is `confirmation.search_path`).
+    """
+
+    baseline: ProbeResult
+    best_values: dict[str, Any]
+    best: ProbeResult
+    probes: list[ProbeResult]
+    stage_decisions: list[StageDecision]
+    margin: float  # the smallest gain the session could have adopted (paired.resolvable)
+    confirmation: Confirmation | None
+    base_values: dict[str, Any] = field(default_factory=dict)
+    path: list[str] = field(default_factory=list)  # labels recommended, in stage order
+    search: str = "staged"
+    noise: NoiseTracker | None = None
+    search_gain: float | None = None  # the search's pick over the baseline, from its own probes
+    drift: float | None = None  # the baseline's last probe over its first, minus 1
+
+    @property
+    def measured(self) -> int:
+        """Probes actually run or reused (skipped stages excluded)."""
+        return sum(1 for p in self.probes if p.status is not Status.SKIPPED)
+
+
+class BaselineFailed(UsageError):
+    """The base configuration itself did not run: nothing can be compared against it."""
+
+    def __init__(self, result: ProbeResult) -> None:
+        detail = f": {result.reason}" if result.reason else ""
+        if result.transient or result.status is Status.TIMEOUT:
+            # Not the config's fault as far as anyone can tell: not "bad input" either.
+            self.exit_code = ExitCode.PROBE_FAILED
+            fix = "check the node (`tuneup doctor`) and run again"
+        else:
+            fix = (
+                "fix the base config in the preset's train section (`tuneup presets show "
+                "NAME` prints it; save your own copy and pass it with --preset) and run again"
+            )
+        super().__init__(f"the baseline probe ended '{result.status.value}'{detail}; {fix}")
+        self.result = result

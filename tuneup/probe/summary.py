@@ -1,0 +1,205 @@
+"""summary.json read back: one parser (`Summary.from_document`) into frozen, typed values.
+
+The file is written by the session (`verdicts.summary_dict` plus the preset,
+the trainer and the scaling estimate); everything that reads it back (the
+CLI's final lines, the app's RESULTS and TUNE screens, `tuneup export`) reads
+these attributes. A key an older session did not write, or a value of the
+wrong type, reads as its default, so old results folders still open.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from tuneup.probe.jsonvalues import (
+    as_list,
+    as_map,
+    count,
+    empty,
+    frozen_map,
+    number,
+    optional_text,
+    text,
+    texts,
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rates:
+    """A configuration's knob values and its phases' median samples/s (FULL's IQR in %)."""
+
+    values: Mapping[str, Any] = field(default_factory=empty)
+    io_sps: float | None = None
+    synthetic_sps: float | None = None
+    full_sps: float | None = None
+    iqr_pct: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Recommendation(Rates):
+    """The confirmed recommendation: its values, what changed from the baseline, and why."""
+
+    changes: Mapping[str, Any] = field(default_factory=empty)
+    path: tuple[str, ...] = ()
+    headline: str = ""
+    batch_note: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Speedup:
+    """The confirmed speedup over the baseline, its spread over the pairs, and the method."""
+
+    value: float | None = None
+    low: float | None = None
+    high: float | None = None
+    pairs: int = 0
+    method: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConfirmationSummary:
+    """What the confirmation upheld of the search's path."""
+
+    status: str = "?"
+    search_path: tuple[str, ...] = ()
+    path: tuple[str, ...] = ()
+    note: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Bottleneck:
+    """Where the time went at one moment (before or after the tuning)."""
+
+    kind: str = ""
+    sentence: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class StageOutcome:
+    """One stage's line: what won (None: the incumbent stayed), its gain and why."""
+
+    stage: str = "?"
+    winner: str | None = None
+    gain_pct: float | None = None
+    reason: str = ""
+    failed: tuple[str, ...] = ()
+    not_tried: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScalingSummary:
+    """The scaling estimate's table as text lines, or why it could not be made."""
+
+    lines: tuple[str, ...] = ()
+    error: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Summary:
+    """A finished session's summary.json.
+
+    Attributes:
+        notes: what the session saw of the machine (unstable, contended,
+            drifting): the `stability` block's notes.
+        confirmation: None when none ran (nothing was adopted).
+        before, after: the bottleneck verdicts; None when not written.
+        scaling: None without a 1-rank reference probe.
+        document: the file's whole content, read-only, passed on unchanged
+            (`tuneup probe --json`); read the attributes instead.
+    """
+
+    preset: str = "?"
+    trainer: str = "?"
+    search: str = "staged"
+    margin_pct: float = 0.0
+    baseline: Rates = field(default_factory=Rates)
+    recommendation: Recommendation = field(default_factory=Recommendation)
+    speedup: Speedup = field(default_factory=Speedup)
+    confirmation: ConfirmationSummary | None = None
+    notes: tuple[str, ...] = ()
+    before: Bottleneck | None = None
+    after: Bottleneck | None = None
+    stages: tuple[StageOutcome, ...] = ()
+    scaling: ScalingSummary | None = None
+    document: Mapping[str, Any] = field(default_factory=empty, compare=False, repr=False)
+
+    @classmethod
+    def from_document(cls, data: Mapping[str, Any]) -> Summary:
+        """The summary in a decoded summary.json; missing or mistyped keys take defaults."""
+        rec = as_map(data.get("recommendation"))
+        gain = as_map(data.get("speedup"))
+        conf = as_map(data.get("confirmation"))
+        verdict = as_map(data.get("bottleneck"))
+        scaling = data.get("scaling")
+        return cls(
+            preset=text(data.get("preset"), "?"),
+            trainer=text(data.get("trainer"), "?"),
+            search=text(data.get("search"), "staged"),
+            margin_pct=number(data.get("margin_pct")) or 0.0,
+            baseline=Rates(**_rates(as_map(data.get("baseline")))),
+            recommendation=Recommendation(
+                **_rates(rec),
+                changes=frozen_map(rec.get("changes")),
+                path=texts(rec.get("path")),
+                headline=text(rec.get("headline"), ""),
+                batch_note=optional_text(rec.get("batch_note")),
+            ),
+            speedup=Speedup(
+                value=number(gain.get("value")),
+                low=number(gain.get("low")),
+                high=number(gain.get("high")),
+                pairs=count(gain.get("pairs")) or 0,
+                method=text(gain.get("method"), ""),
+            ),
+            confirmation=ConfirmationSummary(
+                status=text(conf.get("status"), "?"),
+                search_path=texts(conf.get("search_path")),
+                path=texts(conf.get("path")),
+                note=optional_text(conf.get("note")),
+            )
+            if conf
+            else None,
+            notes=texts(as_map(data.get("stability")).get("notes")),
+            before=_bottleneck(verdict.get("before")),
+            after=_bottleneck(verdict.get("after")),
+            stages=tuple(
+                _stage(entry) for entry in as_list(data.get("stages")) if isinstance(entry, Mapping)
+            ),
+            scaling=ScalingSummary(
+                lines=texts(scaling.get("lines")),
+                error=optional_text(scaling.get("error")),
+            )
+            if isinstance(scaling, Mapping)
+            else None,
+            document=MappingProxyType(dict(data)),
+        )
+
+
+def _rates(block: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "values": frozen_map(block.get("values")),
+        "io_sps": number(block.get("io_sps")),
+        "synthetic_sps": number(block.get("synthetic_sps")),
+        "full_sps": number(block.get("full_sps")),
+        "iqr_pct": number(block.get("iqr_pct")),
+    }
+
+
+def _bottleneck(value: Any) -> Bottleneck | None:
+    if not isinstance(value, Mapping):
+        return None
+    return Bottleneck(kind=text(value.get("kind"), ""), sentence=text(value.get("sentence"), ""))
+
+
+def _stage(entry: Mapping[str, Any]) -> StageOutcome:
+    return StageOutcome(
+        stage=text(entry.get("stage"), "?"),
+        winner=optional_text(entry.get("winner")) or None,
+        gain_pct=number(entry.get("gain_pct")),
+        reason=text(entry.get("reason"), ""),
+        failed=texts(entry.get("failed")),
+        not_tried=texts(entry.get("not_tried")),
+    )

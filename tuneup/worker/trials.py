@@ -1,0 +1,186 @@
+"""Trials: T timed runs of K steps, synchronised at their edges only, and the ranks' rates.
+
+The two interfaces every measurement is driven through live here, :class:`Timer`
+(clock and device sync) and :class:`Workload` (the three kinds of work), so the
+rules are tested with fakes (see phases.py for the order of a probe).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from tuneup.probe.stats import iqr_pct, median, quantile, relative_spread  # noqa: F401
+
+if TYPE_CHECKING:
+    pass
+
+
+Emit = Callable[..., None]
+"""``emit(kind, **fields)``: writes one event (see :mod:`tuneup.probe.events`)."""
+
+Gather = Callable[[float], list[float]]
+"""Every rank's value of this rank's seconds, in rank order (``[seconds]`` on one rank)."""
+
+STRAGGLER_THRESHOLD = 0.10
+"""A rank whose median FULL trial takes 10% longer than the median rank's is a straggler:
+beyond the few percent trials vary by on a quiet node."""
+
+
+class Timer(Protocol):
+    """Clock and device synchronisation, injected so tests can fake both."""
+
+    def now(self) -> float:
+        """Seconds on a monotonic clock."""
+        ...
+
+    def sync(self) -> None:
+        """Wait for queued device work to finish (a no-op on the CPU)."""
+        ...
+
+
+class Workload(Protocol):
+    """The work a probe times; every method returns the number of batches it processed."""
+
+    graph_capture_s: float
+
+    @property
+    def scaler_overflows(self) -> int:
+        """fp16 loss-scaler overflows so far (0 without a scaler)."""
+        ...
+
+    def prepare(self, phase: str) -> None:
+        """Untimed set-up before a phase's trials (SYNTHETIC caches its batch here)."""
+        ...
+
+    def full(self, steps: int, keep_losses: int = 0) -> int:
+        """Real training steps; the losses of the first ``keep_losses`` are kept."""
+        ...
+
+    def io(self, steps: int) -> int:
+        """Loader batches moved to the device, no model."""
+        ...
+
+    def synthetic(self, steps: int) -> int:
+        """Training steps on one cached device batch."""
+        ...
+
+    def read_losses(self) -> list[float]:
+        """The kept losses as floats (one device sync), emptying the list."""
+        ...
+
+    def mem_peak_mb(self) -> float | None:
+        """Peak device memory the framework allocated, in MiB; None where unknown."""
+        ...
+
+
+def one_rank(seconds: float) -> list[float]:
+    return [seconds]
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One timed run of K steps of a phase; `seconds` is the slowest rank's."""
+
+    phase: str
+    index: int  # 1-based
+    batches: int
+    seconds: float
+    samples_per_s: float
+    rank_seconds: tuple[float, ...] = ()  # every rank's own, in rank order
+
+    def to_event(self) -> dict[str, Any]:
+        event: dict[str, Any] = {
+            "phase": self.phase,
+            "index": self.index,
+            "samples_per_s": self.samples_per_s,
+            "batches": self.batches,
+            "seconds": self.seconds,
+        }
+        if len(self.rank_seconds) > 1:
+            event["rank_seconds"] = list(self.rank_seconds)
+        return event
+
+
+def rank_rates(
+    trials: list[Trial], local_batch: float, threshold: float = STRAGGLER_THRESHOLD
+) -> tuple[list[float], list[int]]:
+    """Each rank's median samples/s over `trials`, and the ranks that straggle.
+
+    A rank's rate is its local batch times the batches over its own seconds.
+    A straggler's median seconds exceed the median rank's by more than `threshold`.
+    """
+    ranks = min((len(t.rank_seconds) for t in trials), default=0)
+    rates: list[float] = []
+    times: list[float] = []
+    for rank in range(ranks):
+        own = [t.rank_seconds[rank] for t in trials]
+        times.append(median(own))
+        own_rates = [
+            local_batch * t.batches / s if s > 0 else math.inf
+            for t, s in zip(trials, own, strict=True)
+        ]
+        rates.append(median(own_rates))
+    typical = median(times) if times else 0.0
+    stragglers = [r for r, s in enumerate(times) if s > typical * (1.0 + threshold)]
+    return rates, stragglers
+
+
+def leading_outlier(rates: list[float]) -> bool:
+    """Whether the first trial is far slower than the rest: late one-time work, not speed.
+
+    Slower than the others' median by more than 10% and by more than four of
+    their own relative deviations (a compile or an autotune that finished
+    after the warm-up, or the first batches of a fresh loader epoch).
+    """
+    if len(rates) < 3:
+        return False
+    rest = rates[1:]
+    centre = median(rest)
+    if centre <= 0 or not math.isfinite(centre):
+        return False
+    return rates[0] < centre * (1.0 - max(0.10, 4.0 * relative_spread(rest)))
+
+
+def run_trials(
+    phase: str,
+    work: Callable[[int], int],
+    *,
+    trials: int,
+    steps: int,
+    samples_per_batch: int,
+    timer: Timer,
+    emit: Emit,
+    gather: Gather = one_rank,
+    extend: int | None = None,
+) -> list[Trial]:
+    """T trials of ``work(steps)``, the device synchronised only at each trial's edges.
+
+    Each trial's rate is the global batch over the slowest rank's seconds. A
+    leading trial far slower than the rest (`leading_outlier`) is dropped and
+    one more trial run in its place, up to `extend` times (default: T), so
+    one-time work that outlasted the warm-up never reaches the figures; every
+    trial, dropped or not, is still emitted as an event.
+    """
+    results: list[Trial] = []
+    budget = trials + (trials if extend is None else extend)
+    index = 0
+    while len(results) < trials or leading_outlier([t.samples_per_s for t in results]):
+        if leading_outlier([t.samples_per_s for t in results]):
+            results.pop(0)
+        if index >= budget:
+            break
+        index += 1
+        timer.sync()
+        start = timer.now()
+        batches = work(steps)
+        timer.sync()
+        rank_seconds = tuple(gather(timer.now() - start))
+        seconds = max(rank_seconds)
+        rate = batches * samples_per_batch / seconds if seconds > 0 else math.inf
+        trial = Trial(phase, index, batches, seconds, rate, rank_seconds)
+        emit("trial", **trial.to_event())
+        results.append(trial)
+    return results
