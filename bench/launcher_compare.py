@@ -34,10 +34,10 @@ def main() -> None:
 
     from tuneup.cluster.launch import LocalLauncher, TorchrunLauncher
     from tuneup.preset.load import load_preset
-    from tuneup.probe.assembly import base_values
     from tuneup.probe.runner import ProbeRunner
     from tuneup.probe.types import ProbeSpec
     from tuneup.trainers.backends import probe_config
+    from tuneup.tuning.assembly import base_values
 
     preset = load_preset(args.preset)
     values = base_values(preset, "unet", None)

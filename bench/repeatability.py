@@ -31,9 +31,10 @@ from typing import Any
 from _record import record
 from tuneup_plugins.sim import Disturbance, SimTrainer, sim_stage_plans
 
-from tuneup.probe.search import staged_search
-from tuneup.probe.search_records import StagePlan
-from tuneup.probe.types import Candidate, MachineInfo
+from tuneup.hardware.types import MachineInfo
+from tuneup.probe.types import Candidate
+from tuneup.tuning.search import staged_search
+from tuneup.tuning.search_records import StagePlan
 
 GPU = MachineInfo(cuda=True, gpu_count=1, cpus_usable=16, dali=True)
 NULL_KNOBS = ("null_a", "null_b", "null_c")

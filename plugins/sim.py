@@ -118,10 +118,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuneup.config import TrainConfig
-from tuneup.probe.search_records import StagePlan
+from tuneup.hardware.types import MachineInfo
 from tuneup.probe.stats import iqr_pct, median
-from tuneup.probe.types import Candidate, Contention, MachineInfo, ProbeResult, Status
+from tuneup.probe.types import Candidate, Contention, ProbeResult, Status
 from tuneup.trainer.schedule import initial_lr
+from tuneup.tuning.search_records import StagePlan
 
 MODELED_KNOBS: tuple[str, ...] = (
     "device",

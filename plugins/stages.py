@@ -22,8 +22,9 @@ from typing import Any
 
 from tuneup.config import GRAPHING_COMPILE_MODES
 from tuneup.hardware.machine import compile_blocked
+from tuneup.hardware.types import MachineInfo
 from tuneup.probe.stages import Proposal, Stage, current, runs_on_cuda
-from tuneup.probe.types import Candidate, MachineInfo
+from tuneup.probe.types import Candidate
 
 # The tutorial's order; a preset's stage plan may reorder or drop stages.
 DEFAULT_ORDER = (

@@ -23,7 +23,8 @@ from tuneup_plugins.command.section import (
 )
 
 from tuneup.errors import UsageError
-from tuneup.probe.types import Budget, Candidate, MachineInfo, Status
+from tuneup.hardware.types import MachineInfo
+from tuneup.probe.types import Budget, Candidate, Status
 from tuneup.trainers.adapters import TrainerContext, load_trainer
 
 # The tutorial's log format (README of NERSC/sc22-dl-tutorial), with made-up numbers.
@@ -441,8 +442,8 @@ def test_the_command_trainer_needs_a_command_section(tmp_path):
 
 
 def test_a_workers_ladder_on_the_tutorial_script_recommends_eight_workers(scripts, tmp_path):
-    from tuneup.probe.search import staged_search
-    from tuneup.probe.session import stage_plans
+    from tuneup.tuning.search import staged_search
+    from tuneup.tuning.session import stage_plans
 
     ctx = TrainerContext(
         tmp_path / "probes",

@@ -12,16 +12,17 @@ from tuneup_plugins.sim import SimTrainer
 from tuneup_plugins.stages import DDP
 
 from tuneup.commands.progress import PlainReporter, result_line
+from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import load_preset
-from tuneup.probe import paired
-from tuneup.probe.grid import grid_search
-from tuneup.probe.journal import ResultsDir
-from tuneup.probe.search import staged_search
-from tuneup.probe.search_records import StagePlan
-from tuneup.probe.session import ProbeSession, stage_plans
 from tuneup.probe.stats import median
-from tuneup.probe.types import Candidate, MachineInfo, ProbeResult, Status
-from tuneup.probe.verdicts import communication_overhead, stage_summary, summary_dict
+from tuneup.probe.types import Candidate, ProbeResult, Status
+from tuneup.tuning import paired
+from tuneup.tuning.grid import grid_search
+from tuneup.tuning.journal import ResultsDir
+from tuneup.tuning.search import staged_search
+from tuneup.tuning.search_records import StagePlan
+from tuneup.tuning.session import ProbeSession, stage_plans
+from tuneup.tuning.verdicts import communication_overhead, stage_summary, summary_dict
 
 NODE = MachineInfo(cuda=True, gpu_count=4, cpus_usable=128, world_size=4, dali=True)
 # The tutorial's multi-GPU run: 4 GPUs, local batch 16; inmem so compute shows.

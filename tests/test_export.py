@@ -17,10 +17,10 @@ from tuneup.cli import _train_overrides, build_parser
 from tuneup.commands.export import run_export_command
 from tuneup.config import build_config, knob_names, load_config
 from tuneup.errors import UsageError
-from tuneup.export import FORMATS, render
+from tuneup.export.render import FORMATS, render
 from tuneup.export.tutorial import TUTORIAL_KEYS
-from tuneup.probe.journal import ResultsDir
 from tuneup.trainer.distributed import dist_env_from
+from tuneup.tuning.journal import ResultsDir
 
 TUNED_GPU = {
     "num_data_workers": 8,

@@ -15,6 +15,7 @@ from tuneup.bundled import bundled_preset_names
 from tuneup.commands.presets import run_presets_list, run_presets_show
 from tuneup.config import build_config
 from tuneup.errors import UsageError
+from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import (
     apply_stage_candidates,
     list_presets,
@@ -26,7 +27,6 @@ from tuneup.preset.load import (
 )
 from tuneup.preset.schema import flat_hints, hint_keys
 from tuneup.probe.stages import load_stage
-from tuneup.probe.types import MachineInfo
 
 BUNDLED = bundled_preset_names()
 # The presets for a known machine (generic-cuda knows nothing of its node).

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from tuneup.config import load_config
-from tuneup.probe.journal import ResultsDir
 from tuneup.probe.types import ProbeResult, Status
+from tuneup.tuning.journal import ResultsDir
 
 JOURNAL_FIELDS = (
     "stage",
@@ -202,9 +202,10 @@ def test_grid_search_measures_the_cross_product_and_agrees(sim_session, tmp_path
 
 def test_a_stage_re_proposes_on_what_earlier_stages_adopted() -> None:
     """CUDA graphs after fp16 won must try graphs with bf16, not a config that cannot run."""
-    from tuneup.probe.search import staged_search
-    from tuneup.probe.session import stage_plans
-    from tuneup.probe.types import Candidate, MachineInfo
+    from tuneup.hardware.types import MachineInfo
+    from tuneup.probe.types import Candidate
+    from tuneup.tuning.search import staged_search
+    from tuneup.tuning.session import stage_plans
 
     machine = MachineInfo(cuda=True, gpu_count=1, cpus_usable=16)
     plans = stage_plans(("amp", "cuda_graphs"), machine, {"device": "cuda"})

@@ -18,12 +18,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import parse_preset
-from tuneup.probe.journal import ResultsDir
-from tuneup.probe.search_records import StagePlan
-from tuneup.probe.session import ProbeSession
-from tuneup.probe.types import Budget, Candidate, MachineInfo, Status
+from tuneup.probe.types import Budget, Candidate, Status
 from tuneup.trainers.backends import WorkerBackend
+from tuneup.tuning.journal import ResultsDir
+from tuneup.tuning.search_records import StagePlan
+from tuneup.tuning.session import ProbeSession
 
 BUDGET = {
     "warmup_min_steps": 2,

@@ -11,15 +11,15 @@ from typing import Any
 
 import pytest
 
-from tuneup.hardware.types import GpuDevice, GpuProcess, GpuSample
+from tuneup.hardware.types import GpuDevice, GpuProcess, GpuSample, MachineInfo
 from tuneup.monitor.sampler import Sampler
 from tuneup.preset.load import parse_preset
 from tuneup.probe.events import Event, parse_events
-from tuneup.probe.journal import ResultsDir
-from tuneup.probe.session import ProbeSession, gpu_sampler
 from tuneup.probe.telemetry import THROTTLED_NOTE, ProbeTelemetry, full_window
-from tuneup.probe.types import Budget, Candidate, MachineInfo, ProbeResult, Status
+from tuneup.probe.types import Budget, Candidate, ProbeResult, Status
 from tuneup.trainers.backends import WorkerBackend
+from tuneup.tuning.journal import ResultsDir
+from tuneup.tuning.session import ProbeSession, gpu_sampler
 
 
 class TraceBackend:

@@ -8,13 +8,14 @@ from typing import Any
 import pytest
 
 from tuneup.errors import ExitCode
+from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import load_preset
 from tuneup.probe.events import ErrorEvent, Event
-from tuneup.probe.journal import ResultsDir
 from tuneup.probe.runner import EXITED, transient
-from tuneup.probe.search_records import BaselineFailed
-from tuneup.probe.session import OutOfTime, ProbeSession, stage_plans
-from tuneup.probe.types import Candidate, MachineInfo, ProbeResult, Status
+from tuneup.probe.types import Candidate, ProbeResult, Status
+from tuneup.tuning.journal import ResultsDir
+from tuneup.tuning.search_records import BaselineFailed
+from tuneup.tuning.session import OutOfTime, ProbeSession, stage_plans
 
 MACHINE = MachineInfo(cuda=False, gpu_count=0, cpus_usable=2)
 KILLED = (Status.CRASH, "worker killed by SIGKILL", True)

@@ -8,11 +8,12 @@ import pytest
 from tuneup_plugins.sim import SimTrainer, sim_stage_plans
 
 from tuneup.errors import UsageError
-from tuneup.probe.grid import grid_search
-from tuneup.probe.search import staged_search
-from tuneup.probe.search_records import StagePlan
+from tuneup.hardware.types import MachineInfo
 from tuneup.probe.stats import iqr_pct, median, noise_margin
-from tuneup.probe.types import Candidate, MachineInfo, ProbeResult, Status
+from tuneup.probe.types import Candidate, ProbeResult, Status
+from tuneup.tuning.grid import grid_search
+from tuneup.tuning.search import staged_search
+from tuneup.tuning.search_records import StagePlan
 
 GPU = MachineInfo(cuda=True, gpu_count=1, cpus_usable=16, dali=True)
 TIGHT = (-0.002, -0.001, 0.0, 0.001, 0.002)  # trial pattern of a quiet machine

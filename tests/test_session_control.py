@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 from tuneup_plugins.sim import sim_backend, sim_stage_plans
 
+from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import load_preset
-from tuneup.probe.journal import ResultsDir
-from tuneup.probe.session import ProbeSession, SessionInterrupted, SilentReporter
-from tuneup.probe.types import MachineInfo, ProbeResult, Status
+from tuneup.probe.types import ProbeResult, Status
+from tuneup.tuning.journal import ResultsDir
+from tuneup.tuning.session import ProbeSession, SessionInterrupted, SilentReporter
 
 
 class Hook(SilentReporter):

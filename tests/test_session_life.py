@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from tuneup.cluster.leftovers import MARKER, find_leftovers, stop_leftovers
-from tuneup.probe.journal import quoted
+from tuneup.tuning.journal import quoted
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
 
@@ -237,7 +237,7 @@ def test_out_onto_a_finished_session_is_refused_and_nothing_changes(tmp_path: Pa
 
 def _app(tmp_path: Path, out: Path) -> Any:
     pytest.importorskip("textual")
-    from tuneup.probe.types import MachineInfo
+    from tuneup.hardware.types import MachineInfo
     from tuneup.tui.app import TuneupApp
 
     machine = MachineInfo(cuda=False, gpu_count=0, cpus_usable=2)
@@ -289,7 +289,7 @@ def test_an_app_session_resumed_by_the_cli_reuses_every_probe_on_the_same_data(
 
 
 def test_a_cli_session_resumed_in_the_app_reuses_every_probe(tmp_path: Path) -> None:
-    from tuneup.probe.journal import ResultsDir
+    from tuneup.tuning.journal import ResultsDir
 
     out = tmp_path / "cli run"
     done = tuneup_run("probe", "--trainer", "sim", "--stages", "workers,amp", "--out", str(out))

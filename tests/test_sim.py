@@ -7,9 +7,10 @@ import math
 import pytest
 from tuneup_plugins.sim import SimTrainer, sim_stage_plans
 
-from tuneup.probe.guard import check_loss
+from tuneup.hardware.types import MachineInfo
 from tuneup.probe.stats import median, relative_spread
-from tuneup.probe.types import Candidate, MachineInfo, Status
+from tuneup.probe.types import Candidate, Status
+from tuneup.tuning.guard import check_loss
 
 TUNED = {
     "data_loader_config": "dali-lowmem",

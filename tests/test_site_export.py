@@ -21,9 +21,9 @@ from tuneup.bundled import cache_dir
 from tuneup.commands.export import run_export_command
 from tuneup.config import load_config
 from tuneup.errors import UsageError
-from tuneup.export import render
+from tuneup.export.render import render
 from tuneup.preset.load import load_preset, parse_preset
-from tuneup.probe.journal import ResultsDir
+from tuneup.tuning.journal import ResultsDir
 
 TUNED = {"num_data_workers": 2, "amp_mode": "bf16", "local_batch_size": 64}
 

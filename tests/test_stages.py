@@ -12,9 +12,10 @@ from tuneup_plugins import stages as builtin
 from tuneup.bundled import read_bundled_preset
 from tuneup.config import build_config
 from tuneup.errors import UsageError
+from tuneup.hardware.types import MachineInfo
 from tuneup.probe import stages as registry
 from tuneup.probe.stages import Stage, load_stage, scan_stages, stage_names
-from tuneup.probe.types import Candidate, MachineInfo
+from tuneup.probe.types import Candidate
 
 BUILTINS: dict[str, Stage] = {
     s.name: s
@@ -378,7 +379,7 @@ def test_compile_is_left_out_before_any_probe_where_its_toolchain_is_missing(mac
     assert labels(plan.candidates) == ["script"]
     assert [label for label, _ in plan.rejected] == ["compile"] and why in plan.rejected[0][1]
     # and the user reads why on the stage's line
-    from tuneup.probe.session import stage_plans
+    from tuneup.tuning.session import stage_plans
 
     (stage_plan,) = stage_plans(("jit",), machine, {})
     assert stage_plan.not_tried and why in stage_plan.not_tried[0]

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tuneup.probe.journal import ResultsDir
-from tuneup.probe.summary import Summary
+from tuneup.tuning.journal import ResultsDir
+from tuneup.tuning.summary import Summary
 
 WRITTEN = {
     "search": "staged",

@@ -17,8 +17,8 @@ pytest.importorskip("plotext")
 from textual.widgets import Button, SelectionList, Static
 
 from tuneup.cluster.job import JobEnv
+from tuneup.hardware.types import MachineInfo
 from tuneup.probe.estimate import StepModel
-from tuneup.probe.types import MachineInfo
 from tuneup.testing.scripted_backend import busy_backend
 from tuneup.tui.app import TuneupApp
 from tuneup.tui.screens.setup import SetupScreen

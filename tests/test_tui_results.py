@@ -20,13 +20,13 @@ from tuneup_plugins.sim import sim_backend, sim_stage_plans
 
 from tuneup.config import load_config
 from tuneup.errors import UsageError
+from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import load_preset
-from tuneup.probe.journal import ResultsDir
-from tuneup.probe.session import ProbeSession
-from tuneup.probe.summary import Summary
-from tuneup.probe.types import MachineInfo
 from tuneup.tui.screens.results import ResultsScreen, load_results
 from tuneup.tui.widgets.gain_bars import GainBars
+from tuneup.tuning.journal import ResultsDir
+from tuneup.tuning.session import ProbeSession
+from tuneup.tuning.summary import Summary
 
 SIZE = (120, 40)
 MACHINE = MachineInfo(cuda=True, gpu_count=1, cpus_usable=32)

@@ -23,15 +23,16 @@ from textual.widgets import Static
 from tuneup_plugins.sim import sim_backend, sim_stage_plans
 
 from tuneup.config import load_config
+from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import load_preset
-from tuneup.probe.journal import ResultsDir
-from tuneup.probe.session import ProbeSession
-from tuneup.probe.types import Candidate, MachineInfo, ProbeResult, Status
+from tuneup.probe.types import Candidate, ProbeResult, Status
 from tuneup.tui.driver import SessionDriver
 from tuneup.tui.screens.results import ResultsScreen
 from tuneup.tui.screens.tune import TuneScreen
 from tuneup.tui.widgets.confirm import Confirm
 from tuneup.tui.widgets.ladder import LadderTable
+from tuneup.tuning.journal import ResultsDir
+from tuneup.tuning.session import ProbeSession
 
 SIZE = (120, 40)
 MACHINE = MachineInfo(cuda=True, gpu_count=1, cpus_usable=32)

@@ -20,10 +20,10 @@ from tuneup.cli import _train_overrides, build_parser
 from tuneup.commands.export import run_export_command
 from tuneup.config import load_config
 from tuneup.errors import UsageError
-from tuneup.export import render
+from tuneup.export.render import render
 from tuneup.export.tutorial import TutorialRun
-from tuneup.probe.journal import ResultsDir
 from tuneup.trainer.synth import SynthResult
+from tuneup.tuning.journal import ResultsDir
 
 LOADERS = ["synthetic", "inmem", "lowmem", "dali-lowmem"]
 

@@ -6,10 +6,11 @@ import json
 
 from tuneup_plugins.sim import SimTrainer, sim_stage_plans
 
-from tuneup.probe.search import staged_search
-from tuneup.probe.search_records import StagePlan
-from tuneup.probe.types import Candidate, MachineInfo
-from tuneup.probe.verdicts import bottleneck, headline, stage_summary, summary_dict
+from tuneup.hardware.types import MachineInfo
+from tuneup.probe.types import Candidate
+from tuneup.tuning.search import staged_search
+from tuneup.tuning.search_records import StagePlan
+from tuneup.tuning.verdicts import bottleneck, headline, stage_summary, summary_dict
 
 GPU = MachineInfo(cuda=True, gpu_count=1, cpus_usable=16, dali=True)
 
@@ -92,10 +93,10 @@ def _values_of(label):
 
 
 def test_throttled_probes_are_flagged_as_noisy() -> None:
-    from tuneup.probe.search import staged_search
-    from tuneup.probe.search_records import StagePlan
     from tuneup.probe.types import Candidate, ProbeResult, Status
-    from tuneup.probe.verdicts import stage_summary, summary_dict
+    from tuneup.tuning.search import staged_search
+    from tuneup.tuning.search_records import StagePlan
+    from tuneup.tuning.verdicts import stage_summary, summary_dict
 
     def measure(stage: str, candidate: Candidate, values: dict) -> ProbeResult:
         hot = values.get("amp_mode") == "bf16"
@@ -120,7 +121,7 @@ def test_throttled_probes_are_flagged_as_noisy() -> None:
 
 
 def test_a_negative_communication_overhead_is_called_noise_not_a_cost() -> None:
-    from tuneup.probe.verdicts import ddp_sentence
+    from tuneup.tuning.verdicts import ddp_sentence
 
     figures = {
         "ranks": 2,

@@ -16,6 +16,14 @@ from pathlib import Path
 
 from tuneup import __version__
 from tuneup.cluster.signals import Stopped
+from tuneup.commands.doctor import run_doctor_command
+from tuneup.commands.export import run_export_command
+from tuneup.commands.monitor import run_monitor_command
+from tuneup.commands.plugins import run_plugins_list
+from tuneup.commands.presets import run_presets_list, run_presets_show
+from tuneup.commands.probe import run_probe_command
+from tuneup.commands.tui import run_tui_command
+from tuneup.config import describe_knobs
 from tuneup.errors import ExitCode, UsageError
 
 # The tutorial's train.py flags (SC22, and SC21's --enable_amp), accepted by `tuneup
@@ -93,7 +101,6 @@ def _add_doctor(commands: argparse._SubParsersAction) -> None:
 
 
 def _run_doctor(args: argparse.Namespace) -> int:
-    from tuneup.commands.doctor import run_doctor_command
 
     return run_doctor_command(quick=args.quick, as_json=args.json, cpu=args.cpu)
 
@@ -115,7 +122,6 @@ def _add_presets(commands: argparse._SubParsersAction) -> None:
 
 
 def _run_presets(args: argparse.Namespace) -> int:
-    from tuneup.commands.presets import run_presets_list, run_presets_show
 
     if args.presets_command == "show":
         return run_presets_show(args.name)
@@ -136,7 +142,6 @@ def _add_plugins(commands: argparse._SubParsersAction) -> None:
 
 
 def _run_plugins(args: argparse.Namespace) -> int:
-    from tuneup.commands.plugins import run_plugins_list
 
     return run_plugins_list()
 
@@ -196,7 +201,6 @@ def _add_monitor(commands: argparse._SubParsersAction) -> None:
 
 
 def _run_monitor(args: argparse.Namespace) -> int:
-    from tuneup.commands.monitor import run_monitor_command
 
     if args.interval is not None and args.interval < 0.1:
         raise UsageError(f"--interval {args.interval}: the shortest interval is 0.1 s")
@@ -242,7 +246,6 @@ def _add_tui(commands: argparse._SubParsersAction) -> None:
 
 
 def _run_tui(args: argparse.Namespace) -> int:
-    from tuneup.commands.tui import run_tui_command
 
     return run_tui_command(
         preset_name=args.preset,
@@ -337,7 +340,6 @@ def _add_export(commands: argparse._SubParsersAction) -> None:
 
 
 def _add_train(commands: argparse._SubParsersAction) -> None:
-    from tuneup.config import describe_knobs
 
     train = commands.add_parser(
         "train",
@@ -436,6 +438,7 @@ def _train_overrides(args: argparse.Namespace) -> list[str]:
 
 
 def _run_train(args: argparse.Namespace) -> int:
+    # torch, h5py: only the command that needs them imports them
     from tuneup.commands.train import run_train_command
 
     if args.yaml_config is not None and args.config is None:
@@ -464,7 +467,6 @@ def _run_train(args: argparse.Namespace) -> int:
 
 
 def _run_probe(args: argparse.Namespace) -> int:
-    from tuneup.commands.probe import run_probe_command
 
     if args.resume is not None and args.out is not None:
         raise UsageError("--resume continues DIR in place: leave out --out")
@@ -483,18 +485,18 @@ def _run_probe(args: argparse.Namespace) -> int:
 
 
 def _run_export(args: argparse.Namespace) -> int:
-    from tuneup.commands.export import run_export_command
 
     return run_export_command(args.dir, args.format, args.output, args.edition)
 
 
 def _run_convert(args: argparse.Namespace) -> int:
-    from tuneup.trainer.npy import run_convert
+    from tuneup.trainer.npy import run_convert  # h5py: only `tuneup data` pays for it
 
     return run_convert(args.file, args.out)
 
 
 def _run_synth(args: argparse.Namespace) -> int:
+    # h5py: only `tuneup data` pays for it
     from tuneup.trainer.synth import synthesize
 
     result = synthesize(args.out, box=args.box, val_box=args.val_box, seed=args.seed)

@@ -5,18 +5,18 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
+from tuneup.doctor import facts  # a module, so tests can stand in for the machine
+from tuneup.doctor.checks import failed, honesty_checks, run_checks
+from tuneup.doctor.honesty import run_honesty
+from tuneup.doctor.render import report_dict, write_json, write_table
+
 
 def run_doctor_command(*, quick: bool, as_json: bool, cpu: bool, out: TextIO | None = None) -> int:
-    from tuneup.doctor.checks import failed, honesty_checks, run_checks
-    from tuneup.doctor.facts import gather_facts
-    from tuneup.doctor.render import report_dict, write_json, write_table
 
     stream = sys.stdout if out is None else out
-    checks = run_checks(gather_facts())  # before anything can start CUDA
+    checks = run_checks(facts.gather_facts())  # before anything can start CUDA
     honesty, honesty_error = None, None
     if not quick:
-        from tuneup.doctor.honesty import run_honesty
-
         try:
             honesty = run_honesty(cpu=cpu)
         except Exception as exc:  # a failed row: the rest of the report stands

@@ -6,10 +6,10 @@ import sys
 from pathlib import Path
 
 from tuneup.errors import ExitCode
+from tuneup.export.session import read_session_export, render_session
 
 
 def run_export_command(folder: Path, fmt: str, output: Path | None, edition: str = "sc22") -> int:
-    from tuneup.export.session import read_session_export, render_session
 
     text = render_session(read_session_export(folder), fmt, edition)
     if output is None:

@@ -7,22 +7,20 @@ from typing import TextIO
 
 from tuneup.errors import ExitCode
 from tuneup.plugin_registry import PluginInfo
+from tuneup.probe.stages import describe_stages, scan_stages
+from tuneup.trainers.adapters import describe_trainers, scan_trainers
 
 _HEADERS = ("KIND", "NAME", "ORIGIN", "STATUS")
 
 
 def plugin_rows() -> list[PluginInfo]:
     """Stages then trainers, each sorted by name; imports every plugin to learn its status."""
-    from tuneup.probe.stages import describe_stages
-    from tuneup.trainers.adapters import describe_trainers
 
     return describe_stages() + describe_trainers()
 
 
 def plugin_warnings() -> list[str]:
     """One line per broken stage or trainer plugin (they are skipped wherever tuneup scans)."""
-    from tuneup.probe.stages import scan_stages
-    from tuneup.trainers.adapters import scan_trainers
 
     return scan_stages()[1] + scan_trainers()[1]
 

@@ -7,6 +7,14 @@ from collections.abc import Mapping
 from typing import Any, TextIO
 
 from tuneup.errors import ExitCode
+from tuneup.hardware.machine import machine_info
+from tuneup.preset.load import (
+    list_presets,
+    load_preset,
+    preset_warnings,
+    preset_yaml,
+    user_presets_dir,
+)
 
 
 def list_lines(entries: list[Any]) -> list[str]:
@@ -24,7 +32,6 @@ def list_lines(entries: list[Any]) -> list[str]:
 
 def run_presets_list(*, environ: Mapping[str, str] | None = None, out: TextIO | None = None) -> int:
     """Print every preset, bundled then the user's; a broken user preset says why."""
-    from tuneup.preset.load import list_presets, user_presets_dir
 
     out = out or sys.stdout
     entries = list_presets(environ)
@@ -49,14 +56,11 @@ def run_presets_show(
         name: a preset name or a path to a YAML file.
         machine: the MachineInfo to check it against; this machine's when None.
     """
-    from tuneup.preset.load import load_preset, preset_warnings, preset_yaml
 
     out = out or sys.stdout
     err = err or sys.stderr
     preset = load_preset(name, environ=environ)
     if machine is None:
-        from tuneup.hardware.machine import machine_info
-
         machine = machine_info()
     print(f"# preset {preset.name} ({preset.origin})", file=out)
     print(preset_yaml(preset), end="", file=out)

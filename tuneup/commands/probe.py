@@ -8,8 +8,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tuneup.cluster.signals import StopSignals
+from tuneup.commands.progress import PlainReporter, RichReporter, final_table
 from tuneup.errors import ExitCode
-from tuneup.probe.summary import Summary
+from tuneup.hardware.machine import machine_info
+from tuneup.tuning.assembly import SessionRequest, assemble_new, assemble_resume, parse_stages
+from tuneup.tuning.journal import quoted
+from tuneup.tuning.session import OutOfTime, SessionInterrupted, SilentReporter
+from tuneup.tuning.summary import Summary
+from tuneup.tuning.verdicts import confirmation_lines, stage_summary
 
 
 def run_probe_command(
@@ -25,15 +32,6 @@ def run_probe_command(
     nproc: int | None = None,
     nodes: int | None = None,
 ) -> int:
-    from tuneup.cluster.signals import StopSignals
-    from tuneup.hardware.machine import machine_info
-    from tuneup.probe.assembly import (
-        SessionRequest,
-        assemble_new,
-        assemble_resume,
-        parse_stages,
-    )
-    from tuneup.probe.session import OutOfTime, SessionInterrupted
 
     request = SessionRequest(
         preset=preset_name,
@@ -95,7 +93,6 @@ def _say(line: str) -> None:
 
 
 def _finished_and_resume(folder: Path, where: str = "") -> str:
-    from tuneup.probe.journal import quoted
 
     return (
         f"finished probes are in {quoted(folder / 'journal.jsonl')}; continue"
@@ -108,8 +105,6 @@ def _events(reporter: Any) -> Any:
 
 
 def _reporter(as_json: bool) -> Any:
-    from tuneup.commands.progress import PlainReporter, RichReporter
-    from tuneup.probe.session import SilentReporter
 
     if as_json:
         return SilentReporter()
@@ -119,8 +114,6 @@ def _reporter(as_json: bool) -> Any:
 
 
 def _print_outcome(outcome: Any, summary: Summary, folder: Path) -> None:
-    from tuneup.commands.progress import final_table
-    from tuneup.probe.verdicts import confirmation_lines, stage_summary
 
     for note in summary.notes:
         print(f"note: {note}")
@@ -144,6 +137,5 @@ def _print_outcome(outcome: Any, summary: Summary, folder: Path) -> None:
     headline = summary.recommendation.headline
     if headline:
         print(headline)
-    from tuneup.probe.journal import quoted
 
     print(f"results: {folder}  (export with: tuneup export {quoted(folder)} --format yaml)")

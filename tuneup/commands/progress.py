@@ -9,6 +9,10 @@ from __future__ import annotations
 import sys
 from typing import IO, Any
 
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
 from tuneup.probe.describe import ranks_tag, result_line, session_ranks, sps_text, stragglers_text
 from tuneup.probe.events import Event, TrialEvent, WarmupEvent
 from tuneup.probe.types import ProbeResult, Status
@@ -95,8 +99,6 @@ class RichReporter(PlainReporter):
 
     def __init__(self) -> None:
         super().__init__()
-        from rich.console import Console
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
         self.console = Console(stderr=True)
         self.progress = Progress(
@@ -146,8 +148,6 @@ class RichReporter(PlainReporter):
 
 def final_table(probes: list[ProbeResult], stream: IO[str] | None = None) -> None:
     """The ladder as a table: stage, variant, IO, SYNTHETIC, FULL, vs baseline, status."""
-    from rich.console import Console
-    from rich.table import Table
 
     baseline = next((p.full_sps for p in probes if p.stage == "baseline" and p.ok), None)
     ranks = next((p.ranks for p in probes if p.stage == "baseline"), 1)

@@ -14,7 +14,13 @@ from tuneup.bundled import DEFAULT_PRESET, cache_dir, read_bundled_preset
 from tuneup.config import TrainConfig, load_config
 from tuneup.errors import ExitCode, UsageError
 from tuneup.trainer.datacache import ensure_synthetic_data
-from tuneup.trainer.distributed import DistEnv, dist_env_from, exit_skipping_teardown
+from tuneup.trainer.datacheck import check_data
+from tuneup.trainer.distributed import (
+    DistEnv,
+    destroy_process_group,
+    dist_env_from,
+    exit_skipping_teardown,
+)
 from tuneup.trainer.expdir import (
     DEFAULT_RUN_NUM,
     RunLog,
@@ -26,6 +32,8 @@ from tuneup.trainer.expdir import (
     outputs_line,
 )
 from tuneup.trainer.metrics import FanOut, MetricsSink, MetricsWriter
+from tuneup.trainer.runtime import set_tf32_env
+from tuneup.trainer.scalars import open_tensorboard
 
 
 def _default_values() -> tuple[dict[str, Any], dict[str, Any]]:
@@ -74,7 +82,6 @@ def _open_outputs(
         return RunLog(None), []
     folder = make_experiment_dir(experiment_dir(cfg.expdir, name, env.world_size, run_num))
     run_log = closing.enter_context(contextlib.closing(RunLog(folder / "out.log")))
-    from tuneup.trainer.scalars import open_tensorboard
 
     board = open_tensorboard(folder / "logs")
     if board is not None:
@@ -93,13 +100,12 @@ def run_train_command(
 ) -> int:
     cfg, synth = resolve_config(config, yaml_config, overrides)
     # TF32 off must reach the environment before CUDA starts.
-    from tuneup.trainer.runtime import set_tf32_env
 
     set_tf32_env(cfg.tf32)
-    from tuneup.trainer.datacheck import check_data
 
     env = dist_env_from(os.environ)
     check_data(cfg, only_set=synth is not None)  # the user's own files, before any work
+    # torch: after the config is checked, so bad input fails fast
     from tuneup.trainer.build import preflight
 
     preflight(cfg, env)
@@ -140,7 +146,6 @@ def _train(
 ) -> int:
     """Build and run the training on this rank; the exit status from how it ended."""
     from tuneup.trainer.build import build_training
-    from tuneup.trainer.distributed import destroy_process_group
     from tuneup.trainer.loop import StopFlag, run_training, stop_on_interrupt
 
     stop = StopFlag()

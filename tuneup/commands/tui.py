@@ -19,11 +19,11 @@ from tuneup.errors import ExitCode, UsageError
 from tuneup.hardware.backends import choose_backend
 from tuneup.hardware.devices import cuda_visible_devices
 from tuneup.hardware.machine import machine_info
+from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import load_preset
-from tuneup.probe.assembly import choose_layout, pick_preset
-from tuneup.probe.journal import ResultsDir
-from tuneup.probe.types import MachineInfo
 from tuneup.trainers.adapters import DEFAULT_TRAINER, load_trainer, scan_trainers
+from tuneup.tuning.assembly import choose_layout, pick_preset
+from tuneup.tuning.journal import ResultsDir
 
 
 def app_trainers() -> list[str]:

@@ -107,7 +107,7 @@ def _gpu_fact(gpu: DriverGpu) -> GpuFact:
 def read_torch() -> TorchFacts:
     """torch's versions and switches; CUDA is asked how many devices, no context is made."""
     try:
-        import torch
+        import torch  # torch: only when the doctor reads it
     except Exception as exc:
         return TorchFacts(error=f"torch does not import: {exc}")
     facts: dict[str, Any] = {"version": torch.__version__, "cuda_build": torch.version.cuda}

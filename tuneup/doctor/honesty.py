@@ -17,6 +17,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from tuneup.config import build_config
+from tuneup.trainer.distributed import DistEnv
+from tuneup.trainer.flops import flops_per_sample, math_mode, peak_tflops
+
 HONEST = (0.97, 1.03)  # the trainer within 3% of the bare loop
 # Interleaved pairs x steps per timing: ~0.2 s per timing on an H100 (16 crops of 64^3)
 # and on a laptop core (the tiny model), so the whole check takes seconds.
@@ -72,12 +76,11 @@ class Honesty:
 
 def run_honesty(*, cpu: bool, repeats: int = REPEATS, steps: int = STEPS) -> Honesty:
     """Build the config, warm up, then `repeats` interleaved pairs of `steps` steps each."""
-    import torch
+    import torch  # torch: only the timed honesty check runs it
 
-    from tuneup.config import build_config
-    from tuneup.trainer.build import build_training
-    from tuneup.trainer.distributed import DistEnv
-    from tuneup.trainer.flops import flops_per_sample, math_mode, peak_tflops
+    from tuneup.trainer.build import build_training  # torch: only the timed honesty check runs it
+
+    # torch: only the timed honesty check runs it
     from tuneup.worker.workload import DeviceTimer, SetupWorkload
 
     on_gpu = not cpu and torch.cuda.is_available()
@@ -133,6 +136,7 @@ def run_honesty(*, cpu: bool, repeats: int = REPEATS, steps: int = STEPS) -> Hon
 
 def h2d_bandwidth(device: Any, megabytes: int = 256, repeats: int = 5) -> tuple[float, float]:
     """Host-to-device GB/s from pinned and from pageable memory (median of `repeats` copies)."""
+    # torch: only the timed honesty check runs it
     import torch
 
     size = megabytes * 2**20

@@ -5,6 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any, TextIO
 
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
 from tuneup.doctor.checks import FAIL, OK, WARN, Check
 from tuneup.doctor.honesty import Honesty
 
@@ -27,9 +31,6 @@ def write_json(out: TextIO, report: dict[str, Any]) -> None:
 
 def write_table(out: TextIO, checks: list[Check]) -> None:
     """One row per check, its fix on a line of its own under what was found (80 columns fit)."""
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
 
     console = Console(file=out, highlight=False, soft_wrap=False)
     table = Table(title="tuneup doctor")

@@ -14,13 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tuneup.bundled import cache_dir
 from tuneup.errors import UsageError
 from tuneup.export.render import FORMATS, render
 from tuneup.export.slurm import hints_from_session
 from tuneup.export.tutorial import SC22, TutorialRun
 from tuneup.preset.load import load_preset
-from tuneup.probe.journal import SUMMARY, ResultsDir
 from tuneup.trainers.adapters import DEFAULT_TRAINER, TrainerAdapter, load_trainer, scan_trainers
+from tuneup.tuning.journal import SUMMARY, ResultsDir
 
 
 @dataclass(frozen=True)
@@ -138,7 +139,6 @@ def tutorial_run(session: Mapping[str, Any], values: Mapping[str, Any]) -> Tutor
     tuneup's own synthetic box (in its cache folder) is not the user's data: the
     export then names the tutorial's boxes and leaves the paths to set.
     """
-    from tuneup.bundled import cache_dir
 
     launch = session.get("launch") or {}
     world = launch.get("world_size") if isinstance(launch, Mapping) else None
@@ -155,7 +155,7 @@ def tutorial_run(session: Mapping[str, Any], values: Mapping[str, Any]) -> Tutor
 
 
 def _box_side(path: Path) -> int | None:
-    from tuneup.trainer.boxfile import inspect_box
+    from tuneup.trainer.boxfile import inspect_box  # h5py: only to read a user's box
 
     try:
         return inspect_box(path).box

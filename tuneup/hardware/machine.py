@@ -19,8 +19,7 @@ from typing import Any
 from tuneup.hardware.devices import cuda_visible_devices
 from tuneup.hardware.nvml import NvmlBackend
 from tuneup.hardware.toolchain import Toolchain, compile_blocker, find_toolchain
-from tuneup.hardware.types import GpuDevice
-from tuneup.probe.types import MachineInfo
+from tuneup.hardware.types import GpuDevice, MachineInfo
 
 
 def usable_cpus() -> int:

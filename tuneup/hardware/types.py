@@ -101,3 +101,34 @@ class GpuBackend(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class MachineInfo:
+    """What the machine offers, for deciding which stages and candidates can run."""
+
+    cuda: bool = False
+    gpu_count: int = 0
+    gpu_names: tuple[str, ...] = ()
+    cpus_usable: int = 1
+    apex: bool = False
+    dali: bool = False
+    world_size: int = 1  # ranks a probe runs with (--nproc x --nodes)
+    nodes: int = 1
+    # torch.compile's toolchain (tuneup.hardware.toolchain): a C compiler, and on
+    # CUDA Triton and the driver's libcuda.so.
+    c_compiler: bool = True
+    triton: bool = True
+    libcuda: bool = True
+
+    @property
+    def ranks_per_node(self) -> int:
+        return max(1, self.world_size // max(1, self.nodes))
+
+    @property
+    def cpus_per_rank(self) -> int:
+        """CPUs each rank's loader may use: this node's usable CPUs shared among its ranks."""
+        return max(1, self.cpus_usable // self.ranks_per_node)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)

@@ -31,11 +31,13 @@ import yaml
 
 from tuneup.bundled import bundled_preset_names, read_bundled_preset
 from tuneup.errors import UsageError
+from tuneup.hardware.types import MachineInfo
 from tuneup.preset import schema
 from tuneup.preset.schema import PROBE_KEYS
 from tuneup.preset.sections import check_sections
 from tuneup.preset.types import DEFAULT_STAGES, Launch, ProbePreset
-from tuneup.probe.types import Budget, Candidate, MachineInfo
+from tuneup.probe.stages import load_stage
+from tuneup.probe.types import Budget, Candidate
 
 YAML_SUFFIXES = (".yaml", ".yml")
 
@@ -293,7 +295,6 @@ def apply_stage_candidates(stage: Any, preset: ProbePreset) -> Any:
 
 def preset_stage(name: str, preset: ProbePreset) -> Any:
     """Load stage `name` from the registry with the preset's candidates applied."""
-    from tuneup.probe.stages import load_stage
 
     return apply_stage_candidates(load_stage(name), preset)
 

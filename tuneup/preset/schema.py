@@ -14,7 +14,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tuneup.cluster.site import SITE_HINT_KEYS, hint_problem
+from tuneup.config import build_config
 from tuneup.errors import UsageError
+from tuneup.probe.stages import load_stage, stage_names
 from tuneup.probe.types import Budget, Candidate
 
 PRESET_KEYS = ("name", "description", "train", "synthetic_data", "probe")
@@ -61,7 +63,6 @@ def type_name(value: Any) -> str:
 
 def _build(values: Mapping[str, Any]) -> str | None:
     """build_config's one-line complaint about `values`, or None when they are valid."""
-    from tuneup.config import build_config
 
     try:
         build_config(values, source="this section")
@@ -290,7 +291,6 @@ def _expand(spec: Any, where: str) -> tuple[list[dict[str, Any]], list[str]]:
 
 def _stage_knobs(name: str) -> tuple[str, ...] | None:
     """The knobs stage `name` sets; None when its plugin does not load (reported elsewhere)."""
-    from tuneup.probe.stages import load_stage
 
     try:
         return load_stage(name).knobs
@@ -333,7 +333,6 @@ def check_stages(
         return default, {}, []
     if not isinstance(raw, list):
         return default, {}, [f"probe.stages: must be a list of stage names, got {type_name(raw)}"]
-    from tuneup.probe.stages import stage_names
 
     known = stage_names()
     names: list[str] = []

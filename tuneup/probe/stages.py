@@ -23,9 +23,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tuneup.config import TrainConfig, build_config, knob_names
 from tuneup.errors import UsageError
+from tuneup.hardware.types import MachineInfo
 from tuneup.plugin_registry import PLUGIN_API_VERSION, PluginInfo, Registry
-from tuneup.probe.types import Candidate, MachineInfo
+from tuneup.probe.types import Candidate
 
 ENTRY_POINT_GROUP = "tuneup.stages"
 API_VERSION = PLUGIN_API_VERSION  # what a stage built against this tuneup declares
@@ -58,7 +60,6 @@ def requirement_missing(need: str, machine: MachineInfo) -> str | None:
 
 @functools.lru_cache(maxsize=1)
 def _defaults() -> dict[str, Any]:
-    from tuneup.config import TrainConfig
 
     return TrainConfig().to_dict()
 
@@ -130,7 +131,6 @@ class Stage:
                 f"stage {self.name!r}: unknown needs {unknown}; "
                 f"choose from {', '.join(REQUIREMENTS)}"
             )
-        from tuneup.config import knob_names
 
         names = set(knob_names())
         bad = [k for k in self.knobs if k not in names]
@@ -186,7 +186,6 @@ class Stage:
         reason = self.unavailable_reason(machine) or self.incumbent_reason(machine, base)
         if reason is not None:
             return Proposal(self.name, reason=reason)
-        from tuneup.config import build_config
 
         kept: list[Candidate] = []
         rejected: list[tuple[str, str]] = []

@@ -15,18 +15,21 @@ from typing import Any, cast
 
 import torch
 from torch import Tensor, nn
+from torch.nn.parallel import DistributedDataParallel
 
 from tuneup.config import INPUT_CHANNELS, TrainConfig
 from tuneup.errors import UsageError
 from tuneup.trainer.datacheck import check_data, data_paths, npy_copies
 from tuneup.trainer.distributed import DistEnv, init_process_group, local_batch
-from tuneup.trainer.loaders import Batches
+from tuneup.trainer.flops import flops_per_sample
+from tuneup.trainer.loaders import Batches, build_loader
 from tuneup.trainer.model import UNet, count_parameters, init_weights, l1_rho_loss
 from tuneup.trainer.optim import build_optimizer
 from tuneup.trainer.precision import Precision, build_precision
 from tuneup.trainer.runtime import DeviceChoice, apply_backend_flags, choose_device
 from tuneup.trainer.schedule import LrSchedule, schedule_for
 from tuneup.trainer.step import EagerStep, GraphedStep, LossFn
+from tuneup.trainer.transfer import device_batches
 
 VAL_SEED_OFFSET = 1_000_003  # validation crops come from a stream of their own
 
@@ -64,7 +67,6 @@ class TrainingSetup:
         self, host: Iterable[tuple[Tensor, Tensor]]
     ) -> Iterator[tuple[Tensor, Tensor]]:
         """Host batches on the device; with non_blocking, each copy overlaps the step before."""
-        from tuneup.trainer.transfer import device_batches
 
         return device_batches(host, self.to_device, self.device, overlap=self.cfg.non_blocking)
 
@@ -87,7 +89,6 @@ def _loader(
     npy: tuple[Path | None, Path | None] = (None, None),
     device: torch.device | None = None,
 ) -> Batches:
-    from tuneup.trainer.loaders import build_loader
 
     return build_loader(
         cfg.data_loader_config,
@@ -133,8 +134,6 @@ def wrap_model(
             model = torch.jit.script(model)
             loss_fn = torch.jit.script(l1_rho_loss)
     if env.distributed and not cfg.noddp:
-        from torch.nn.parallel import DistributedDataParallel
-
         options: dict[str, Any] = {
             "device_ids": [device.index] if device.type == "cuda" else None,
             "bucket_cap_mb": cfg.bucket_cap_mb,
@@ -317,7 +316,6 @@ def build_training(
 
 
 def model_flops(cfg: TrainConfig) -> float:
-    from tuneup.trainer.flops import flops_per_sample
 
     return flops_per_sample(
         cfg.data_size, cfg.width, cfg.unet_levels, INPUT_CHANNELS, cfg.N_out_channels

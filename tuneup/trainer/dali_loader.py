@@ -50,7 +50,7 @@ assert len(PERMUTATIONS) == 6  # the pipeline's if/elif chain has one branch eac
 def dali_available() -> tuple[bool, str]:
     """Whether DALI imports here, and if not, the line telling the user what to install."""
     try:
-        import nvidia.dali
+        import nvidia.dali  # DALI: optional, and only the DALI loader needs it
         import nvidia.dali.plugin.pytorch  # noqa: F401
     except ImportError as exc:
         return False, f"{DALI_MISSING} ({exc})"
@@ -204,6 +204,7 @@ def _build_pipeline(
     prefetch_depth: int,
     device_id: int | None,
 ) -> Any:
+    # DALI: optional, and only the DALI loader needs it
     from nvidia.dali import fn, pipeline_def, types
 
     on_gpu = device_id is not None

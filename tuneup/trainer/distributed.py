@@ -81,7 +81,7 @@ def dist_env_from(environ: Mapping[str, str]) -> DistEnv:
 
 def init_process_group(env: DistEnv, device_type: str) -> None:
     """Join the job's process group: NCCL on GPUs, gloo on CPUs."""
-    import torch.distributed as dist
+    import torch.distributed as dist  # torch: the parent imports this module for its pure parts
 
     if not env.distributed or dist.is_initialized():
         return
@@ -93,7 +93,7 @@ def init_process_group(env: DistEnv, device_type: str) -> None:
 
 
 def destroy_process_group() -> None:
-    import torch.distributed as dist
+    import torch.distributed as dist  # torch: the parent imports this module for its pure parts
 
     if dist.is_initialized():
         dist.destroy_process_group()

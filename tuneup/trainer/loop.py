@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 
 import torch
+import torch.distributed as dist
 from torch import Tensor
 
 from tuneup.trainer.build import TrainingSetup
@@ -92,7 +93,6 @@ def _agree(setup: TrainingSetup, stop: bool) -> bool:
     """All ranks stop together: any rank's reason to stop is everyone's."""
     if not setup.env.distributed:
         return stop
-    import torch.distributed as dist
 
     flag = torch.tensor([1.0 if stop else 0.0], device=setup.device)
     dist.all_reduce(flag, op=dist.ReduceOp.MAX)
@@ -228,8 +228,6 @@ def _validate(
             batches += 1
     mean = total / max(batches, 1)
     if setup.env.distributed:
-        import torch.distributed as dist
-
         dist.all_reduce(mean)
         mean /= setup.env.world_size
     value = float(mean.item())
@@ -255,7 +253,6 @@ def parameter_checksum(setup: TrainingSetup) -> Tensor:
 
 def _report_rank_sync(setup: TrainingSetup, say: Log) -> bool:
     """Compare the weights of every rank at the end: DDP ranks must hold the same model."""
-    import torch.distributed as dist
 
     local = parameter_checksum(setup).to(setup.device)
     gathered = [torch.zeros_like(local) for _ in range(setup.env.world_size)]

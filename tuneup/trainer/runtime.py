@@ -27,7 +27,7 @@ def set_tf32_env(enabled: bool, environ: dict[str, str] | None = None) -> None:
 
 def apply_backend_flags(tf32: bool, cudnn_benchmark: bool) -> None:
     """Set torch's TF32 and cuDNN switches; warns if TF32-off came after CUDA started."""
-    import torch
+    import torch  # torch: the worker imports this before it may start CUDA
 
     cuda_started = torch.cuda.is_available() and torch.cuda.is_initialized()
     if not tf32 and cuda_started and os.environ.get(TF32_ENV) != "0":
@@ -66,8 +66,8 @@ def choose_device(requested: str, local_rank: int, cuda_available: bool) -> Devi
 
 def seed_everything(seed: int) -> None:
     """Seed Python, NumPy and torch so a fixed seed gives a fixed loss curve."""
-    import numpy as np
-    import torch
+    import numpy as np  # torch: the worker imports this before it may start CUDA
+    import torch  # torch: the worker imports this before it may start CUDA
 
     random.seed(seed)
     np.random.seed(seed % 2**32)

@@ -69,7 +69,7 @@ class TensorBoardSink:
 def open_tensorboard(log_dir: Path) -> TensorBoardSink | None:
     """A sink writing event files to `log_dir`, or None when tensorboard is not installed."""
     try:
-        from torch.utils.tensorboard import SummaryWriter
+        from torch.utils.tensorboard import SummaryWriter  # tensorboard: optional
     except ImportError:
         return None
     return TensorBoardSink(SummaryWriter(log_dir=str(log_dir)))

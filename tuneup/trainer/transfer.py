@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
+import torch
+
 if TYPE_CHECKING:
     import torch
     from torch import Tensor
@@ -36,7 +38,6 @@ def device_batches(
 
 
 def _overlapped(host: Iterator[Batch], move: Move, device: torch.device) -> Iterator[Batch]:
-    import torch
 
     copies = torch.cuda.Stream(device)
 
@@ -64,7 +65,6 @@ def _overlapped(host: Iterator[Batch], move: Move, device: torch.device) -> Iter
 
 
 def _ready(pending: tuple[Batch, torch.cuda.Event], device: torch.device) -> Batch:
-    import torch
 
     (inp, tar), done = pending
     compute = torch.cuda.current_stream(device)

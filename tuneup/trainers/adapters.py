@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tuneup.errors import UsageError
 from tuneup.plugin_registry import PLUGIN_API_VERSION, PluginInfo, Registry
@@ -30,13 +30,29 @@ from tuneup.trainers.backends import Backend
 
 if TYPE_CHECKING:
     from tuneup.monitor.sampler import Sampler
-    from tuneup.preset.types import ProbePreset
 
 ENTRY_POINT_GROUP = "tuneup.trainers"
 API_VERSION = PLUGIN_API_VERSION  # what an adapter built against this tuneup declares
 
 DEFAULT_TRAINER = "unet"
 """The trainer a session measures with when none is named."""
+
+
+class PresetView(Protocol):
+    """What a trainer may read of the session's preset (a `tuneup.preset.types.ProbePreset`).
+
+    A protocol, so that the adapter API does not depend on the preset loader: the
+    loader checks each trainer's section through the adapters, above them.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def source(self) -> str: ...
+
+    @property
+    def sections(self) -> Mapping[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -64,7 +80,7 @@ class TrainerContext:
     seed: int = 0
     on_event: EventHandler | None = None
     sampler: Sampler | None = None
-    preset: ProbePreset | None = None
+    preset: PresetView | None = None
     launch: Any = None
     job: Any = None
 

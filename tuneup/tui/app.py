@@ -3,7 +3,7 @@
 The app receives what touches the machine in its constructor (the machine,
 the SLURM job, the clock, the backend factory, the monitor's GPU source), so
 tests run it on fakes. Its sessions, new or resumed, come from the one
-assembly `tuneup probe` uses (tuneup.probe.assembly): the same preset, base
+assembly `tuneup probe` uses (tuneup.tuning.assembly): the same preset, base
 values, stage plans, backends, results folder and lock.
 """
 
@@ -18,21 +18,33 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 
-from tuneup.cluster.job import JobEnv
-from tuneup.hardware.types import GpuBackend
-from tuneup.preset.load import default_preset_name
-from tuneup.probe.assembly import AssembledSession, EngineFactory
-from tuneup.probe.engine import build_engine
+from tuneup.cluster.job import JobEnv, read_job_env
+from tuneup.hardware.backends import choose_backend
+from tuneup.hardware.devices import cuda_visible_devices
+from tuneup.hardware.replay import ReplayBackend
+from tuneup.hardware.types import GpuBackend, MachineInfo
+from tuneup.monitor.sampler import Sampler
+from tuneup.monitor.screen import MonitorScreen
+from tuneup.preset.load import default_preset_name, list_presets
 from tuneup.probe.estimate import StepModel
-from tuneup.probe.journal import ResultsDir
-from tuneup.probe.types import MachineInfo
 from tuneup.trainers.adapters import DEFAULT_TRAINER, load_trainer
+from tuneup.tui.driver import EventRelay, SessionDriver
+from tuneup.tui.screens.results import ResultsScreen, load_results
 from tuneup.tui.screens.setup import SetupChoice, SetupScreen
+from tuneup.tui.screens.tune import TuneScreen
+from tuneup.tuning.assembly import (
+    AssembledSession,
+    EngineFactory,
+    SessionRequest,
+    assemble_new,
+    assemble_resume,
+)
+from tuneup.tuning.engine import build_engine
+from tuneup.tuning.journal import ResultsDir
 
 
 def preset_choices() -> list[tuple[str, str]]:
     """(name, description) of the presets that load (bundled, then the user's), for the picker."""
-    from tuneup.preset.load import list_presets
 
     return [
         (entry.name, entry.description)
@@ -42,7 +54,6 @@ def preset_choices() -> list[tuple[str, str]]:
 
 
 def _default_tune_screen(driver: Any, start: bool) -> Screen[Any]:
-    from tuneup.tui.screens.tune import TuneScreen
 
     return TuneScreen(driver, start=start, gpu_feed=driver.session.sampler)
 
@@ -60,7 +71,7 @@ class TuneupApp(App[None]):
         preset_name: the preset chosen first; the default for the machine when None.
         job: the SLURM job (None outside SLURM).
         clock: epoch seconds (frozen in tests).
-        engine: builds the session's backends (tuneup.probe.engine.build_engine's
+        engine: builds the session's backends (tuneup.tuning.engine.build_engine's
             signature; tests may pass fakes).
         monitor_backend: the monitor's GPU source (a replayed trace in demo mode).
         step_model: the estimate's guesses; by trainer when None.
@@ -162,7 +173,6 @@ class TuneupApp(App[None]):
 
     def build_driver(self, choice: SetupChoice) -> Any:
         """The session of `choice`, assembled as `tuneup probe` assembles it, in a driver."""
-        from tuneup.probe.assembly import SessionRequest, assemble_new
 
         request = SessionRequest(
             preset=choice.preset.source or choice.preset.name,
@@ -190,17 +200,14 @@ class TuneupApp(App[None]):
         return self.results_root / f"{preset}-{stamp}"
 
     def _relay(self) -> Any:
-        from tuneup.tui.driver import EventRelay
 
         return None if self.adapter.simulated else EventRelay()  # a simulation sends none
 
     def _job_env(self) -> Any:
-        from tuneup.cluster.job import read_job_env
 
         return read_job_env(gpu_count=self.machine.gpu_count if self.machine.cuda else 0)
 
     def _session_driver(self, built: AssembledSession, relay: Any) -> Any:
-        from tuneup.tui.driver import SessionDriver
 
         self.built = built
         if built.session.sampler is None:
@@ -214,7 +221,6 @@ class TuneupApp(App[None]):
         """In demo mode (`--trainer sim --replay TRACE`), GPU charts come from the trace."""
         if not self.adapter.simulated or self.monitor_backend is None:
             return None
-        from tuneup.monitor.sampler import Sampler
 
         backend, _source = self.monitor_backend()
         return Sampler(backend, interval_s=0.5)
@@ -233,8 +239,6 @@ class TuneupApp(App[None]):
         results = ResultsDir(folder)
         results.session()  # a clear error when it is not a results folder
         if (folder / "summary.json").is_file():
-            from tuneup.tui.screens.results import ResultsScreen, load_results
-
             summary, probes = load_results(folder)
             self.push_screen(ResultsScreen(summary, probes, folder))
             return
@@ -247,7 +251,6 @@ class TuneupApp(App[None]):
 
     def resume_driver(self, results: ResultsDir) -> Any:
         """The interrupted session rebuilt from session.json, as `tuneup probe --resume` does."""
-        from tuneup.probe.assembly import SessionRequest, assemble_resume
 
         relay = self._relay()
         built = assemble_resume(
@@ -272,8 +275,6 @@ class TuneupApp(App[None]):
     # The monitor
 
     def action_monitor(self) -> None:
-        from tuneup.monitor.sampler import Sampler
-        from tuneup.monitor.screen import MonitorScreen
 
         if isinstance(self.screen, MonitorScreen):
             return
@@ -291,8 +292,6 @@ class TuneupApp(App[None]):
 
 def live_gpus() -> tuple[GpuBackend, str]:
     """NVML when it sees a GPU, else a backend that says why not."""
-    from tuneup.hardware.backends import choose_backend
-    from tuneup.hardware.devices import cuda_visible_devices
 
     backend = choose_backend(cuda_visible_devices=cuda_visible_devices())
     return backend, {"nvml": "NVML", "none": "no GPU"}.get(backend.name, backend.name)
@@ -302,7 +301,6 @@ def replayed_gpus(trace: Path) -> Callable[[], tuple[GpuBackend, str]]:
     """The monitor's source in demo mode: a recorded trace, replayed at its own pace."""
 
     def make() -> tuple[GpuBackend, str]:
-        from tuneup.hardware.replay import ReplayBackend
 
         # shifted to the clock and looped, so the trace behaves like live GPUs
         return ReplayBackend(trace, loop=True, clock=time.time), f"replay {trace.name}"

@@ -17,10 +17,10 @@ from textual.message import Message
 
 from tuneup.errors import UsageError
 from tuneup.probe.events import Event, EventHandler
-from tuneup.probe.search_records import SearchOutcome
-from tuneup.probe.session import ProbeSession, SessionInterrupted
-from tuneup.probe.summary import Summary
 from tuneup.probe.types import ProbeResult
+from tuneup.tuning.search_records import SearchOutcome
+from tuneup.tuning.session import ProbeSession, SessionInterrupted
+from tuneup.tuning.summary import Summary
 
 Post = Callable[[Message], Any]
 

@@ -131,7 +131,7 @@ def fault_for(setting: str, config: dict[str, object], rank: int = 0) -> str | N
 def simulate_fault(name: str) -> None:
     """The test hook (see the module docstring)."""
     if name == "oom":
-        import torch
+        import torch  # torch: only after the spec is read and TF32 is set
 
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
     if name == "hang":
@@ -153,8 +153,8 @@ def _gather_ranks(device: Any, world_size: int) -> Callable[[float], list[float]
     The tensors live on the training device, as NCCL requires; all_gather
     (not all_gather_into_tensor) so gloo serves CPU ranks too.
     """
-    import torch
-    import torch.distributed as dist
+    import torch  # torch: only after the spec is read and TF32 is set
+    import torch.distributed as dist  # torch: only after the spec is read and TF32 is set
 
     def gather(seconds: float) -> list[float]:
         mine = torch.tensor([seconds], dtype=torch.float64, device=device)
@@ -173,6 +173,7 @@ def run(spec: ProbeSpec, events: EventWriter, started: float) -> None:
     # when CUDA starts, so it is set first.
     import torch
 
+    # torch: only after the spec is read and TF32 is set
     from tuneup.trainer.build import build_training, preflight
 
     env = dist_env_from(os.environ)

@@ -76,7 +76,7 @@ class DeviceTimer:
 
     def sync(self) -> None:
         if self.device.type == "cuda":
-            import torch
+            import torch  # torch: the worker imports this module before CUDA may start
 
             torch.cuda.synchronize(self.device)
 
@@ -115,6 +115,7 @@ class SetupWorkload:
         self.graph_capture_s += getattr(self.setup.step, "capture_s", 0.0)
 
     def full(self, steps: int, keep_losses: int = 0) -> int:
+        # torch: the worker imports this module before CUDA may start
         from tuneup.trainer.optim import set_lr
 
         setup = self.setup
@@ -160,6 +161,7 @@ class SetupWorkload:
         return steps
 
     def read_losses(self) -> list[float]:
+        # torch: the worker imports this module before CUDA may start
         import torch
 
         if not self._pending:

@@ -76,7 +76,7 @@ def tick_label(value: float) -> str:
 def render_chart(series: Series, *, width: int, height: int, title: str, color: str) -> str:
     """The chart as ANSI text exactly `width` x `height` cells (plotext's drawing)."""
     try:
-        import plotext
+        import plotext  # plotext: only when a chart is drawn
     except ImportError as exc:  # plotext's compiled part can be missing on odd platforms
         return f"{title}: chart unavailable ({exc})"
     figure = plotext.figure

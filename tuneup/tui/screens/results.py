@@ -19,11 +19,13 @@ from textual.screen import Screen
 from textual.widgets import Button, Footer, Static
 
 from tuneup.errors import UsageError
+from tuneup.export.session import SessionExport, read_session_export, render_session
+from tuneup.export.slurm import hints_from_session
 from tuneup.probe.describe import sps_text
-from tuneup.probe.journal import ResultsDir
-from tuneup.probe.summary import Summary
 from tuneup.probe.types import ProbeResult
 from tuneup.tui.widgets.gain_bars import GainBars, stage_gains
+from tuneup.tuning.journal import ResultsDir
+from tuneup.tuning.summary import Summary
 
 # tuneup's export formats -> file name in the results folder (a trainer that exports its
 # sessions in formats of its own names their files: SessionExport.file_name).
@@ -52,7 +54,6 @@ def session_hints(folder: Path) -> dict[str, Any]:
 
     Empty when session.json is unreadable, as `tuneup export` would fail on it.
     """
-    from tuneup.export.slurm import hints_from_session
 
     try:
         return hints_from_session(ResultsDir(Path(folder)).session())
@@ -69,7 +70,6 @@ def export_all(
     command) shapes the exports as `tuneup export` makes them; `values` and
     `hints` are the ones shown.
     """
-    from tuneup.export.session import SessionExport, read_session_export, render_session
 
     try:
         recorded = read_session_export(Path(folder))

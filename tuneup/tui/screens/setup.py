@@ -25,6 +25,7 @@ from textual.widgets.selection_list import Selection
 
 from tuneup.cluster.job import JobEnv
 from tuneup.errors import UsageError
+from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import ProbePreset, load_preset, preset_stage
 from tuneup.probe.estimate import (
     StepModel,
@@ -35,7 +36,7 @@ from tuneup.probe.estimate import (
     trim,
 )
 from tuneup.probe.stages import Proposal
-from tuneup.probe.types import Budget, MachineInfo
+from tuneup.probe.types import Budget
 
 
 @dataclass(frozen=True)
@@ -124,7 +125,7 @@ def resolve_data(text: str) -> Path | None:
     text = text.strip()
     if not text:
         return None
-    from tuneup.trainer.boxfile import inspect_box
+    from tuneup.trainer.boxfile import inspect_box  # h5py: only to read a user's box
 
     path = Path(text).expanduser()
     inspect_box(path)  # a UsageError names what is wrong with the file

@@ -17,13 +17,13 @@ from textual.widgets import Footer, ProgressBar, RichLog, Static
 from tuneup.monitor.widgets.chart import Chart, Series
 from tuneup.probe.describe import result_line, session_ranks, sps_text
 from tuneup.probe.events import ErrorEvent, Event, StartEvent, TrialEvent, WarmupEvent
-from tuneup.probe.journal import quoted
-from tuneup.probe.summary import Summary
-from tuneup.probe.verdicts import bottleneck
 from tuneup.tui.driver import SessionDriver
 from tuneup.tui.screens.results import ResultsScreen, export_all, session_hints
 from tuneup.tui.widgets.confirm import Confirm
 from tuneup.tui.widgets.ladder import LadderTable
+from tuneup.tuning.journal import quoted
+from tuneup.tuning.summary import Summary
+from tuneup.tuning.verdicts import bottleneck
 
 HELP = (
     "p pause/resume after the current probe · s skip the rest of this stage · "

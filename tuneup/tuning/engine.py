@@ -8,15 +8,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tuneup.hardware.backends import choose_backend
+from tuneup.hardware.devices import cuda_visible_devices
 from tuneup.probe.events import Event, EventHandler
 from tuneup.probe.hostload import ContentionWatch, HostLoadSampler
+from tuneup.trainers.adapters import TrainerContext, load_trainer
+from tuneup.tuning.session import gpu_sampler
 
 if TYPE_CHECKING:
     from tuneup.cluster.job import JobEnv
     from tuneup.cluster.launch import LaunchPlan
-    from tuneup.hardware.types import GpuBackend
+    from tuneup.hardware.types import GpuBackend, MachineInfo
     from tuneup.preset.load import ProbePreset
-    from tuneup.probe.types import Budget, MachineInfo
+    from tuneup.probe.types import Budget
 
 
 @dataclass
@@ -58,16 +62,11 @@ def build_engine(
     Raises:
         UsageError: an unknown trainer, or settings the trainer cannot work with.
     """
-    from tuneup.trainers.adapters import TrainerContext, load_trainer
 
     adapter = load_trainer(trainer)
     gpu_backend = None
     sampler = None
     if adapter.gpu_telemetry and machine.cuda:  # telemetry only where NVML can see GPUs
-        from tuneup.hardware.backends import choose_backend
-        from tuneup.hardware.devices import cuda_visible_devices
-        from tuneup.probe.session import gpu_sampler
-
         gpu_backend = choose_backend(cuda_visible_devices=cuda_visible_devices())
         sampler = gpu_sampler(trainer, gpu_backend)
     host = HostLoadSampler()

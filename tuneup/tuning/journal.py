@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from tuneup.errors import UsageError
-from tuneup.probe.summary import Summary
 from tuneup.probe.types import ProbeResult
+from tuneup.tuning.summary import Summary
 
 SESSION = "session.json"
 JOURNAL = "journal.jsonl"
@@ -191,7 +191,7 @@ class ResultsDir:
         self._write_json(SUMMARY, summary)
 
     def summary(self) -> Summary:
-        """The finished session's summary.json, typed (tuneup.probe.summary).
+        """The finished session's summary.json, typed (tuneup.tuning.summary).
 
         Raises:
             UsageError: there is none (the session did not finish), or it is not

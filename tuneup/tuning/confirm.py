@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tuneup.probe.search_records import BASELINE, CONFIRM, Confirmation, ConfirmAttempt
-from tuneup.probe.search_runner import SearchRunner, Series
 from tuneup.probe.types import Candidate, ProbeResult
+from tuneup.tuning.search_records import BASELINE, CONFIRM, Confirmation, ConfirmAttempt
+from tuneup.tuning.search_runner import SearchRunner, Series
 
 _NOTHING = object()
 

@@ -52,12 +52,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuneup.errors import UsageError
-from tuneup.probe.confirm import confirm
-from tuneup.probe.paired import FLOOR, NoiseTracker
-from tuneup.probe.search_records import Already, Measure, SearchOutcome, StageDecision, StagePlan
-from tuneup.probe.search_runner import SearchRunner, Series
-from tuneup.probe.stage import run_stage
 from tuneup.probe.types import probe_key
+from tuneup.tuning.confirm import confirm
+from tuneup.tuning.paired import FLOOR, NoiseTracker
+from tuneup.tuning.search_records import Already, Measure, SearchOutcome, StageDecision, StagePlan
+from tuneup.tuning.search_runner import SearchRunner, Series
+from tuneup.tuning.stage import run_stage
 
 MAX_PAIRS = 5  # the most pairs one stage's comparison takes
 

@@ -9,7 +9,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from tuneup.cluster.shm import shm_shortfall
+from tuneup.config import INPUT_CHANNELS, build_config
 from tuneup.errors import UsageError
+from tuneup.trainer.distributed import local_batch
 
 if TYPE_CHECKING:
     from tuneup.config import TrainConfig
@@ -21,8 +23,6 @@ FLOAT32_BYTES = 4
 
 def batch_bytes(cfg: TrainConfig, ranks_per_node: int = 1) -> int:
     """Bytes of one rank's host batch: input and target crops in float32."""
-    from tuneup.config import INPUT_CHANNELS
-    from tuneup.trainer.distributed import local_batch
 
     batch = local_batch(cfg.global_batch_size, cfg.local_batch_size, max(1, ranks_per_node))
     return batch * (INPUT_CHANNELS + cfg.N_out_channels) * cfg.data_size**3 * FLOAT32_BYTES
@@ -37,7 +37,6 @@ def loader_shm_problem(
     """
     if shm_free is None:
         return None
-    from tuneup.config import build_config
 
     try:
         cfg = build_config(dict(values), source="the probe config")

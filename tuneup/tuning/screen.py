@@ -12,10 +12,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from tuneup.probe.paired import FLOOR, NoiseTracker
-from tuneup.probe.search_records import INCUMBENT, StagePlan
-from tuneup.probe.search_runner import SearchRunner, Series, comparable
 from tuneup.probe.types import Candidate, ProbeResult
+from tuneup.tuning.paired import FLOOR, NoiseTracker
+from tuneup.tuning.search_records import INCUMBENT, StagePlan
+from tuneup.tuning.search_runner import SearchRunner, Series, comparable
 
 TIE_CAP = 0.10  # screens this close to the best may tie, whatever the noise (and the needed gain)
 

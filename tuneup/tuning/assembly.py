@@ -5,7 +5,7 @@ resumed one is rebuilt from its folder's `session.json`, which records
 everything the session was run with (preset as resolved, trainer, stages,
 search, seed, budget, layout, and the base config with its data paths), so
 a session continues on the same data whichever front end started it and
-whichever resumes it. Both take the folder's lock first (tuneup.probe.lock)
+whichever resumes it. Both take the folder's lock first (tuneup.tuning.lock)
 and give it back in `AssembledSession.close`.
 """
 
@@ -19,25 +19,30 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tuneup.bundled import cache_dir
 from tuneup.cluster.job import JobEnv, default_layout, describe, read_job_env
 from tuneup.cluster.launch import LaunchPlan, check_plan
 from tuneup.cluster.leftovers import describe as describe_processes
 from tuneup.cluster.leftovers import find_leftovers, stop_leftovers
 from tuneup.errors import UsageError
+from tuneup.hardware.types import MachineInfo
+from tuneup.preset.autopick import auto_pick, gpu_inventory
 from tuneup.preset.load import ProbePreset, load_preset, preset_warnings
-from tuneup.probe.engine import Engine, build_engine
 from tuneup.probe.events import EventHandler
-from tuneup.probe.journal import ResultsDir, quoted
-from tuneup.probe.lock import ResultsLock
-from tuneup.probe.session import (
+from tuneup.probe.stages import stage_names
+from tuneup.probe.types import Budget
+from tuneup.trainers.adapters import DEFAULT_TRAINER, load_trainer
+from tuneup.tuning.engine import Engine, build_engine
+from tuneup.tuning.journal import ResultsDir, quoted
+from tuneup.tuning.lock import ResultsLock
+from tuneup.tuning.preflight import loader_shm_problem
+from tuneup.tuning.session import (
     ProbeSession,
     Reporter,
     SilentReporter,
     shm_free_for,
     stage_plans,
 )
-from tuneup.probe.types import Budget, MachineInfo
-from tuneup.trainers.adapters import DEFAULT_TRAINER, load_trainer
 
 DEFAULT_ROOT = Path("tuneup-results")
 EngineFactory = Callable[..., Engine]  # build_engine's signature
@@ -116,7 +121,6 @@ def pick_preset(preset_name: str | None, machine: MachineInfo) -> tuple[str, str
     """The preset to load, and why when tuneup chose it (auto-pick by the GPUs found)."""
     if preset_name is not None:
         return preset_name, None
-    from tuneup.preset.autopick import auto_pick, gpu_inventory
 
     inventory = gpu_inventory() if machine.gpu_count else []
     pick = auto_pick(inventory, machine.cpus_usable, cuda=machine.cuda)
@@ -127,7 +131,6 @@ def pick_stages(preset_stages: tuple[str, ...], chosen: tuple[str, ...] | None) 
     """The stages to run: the chosen ones (each must exist), else the preset's."""
     if chosen is None:
         return preset_stages
-    from tuneup.probe.stages import stage_names
 
     if not chosen:
         raise UsageError("--stages names no stage: give at least one (see `tuneup plugins list`)")
@@ -204,7 +207,7 @@ def base_values(preset: ProbePreset, trainer: str, data_path: Path | None) -> di
     synth = preset.synthetic_data
     needs_files = values.get("data_loader_config", "lowmem") != "synthetic"
     if synth and needs_files and not values.get("train_path") and load_trainer(trainer).data_files:
-        from tuneup.bundled import cache_dir
+        # h5py: only when a synthetic box must be made
         from tuneup.trainer.datacache import ensure_synthetic_data
 
         train, val, made = ensure_synthetic_data(
@@ -415,7 +418,6 @@ def _build(
     notes: list[str],
     alerts: list[str],
 ) -> AssembledSession:
-    from tuneup.probe.preflight import loader_shm_problem
 
     shm_free = shm_free_for(trainer)  # the U-Net's loader workers pass batches through it
     problem = loader_shm_problem(base, machine.ranks_per_node, shm_free)

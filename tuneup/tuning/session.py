@@ -21,16 +21,23 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tuneup import __version__
+from tuneup.cluster import shm  # a module, so tests can stand in for /dev/shm
 from tuneup.errors import UsageError
-from tuneup.preset.load import ProbePreset
+from tuneup.hardware.types import MachineInfo
+from tuneup.monitor.sampler import Sampler
+from tuneup.preset.load import ProbePreset, preset_stage
 from tuneup.probe.estimate import probe_count
-from tuneup.probe.grid import grid_search
-from tuneup.probe.guard import loss_verdict
-from tuneup.probe.journal import ResultsDir
-from tuneup.probe.search import staged_search
-from tuneup.probe.search_records import SearchOutcome, StagePlan
-from tuneup.probe.types import Candidate, MachineInfo, ProbeResult, Status, probe_key
+from tuneup.probe.stages import load_stage
+from tuneup.probe.types import Candidate, ProbeResult, Status, probe_key
 from tuneup.trainers.adapters import load_trainer
+from tuneup.tuning.grid import grid_search
+from tuneup.tuning.guard import loss_verdict
+from tuneup.tuning.journal import ResultsDir
+from tuneup.tuning.preflight import loader_shm_problem
+from tuneup.tuning.scaling_report import scaling_summary
+from tuneup.tuning.search import staged_search
+from tuneup.tuning.search_records import SearchOutcome, StagePlan
+from tuneup.tuning.verdicts import summary_dict
 
 if TYPE_CHECKING:
     from tuneup.hardware.types import GpuBackend
@@ -164,9 +171,8 @@ def shm_free_for(trainer: str) -> int | None:
     """Bytes free in /dev/shm where the trainer's loader workers use it (data_files); else None."""
     if not load_trainer(trainer).data_files:
         return None
-    from tuneup.cluster.shm import shm_free_bytes
 
-    return shm_free_bytes()
+    return shm.shm_free_bytes()
 
 
 def stage_plans(
@@ -183,11 +189,8 @@ def stage_plans(
     values for proposes those instead of its own. With `shm_free` (bytes in
     /dev/shm), a candidate whose loader workers would not fit there is not tried.
     """
-    from tuneup.probe.preflight import loader_shm_problem
-    from tuneup.probe.stages import load_stage
 
     if preset is not None:
-        from tuneup.preset.load import preset_stage
 
         def load(name: str) -> Any:
             return preset_stage(name, preset)
@@ -237,7 +240,6 @@ def gpu_sampler(
     ok, _why = gpu_backend.available()
     if not ok or not gpu_backend.devices():
         return None
-    from tuneup.monitor.sampler import Sampler
 
     capacity = int(PROBE_SAMPLE_HISTORY_S / interval_s)
     return Sampler(gpu_backend, interval_s=interval_s, capacity=capacity)
@@ -456,8 +458,6 @@ class ProbeSession:
         if self._total != self._done:  # the ladder is over: the count is exact now
             self._total = self._done
             self.reporter.total_changed(self._done)
-        from tuneup.probe.scaling_report import scaling_summary
-        from tuneup.probe.verdicts import summary_dict
 
         summary = summary_dict(outcome)
         summary["preset"] = self.preset.name

@@ -10,8 +10,10 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from tuneup.probe.paired import NoiseTracker
-from tuneup.probe.search_records import (
+from tuneup.probe.stats import noise_margin
+from tuneup.probe.types import Candidate, probe_key
+from tuneup.tuning.paired import NoiseTracker
+from tuneup.tuning.search_records import (
     GRID,
     Already,
     Measure,
@@ -19,9 +21,7 @@ from tuneup.probe.search_records import (
     StageDecision,
     StagePlan,
 )
-from tuneup.probe.search_runner import SearchRunner, comparable
-from tuneup.probe.stats import noise_margin
-from tuneup.probe.types import Candidate, probe_key
+from tuneup.tuning.search_runner import SearchRunner, comparable
 
 
 def grid_search(

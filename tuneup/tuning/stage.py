@@ -14,11 +14,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from tuneup.probe.paired import PairedEvidence, Verdict
-from tuneup.probe.screen import Screen, by_promise, close_screen, hopeless, screen_again
-from tuneup.probe.search_records import INCUMBENT, ReferenceRun, StageDecision, StagePlan
-from tuneup.probe.search_runner import SearchRunner, Series, comparable, ran
 from tuneup.probe.types import Candidate, ProbeResult, probe_key
+from tuneup.tuning.paired import PairedEvidence, Verdict
+from tuneup.tuning.screen import Screen, by_promise, close_screen, hopeless, screen_again
+from tuneup.tuning.search_records import INCUMBENT, ReferenceRun, StageDecision, StagePlan
+from tuneup.tuning.search_runner import SearchRunner, Series, comparable, ran
 
 PURSUED = 2  # candidates of one stage compared in pairs at most
 SUSPECT = 0.25  # a best screen this much slower than the incumbent is measured once more

@@ -16,9 +16,11 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
-from tuneup.probe.guard import loss_verdict
-from tuneup.probe.paired import EXTEND, WILD, NoiseTracker, PairedEvidence, Verdict, judge
-from tuneup.probe.search_records import (
+from tuneup.probe.stats import iqr_pct, median
+from tuneup.probe.types import Candidate, ProbeResult, Status, probe_key
+from tuneup.tuning.guard import loss_verdict
+from tuneup.tuning.paired import EXTEND, WILD, NoiseTracker, PairedEvidence, Verdict, judge
+from tuneup.tuning.search_records import (
     BASELINE,
     INCUMBENT,
     Already,
@@ -26,8 +28,6 @@ from tuneup.probe.search_records import (
     Measure,
     StagePlan,
 )
-from tuneup.probe.stats import iqr_pct, median
-from tuneup.probe.types import Candidate, ProbeResult, Status, probe_key
 
 CONTENDED_RETRIES = 2  # re-measures of a probe that ran under contention
 

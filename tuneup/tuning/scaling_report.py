@@ -1,6 +1,6 @@
 """The scaling estimate of a finished session: from its ddp figures to many nodes.
 
-Pure glue between the `ddp` block of summary.json (tuneup.probe.verdicts) and
+Pure glue between the `ddp` block of summary.json (tuneup.tuning.verdicts) and
 the ring all-reduce model (tuneup.cluster.scaling): the 1-rank reference probe
 gives one GPU's samples/s at the session's local batch, the recommended knobs
 give the model's size and the bucket size, the preset's hints give the
@@ -12,11 +12,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from tuneup.cluster.allreduce import (
+    ddp_bucket_count,
+    gradient_bytes,
+    interconnect_from_hints,
+    unet_gradient_tensors,
+    unet_parameter_count,
+)
+from tuneup.cluster.scaling import estimate_scaling, scaling_lines
 from tuneup.errors import UsageError
+from tuneup.probe.stages import current
 
 
 def _knob(values: Mapping[str, Any], name: str) -> Any:
-    from tuneup.probe.stages import current
 
     return current(values, name)
 
@@ -42,14 +50,6 @@ def scaling_summary(
         The estimate's rows (`ScalingEstimate.to_dict()`), the measured point, the
         text table under `lines`; or {"error": ...} when the model cannot be run.
     """
-    from tuneup.cluster.allreduce import (
-        ddp_bucket_count,
-        gradient_bytes,
-        interconnect_from_hints,
-        unet_gradient_tensors,
-        unet_parameter_count,
-    )
-    from tuneup.cluster.scaling import estimate_scaling, scaling_lines
 
     if not ddp:
         return None

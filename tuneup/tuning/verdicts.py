@@ -20,10 +20,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from tuneup.config import LR_SCHEDULE_DEFAULT, TrainConfig
-from tuneup.probe.guard import batch_of, batch_ratio, equal_samples_note
-from tuneup.probe.search_records import ReferenceRun, SearchOutcome, StageDecision
+from tuneup.probe.stages import current
 from tuneup.probe.types import ProbeResult
 from tuneup.trainer.schedule import initial_lr
+from tuneup.tuning.datarate import data_rate_sentence
+from tuneup.tuning.guard import batch_of, batch_ratio, equal_samples_note
+from tuneup.tuning.search_records import ReferenceRun, SearchOutcome, StageDecision
 
 # The DDP knobs whose recommended values the summary's `ddp` block repeats.
 DDP_SETTINGS = ("bucket_cap_mb", "broadcast_buffers", "gradient_as_bucket_view")
@@ -536,7 +538,6 @@ def _how(result: ProbeResult) -> str:
 
 
 def _value(values: Mapping[str, Any], knob: str) -> Any:
-    from tuneup.probe.stages import current
 
     return current(values, knob)
 
@@ -569,7 +570,6 @@ def _with_data_rate(
     verdict: tuple[str, str], probe: ProbeResult, values: dict[str, Any]
 ) -> tuple[str, str]:
     """Add the loader's GB/s against what the model needs, when both phases were measured."""
-    from tuneup.probe.datarate import data_rate_sentence
 
     rate = data_rate_sentence(probe.io_sps, probe.synthetic_sps, int(values.get("data_size", 64)))
     if rate is None:

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tuneup.errors import ExitCode, UsageError
-from tuneup.probe.paired import NoiseTracker, PairedEvidence, Verdict
 from tuneup.probe.types import Candidate, ProbeResult, Status
+from tuneup.tuning.paired import NoiseTracker, PairedEvidence, Verdict
 
 Measure = Callable[[str, Candidate, dict[str, Any]], ProbeResult]
 Already = Callable[[str, str], ProbeResult | None]

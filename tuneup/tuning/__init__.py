@@ -1,0 +1,1 @@
+"""A tuning session: many probes assembled, searched, confirmed, guarded, judged and journaled."""
