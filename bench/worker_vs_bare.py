@@ -76,8 +76,9 @@ def main() -> None:
     )
     args = parser.parse_args()
 
+    from tuneup.cluster.launch import LocalLauncher
     from tuneup.probe.events import ResultEvent, parse_events
-    from tuneup.probe.runner import LocalLauncher, ProbeRunner
+    from tuneup.probe.runner import ProbeRunner
     from tuneup.probe.types import Budget, ProbeSpec
     from tuneup.trainer.synth import synthesize
 

@@ -392,6 +392,7 @@ def test_a_hanging_script_is_killed_at_the_limit(scripts, tmp_path):
     result = probe(backend, {})
     assert result.status is Status.TIMEOUT
     assert "no result within 1 s" in result.reason and "command.limit_s" in result.reason
+    assert "throughput line(s) by then); killed; raise command.limit_s" in result.reason
     assert result.wall_s < 10
 
 

@@ -178,3 +178,31 @@ def test_the_command_format_is_only_for_a_scripts_session(tmp_path: Path) -> Non
     folder, _ = results_folder(tmp_path, DDP_WON)
     with pytest.raises(UsageError, match="--format command is for a session that tuned your"):
         run_export_command(folder, "command", tmp_path / "x")
+
+
+def test_a_session_that_changed_nothing_exports_the_bare_command(
+    tuned: Path, tmp_path: Path
+) -> None:
+    plain = tmp_path / "plain"
+    shutil.copytree(tuned, plain)
+    summary = json.loads((plain / "summary.json").read_text())
+    summary["recommendation"]["values"] = {}  # nothing adopted, no knob set by the preset
+    (plain / "summary.json").write_text(json.dumps(summary))
+    assert shlex.split(export(plain, "flags", tmp_path)) == []
+    assert shlex.split(export(plain, "command", tmp_path).splitlines()[-1])[-3:] == [
+        "train.py",
+        "--num_epochs",
+        "3",
+    ]
+
+
+def test_a_summary_without_a_recommendation_is_one_clear_error(
+    tuned: Path, tmp_path: Path
+) -> None:
+    broken = tmp_path / "broken"
+    shutil.copytree(tuned, broken)
+    summary = json.loads((broken / "summary.json").read_text())
+    del summary["recommendation"]
+    (broken / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(UsageError, match="has no recommended values"):
+        run_export_command(broken, "flags", tmp_path / "x")

@@ -17,12 +17,13 @@ from tuneup.preset.load import load_preset
 from tuneup.probe.stats import median
 from tuneup.probe.types import Candidate, ProbeResult, Status
 from tuneup.tuning import paired
+from tuneup.tuning.ddp_verdicts import communication_overhead
 from tuneup.tuning.grid import grid_search
 from tuneup.tuning.journal import ResultsDir
 from tuneup.tuning.search import staged_search
 from tuneup.tuning.search_records import StagePlan
 from tuneup.tuning.session import ProbeSession, stage_plans
-from tuneup.tuning.verdicts import communication_overhead, stage_summary, summary_dict
+from tuneup.tuning.verdicts import stage_summary, summary_dict
 
 NODE = MachineInfo(cuda=True, gpu_count=4, cpus_usable=128, world_size=4, dali=True)
 # The tutorial's multi-GPU run: 4 GPUs, local batch 16; inmem so compute shows.

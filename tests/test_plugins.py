@@ -46,7 +46,7 @@ GOOD = {
                 Candidate("prefetch 4", {"prefetch_factor": 4}),
                 Candidate("prefetch 8", {"prefetch_factor": 8}),
             ),
-            api_version=1,
+            api_version=2,
         )
 
 
@@ -56,7 +56,7 @@ GOOD = {
                 return sim_backend(ctx.seed + 1)
 
 
-        ECHO = EchoTrainer(name="echo", description="the sim, seeded differently", api_version=1)
+        ECHO = EchoTrainer(name="echo", description="the sim, seeded differently", api_version=2)
     """,
     "goodpkg-0.1.dist-info/METADATA": "Metadata-Version: 2.1\nName: goodpkg\nVersion: 0.1\n",
     "goodpkg-0.1.dist-info/entry_points.txt": """
@@ -129,7 +129,7 @@ def installed(tmp_path, monkeypatch):
 
 
 def test_builtins_declare_the_current_api_version():
-    assert PLUGIN_API_VERSION == 1
+    assert PLUGIN_API_VERSION == 2
     assert load_stage("workers").api_version == PLUGIN_API_VERSION
     assert load_trainer("sim").api_version == PLUGIN_API_VERSION
     assert {"unet", "sim", "command"} <= set(trainer_names())
@@ -172,7 +172,7 @@ def test_broken_plugins_are_clear_errors_by_name_and_skipped_when_scanning(insta
     installed(GOOD, BROKEN)
     with pytest.raises(UsageError, match="failed to import: ModuleNotFoundError"):
         load_stage("ghost")
-    with pytest.raises(UsageError, match="plugin API version 99; this tuneup supports version 1"):
+    with pytest.raises(UsageError, match="plugin API version 99; this tuneup supports version 2"):
         load_stage("future")
     with pytest.raises(
         UsageError, match=r"is a str, not a tuneup\.trainers\.adapters\.TrainerAdapter"
@@ -371,7 +371,7 @@ REMOTE = {
         REMOTE = RemoteTrainer(
             name="remote",
             description="trains on another machine",
-            api_version=1,
+            api_version=2,
             tunes="a remote run",
             section=True,
             exports={"ssh": "remote.sh"},

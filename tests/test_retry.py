@@ -11,7 +11,7 @@ from tuneup.errors import ExitCode
 from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import load_preset
 from tuneup.probe.events import ErrorEvent, Event
-from tuneup.probe.runner import EXITED, transient
+from tuneup.probe.outcome import EXITED, transient
 from tuneup.probe.types import Candidate, ProbeResult, Status
 from tuneup.tuning.journal import ResultsDir
 from tuneup.tuning.search_records import BaselineFailed

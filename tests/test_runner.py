@@ -19,14 +19,10 @@ from typing import Any
 
 import pytest
 
+from tuneup.cluster.launch import LocalLauncher
 from tuneup.probe.events import ErrorEvent, Event, ResultEvent, StartEvent
-from tuneup.probe.runner import (
-    EXITED,
-    LocalLauncher,
-    ProbeRunner,
-    build_result,
-    classify,
-)
+from tuneup.probe.outcome import EXITED, build_result, classify
+from tuneup.probe.runner import ProbeRunner
 from tuneup.probe.types import Budget, ProbeSpec, Status
 
 FAKE_WORKER = Path(__file__).with_name("fake_worker.py")

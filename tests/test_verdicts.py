@@ -121,7 +121,7 @@ def test_throttled_probes_are_flagged_as_noisy() -> None:
 
 
 def test_a_negative_communication_overhead_is_called_noise_not_a_cost() -> None:
-    from tuneup.tuning.verdicts import ddp_sentence
+    from tuneup.tuning.ddp_verdicts import ddp_sentence
 
     figures = {
         "ranks": 2,

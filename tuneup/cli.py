@@ -16,13 +16,6 @@ from pathlib import Path
 
 from tuneup import __version__
 from tuneup.cluster.signals import Stopped
-from tuneup.commands.doctor import run_doctor_command
-from tuneup.commands.export import run_export_command
-from tuneup.commands.monitor import run_monitor_command
-from tuneup.commands.plugins import run_plugins_list
-from tuneup.commands.presets import run_presets_list, run_presets_show
-from tuneup.commands.probe import run_probe_command
-from tuneup.commands.tui import run_tui_command
 from tuneup.config import describe_knobs
 from tuneup.errors import ExitCode, UsageError
 
@@ -101,6 +94,8 @@ def _add_doctor(commands: argparse._SubParsersAction) -> None:
 
 
 def _run_doctor(args: argparse.Namespace) -> int:
+    # loaded when the subcommand runs, so that --help stays instant
+    from tuneup.commands.doctor import run_doctor_command
 
     return run_doctor_command(quick=args.quick, as_json=args.json, cpu=args.cpu)
 
@@ -122,6 +117,8 @@ def _add_presets(commands: argparse._SubParsersAction) -> None:
 
 
 def _run_presets(args: argparse.Namespace) -> int:
+    # loaded when the subcommand runs, so that --help stays instant
+    from tuneup.commands.presets import run_presets_list, run_presets_show
 
     if args.presets_command == "show":
         return run_presets_show(args.name)
@@ -142,6 +139,8 @@ def _add_plugins(commands: argparse._SubParsersAction) -> None:
 
 
 def _run_plugins(args: argparse.Namespace) -> int:
+    # loaded when the subcommand runs, so that --help stays instant
+    from tuneup.commands.plugins import run_plugins_list
 
     return run_plugins_list()
 
@@ -201,6 +200,8 @@ def _add_monitor(commands: argparse._SubParsersAction) -> None:
 
 
 def _run_monitor(args: argparse.Namespace) -> int:
+    # loaded when the subcommand runs, so that --help stays instant
+    from tuneup.commands.monitor import run_monitor_command
 
     if args.interval is not None and args.interval < 0.1:
         raise UsageError(f"--interval {args.interval}: the shortest interval is 0.1 s")
@@ -246,6 +247,8 @@ def _add_tui(commands: argparse._SubParsersAction) -> None:
 
 
 def _run_tui(args: argparse.Namespace) -> int:
+    # loaded when the subcommand runs, so that --help stays instant
+    from tuneup.commands.tui import run_tui_command
 
     return run_tui_command(
         preset_name=args.preset,
@@ -467,6 +470,8 @@ def _run_train(args: argparse.Namespace) -> int:
 
 
 def _run_probe(args: argparse.Namespace) -> int:
+    # loaded when the subcommand runs, so that --help stays instant
+    from tuneup.commands.probe import run_probe_command
 
     if args.resume is not None and args.out is not None:
         raise UsageError("--resume continues DIR in place: leave out --out")
@@ -485,6 +490,8 @@ def _run_probe(args: argparse.Namespace) -> int:
 
 
 def _run_export(args: argparse.Namespace) -> int:
+    # loaded when the subcommand runs, so that --help stays instant
+    from tuneup.commands.export import run_export_command
 
     return run_export_command(args.dir, args.format, args.output, args.edition)
 

@@ -19,7 +19,7 @@ from typing import Any, Generic, TypeVar
 
 from tuneup.errors import UsageError
 
-PLUGIN_API_VERSION = 1
+PLUGIN_API_VERSION = 2
 """The plugin API this tuneup implements. It changes only when a change to the
 stage or trainer-adapter interface would break an existing plugin."""
 

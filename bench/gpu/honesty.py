@@ -103,7 +103,8 @@ def main() -> None:
     trial_steps = args.trial_steps or (5 if args.cpu else 10)
     configs = configs_for(mode, [c for c in args.configs.split(",") if c])
 
-    from tuneup.probe.runner import LocalLauncher, ProbeRunner
+    from tuneup.cluster.launch import LocalLauncher
+    from tuneup.probe.runner import ProbeRunner
     from tuneup.probe.types import Budget, ProbeSpec
     from tuneup.trainer.synth import synthesize
 

@@ -16,15 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tuneup.cluster.launch import LocalLauncher
 from tuneup.errors import UsageError
-from tuneup.probe.runner import (
-    EXITED,
-    TIMEOUT,
-    LocalLauncher,
-    ProbeRunner,
-    signal_reason,
-    with_detail,
-)
+from tuneup.probe.outcome import EXITED, TIMEOUT, signal_reason, with_detail
+from tuneup.probe.runner import ProbeRunner
 from tuneup.probe.types import Budget, Candidate, ProbeResult, ProbeSpec, Status
 
 from .invocation import Invocation, UnsupportedKnob, build_invocation
@@ -64,10 +59,11 @@ def judge(
     returncode: int | None,
     lines: list[str],
     spec: CommandSpec,
+    limit_s: float,
 ) -> tuple[Status, str, dict[str, Any]]:
     """Status, one human reason and the ProbeResult fields for one ended run.
 
-    The runner has judged how the child ended (tuneup.probe.runner.classify
+    The runner has judged how the child ended (tuneup.probe.outcome.classify
     and transient); its verdict stands where the output can say nothing more
     (interrupted, the event handler failed, a command that never started), a
     timeout adds how far the command got, and an exit is judged by the output.
@@ -79,16 +75,19 @@ def judge(
             None when it never started.
         lines: everything the command printed (stdout and stderr, in order).
         spec: the command section (its patterns and skip).
+        limit_s: the wall-clock limit the run had.
     """
     facts = parse_output(lines, spec.pattern, spec.loss_pattern)
     if ended == TIMEOUT:
         reason = (
-            f"{outcome.reason} ({len(facts.sps)} throughput line(s) by then): "
-            "raise command.limit_s or run fewer epochs"
+            f"no result within {limit_s:g} s ({len(facts.sps)} throughput line(s) by then); "
+            "killed; raise command.limit_s or run fewer epochs"
         )
         return Status.TIMEOUT, reason, {}
-    if ended != EXITED or returncode is None:
+    if ended != EXITED:
         return outcome.status, outcome.reason, {}
+    if returncode is None:  # the launch itself failed
+        return Status.CRASH, _last_line(lines) or "the command did not start", {}
     if returncode != 0:
         return _failure(outcome, returncode, lines)
     fields = measurements(facts, spec.skip)
@@ -206,7 +205,9 @@ class CommandBackend:
         lines = _read_lines(record.stderr_path)
         if record.returncode is None:
             lines += record.stderr_tail  # the launch itself failed: the runner's own words
-        status, reason, fields = judge(outcome, record.ended, record.returncode, lines, self.spec)
+        status, reason, fields = judge(
+            outcome, record.ended, record.returncode, lines, self.spec, record.limit_s
+        )
         return ProbeResult(
             stage, variant, dict(values), status, reason, wall_s=outcome.wall_s, **fields
         )

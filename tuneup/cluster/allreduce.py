@@ -32,7 +32,7 @@ FIRST_BUCKET_MB = 1.0
 # 9.6 us per network step depending on the protocol (src/graph/tuning.cc).
 DEFAULT_LATENCY_US = 5.0
 
-_GB = 1e9
+GB = 1e9
 _MIB = 1024 * 1024
 
 
@@ -190,7 +190,7 @@ def effective_bandwidth_gbs(
     transfer = overhead_s - 2 * (ranks - 1) * latency_us * 1e-6 * buckets
     if transfer <= 0:
         return None
-    return 2 * (ranks - 1) / ranks * grad_bytes / transfer / _GB
+    return 2 * (ranks - 1) / ranks * grad_bytes / transfer / GB
 
 
 def measured_interconnect(

@@ -50,6 +50,7 @@ from typing import Any
 
 from tuneup.cluster.allreduce import (
     DEFAULT_BUCKET_MB,
+    GB,
     HINT_GBS,
     Interconnect,
     bucket_count,
@@ -58,8 +59,6 @@ from tuneup.cluster.allreduce import (
 from tuneup.errors import UsageError
 
 DEFAULT_NODES = (1, 2, 4, 8, 16, 32, 64)
-
-_GB = 1e9
 
 
 def node_overhead_seconds(
@@ -324,7 +323,7 @@ def _row(
 
 def _ring_seconds(members: int, size: float, gbs: float, net: Interconnect, buckets: int) -> float:
     """Ring all-reduce of `size` bytes over `members`, in `buckets` calls."""
-    transfer = 2 * (members - 1) / members * size / (gbs * _GB)
+    transfer = 2 * (members - 1) / members * size / (gbs * GB)
     return transfer + 2 * (members - 1) * net.latency_us * 1e-6 * buckets
 
 

@@ -63,8 +63,9 @@ def read_session_export(folder: Path) -> SessionExport:
     """
     results = ResultsDir(folder)
     session = results.session()
-    values = results.summary().recommendation.values
-    if not values:
+    recommendation = results.summary().recommendation
+    values = recommendation.values
+    if not recommendation.recorded:
         raise UsageError(
             f"{folder / SUMMARY} has no recommended values: nothing to export "
             "(run the session again)"

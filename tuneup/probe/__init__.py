@@ -1,1 +1,2 @@
-"""The probe engine: stages, measurement in child processes, search, journal, verdicts."""
+"""One probe: its typed values and events, the stage API, the runner that judges a child
+process, its telemetry and host load, robust statistics, the ladder-time estimate."""

@@ -6,7 +6,7 @@ The model, so the number can be checked by hand:
   candidates, the incumbent measured before and after them (2), and one
   more pair for the comparison that decides (`PAIRS_PER_STAGE`, 2 probes)
   + 2 x confirm pairs (3) (none of these when no stage has candidates).
-  The search (search.py) runs more pairs for a close call, and fewer probes
+  The search (tuning/search.py) runs more pairs for a close call, and fewer probes
   when the last one was already the incumbent.
 * one probe = process start-up + (loss steps + the warm-up cap + 3 phases x
   T trials x K steps) x the step time, never more than the budget's per-probe

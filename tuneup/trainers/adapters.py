@@ -72,7 +72,7 @@ class TrainerContext:
             with `TrainerAdapter.section_of`); None when there is none.
         launch: how a probe's ranks are started (local, torchrun, srun), from
             tuneup.cluster; None means one local process.
-        job: the SLURM allocation the session runs in; None outside one.
+        job: the job the session runs in (a SLURM allocation or this machine).
     """
 
     workdir: Path

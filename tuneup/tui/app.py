@@ -69,7 +69,7 @@ class TuneupApp(App[None]):
         out: the new session's folder.
         review: an existing results folder to open instead of SETUP.
         preset_name: the preset chosen first; the default for the machine when None.
-        job: the SLURM job (None outside SLURM).
+        job: the job the app runs in (SLURM, or this machine); read here when None.
         clock: epoch seconds (frozen in tests).
         engine: builds the session's backends (tuneup.tuning.engine.build_engine's
             signature; tests may pass fakes).

@@ -41,7 +41,6 @@ from tuneup.tuning.verdicts import summary_dict
 
 if TYPE_CHECKING:
     from tuneup.hardware.types import GpuBackend
-    from tuneup.monitor.sampler import Sampler
 
 Backend = Callable[[str, Candidate, dict[str, Any]], ProbeResult]
 

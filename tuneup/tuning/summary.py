@@ -46,6 +46,7 @@ class Recommendation(Rates):
     path: tuple[str, ...] = ()
     headline: str = ""
     batch_note: str | None = None
+    recorded: bool = False  # the file holds the recommended values (they may be none changed)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -146,6 +147,7 @@ class Summary:
                 path=texts(rec.get("path")),
                 headline=text(rec.get("headline"), ""),
                 batch_note=optional_text(rec.get("batch_note")),
+                recorded=isinstance(rec.get("values"), Mapping),
             ),
             speedup=Speedup(
                 value=number(gain.get("value")),

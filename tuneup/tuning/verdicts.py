@@ -16,19 +16,23 @@ tutorial measured them):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from tuneup.config import LR_SCHEDULE_DEFAULT, TrainConfig
-from tuneup.probe.stages import current
 from tuneup.probe.types import ProbeResult
 from tuneup.trainer.schedule import initial_lr
 from tuneup.tuning.datarate import data_rate_sentence
+from tuneup.tuning.ddp_verdicts import (
+    ddp_figures,
+    ddp_sentence,
+    first_ddp_block,
+    number_text,
+    ranks_text,
+    stragglers_note,
+)
 from tuneup.tuning.guard import batch_of, batch_ratio, equal_samples_note
-from tuneup.tuning.search_records import ReferenceRun, SearchOutcome, StageDecision
-
-# The DDP knobs whose recommended values the summary's `ddp` block repeats.
-DDP_SETTINGS = ("bucket_cap_mb", "broadcast_buffers", "gradient_as_bucket_view")
+from tuneup.tuning.search_records import SearchOutcome
 
 # The faster phase must be this many times the slower one for the slower to be "the" bottleneck;
 # closer than that, both shape FULL (they compete for the host and the PCIe link).
@@ -43,22 +47,22 @@ def bottleneck(
     Returns:
         (kind, sentence): kind is "data-bound", "compute-bound", "balanced" or "unknown".
     """
-    full = f"FULL runs at {_n(full_sps)}" if full_sps else "FULL was not measured"
+    full = f"FULL runs at {number_text(full_sps)}" if full_sps else "FULL was not measured"
     if not io_sps or not synthetic_sps or io_sps <= 0 or synthetic_sps <= 0:
         return "unknown", f"unknown: IO and SYNTHETIC were not both measured; {full}"
     if synthetic_sps >= BOUND_RATIO * io_sps:
         return "data-bound", (
-            f"data-bound: the loader delivers {_n(io_sps)} samples/s while the model "
-            f"could take {_n(synthetic_sps)}; {full}"
+            f"data-bound: the loader delivers {number_text(io_sps)} samples/s while the model "
+            f"could take {number_text(synthetic_sps)}; {full}"
         )
     if io_sps >= BOUND_RATIO * synthetic_sps:
         return "compute-bound", (
-            f"compute-bound: the model takes {_n(synthetic_sps)} samples/s while the loader "
-            f"could deliver {_n(io_sps)}; {full}"
+            f"compute-bound: the model takes {number_text(synthetic_sps)} samples/s while the "
+            f"loader could deliver {number_text(io_sps)}; {full}"
         )
     return "balanced", (
-        f"balanced: the loader delivers {_n(io_sps)} samples/s and the model takes "
-        f"{_n(synthetic_sps)}, within {100 * (BOUND_RATIO - 1):.0f}% of each other; {full}"
+        f"balanced: the loader delivers {number_text(io_sps)} samples/s and the model takes "
+        f"{number_text(synthetic_sps)}, within {100 * (BOUND_RATIO - 1):.0f}% of each other; {full}"
     )
 
 
@@ -83,156 +87,9 @@ def stage_summary(outcome: SearchOutcome) -> list[str]:
             line += f"; {throttled} probe(s) ran with the GPU throttled: timings noisy"
         straggled = [p for p in outcome.probes if p.stage == decision.stage and p.stragglers]
         if straggled:
-            line += f"; {_ranks_text(straggled)} straggled in {len(straggled)} probe(s)"
+            line += f"; {ranks_text(straggled)} straggled in {len(straggled)} probe(s)"
         lines.append(line)
     return lines
-
-
-def communication_overhead(
-    with_ddp: ProbeResult, without: ProbeResult
-) -> tuple[float, str, float, float] | None:
-    """The share of a step's time spent exchanging gradients, from a noddp reference run.
-
-    Returns:
-        (overhead %, phase, with-DDP samples/s, noddp samples/s): the phase is
-        "synthetic" when both probes measured it, else "full" (the loader then
-        hides or adds to the difference); None when neither phase was measured
-        by both or a probe did not run ok.
-    """
-    if not with_ddp.ok or not without.ok:
-        return None
-    for phase, a, b in (
-        ("synthetic", with_ddp.synthetic_sps, without.synthetic_sps),
-        ("full", with_ddp.full_sps, without.full_sps),
-    ):
-        if a and b and a > 0 and b > 0:
-            return 100 * (1 - a / b), phase, a, b
-    return None
-
-
-def scaling_efficiency(
-    many: ProbeResult, ranks: int, few: ProbeResult, few_ranks: int = 1
-) -> float | None:
-    """FULL per rank on `ranks` over FULL per rank on `few_ranks`, in percent (weak scaling).
-
-    None when either probe did not run ok, lacks FULL, or `ranks` is not more
-    than `few_ranks` (a probe that did not report its ranks reads as one).
-    """
-    if not many.ok or not few.ok or not many.full_sps or not few.full_sps:
-        return None
-    if ranks <= few_ranks or few_ranks < 1:
-        return None
-    return 100 * (many.full_sps / ranks) / (few.full_sps / few_ranks)
-
-
-def ddp_figures(decision: StageDecision, values: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The `ddp` block of summary.json for a stage with reference runs; None without them.
-
-    Args:
-        decision: the stage's decision, with its reference runs and incumbent.
-        values: the recommended knob values (their DDP settings are repeated).
-    """
-    incumbent = decision.incumbent
-    if incumbent is None or not decision.references:
-        return None
-    ranks = incumbent.ranks
-    noddp = _reference(decision.references, lambda r: bool(r.candidate.values.get("noddp")))
-    fewer = _reference(decision.references, lambda r: r.candidate.ranks is not None)
-    if noddp is None and fewer is None:
-        return None
-    figures: dict[str, Any] = {}
-    notes: list[str] = []
-    overhead = phase = None
-    if noddp is None:
-        notes.append("no noddp reference run: communication overhead unknown")
-    else:
-        found = communication_overhead(incumbent, noddp.result)
-        if found is None:
-            notes.append(f"noddp reference {_how(noddp.result)}: communication overhead unknown")
-        else:
-            overhead, phase, figures["ddp_sps"], figures["noddp_sps"] = found
-            if phase == "full":
-                notes.append("SYNTHETIC was not measured by both: overhead from FULL")
-    efficiency = None
-    if fewer is None:
-        notes.append("no run on fewer ranks: scaling efficiency unknown")
-    else:
-        few_ranks = int(fewer.candidate.ranks or 1)
-        efficiency = scaling_efficiency(incumbent, ranks, fewer.result, few_ranks)
-        if efficiency is None and ranks <= few_ranks:
-            notes.append(
-                f"the incumbent's probe reports {ranks} rank(s), not more than the "
-                f"{fewer.candidate.label} reference's {few_ranks}: scaling efficiency unknown"
-            )
-        elif efficiency is None:
-            notes.append(
-                f"{fewer.candidate.label} reference {_how(fewer.result)}: "
-                "scaling efficiency unknown"
-            )
-        else:
-            figures.update(
-                full_sps=incumbent.full_sps,
-                reference_ranks=few_ranks,
-                reference_full_sps=fewer.result.full_sps,
-            )
-    return {
-        "stage": decision.stage,
-        "ranks": ranks,
-        "overhead_pct": overhead,
-        "overhead_phase": phase,
-        "efficiency_pct": efficiency,
-        "figures": figures,
-        "winner": decision.winner,
-        "settings": {k: _value(values, k) for k in DDP_SETTINGS},
-        "notes": notes,
-    }
-
-
-def ddp_sentence(figures: Mapping[str, Any]) -> str:
-    """The ddp block in words, for the stage's summary line."""
-    parts = []
-    ranks = figures["ranks"]
-    if figures["overhead_pct"] is not None:
-        used = figures["figures"]
-        phase = str(figures["overhead_phase"]).upper()
-        pair = f"{_n(used['ddp_sps'])} samples/s vs {_n(used['noddp_sps'])} without it"
-        if figures["overhead_pct"] >= 0:
-            parts.append(
-                f"gradient exchange costs {figures['overhead_pct']:.1f}% of {phase} on "
-                f"{ranks} ranks ({pair})"
-            )
-        else:  # the run without exchange came out slower: the probes' noise, not a gain
-            parts.append(
-                f"gradient exchange shows no measurable cost in {phase} on {ranks} ranks "
-                f"({pair}: the difference is run-to-run noise)"
-            )
-    if figures["efficiency_pct"] is not None:
-        used = figures["figures"]
-        few = used["reference_ranks"]
-        parts.append(
-            f"weak scaling efficiency {figures['efficiency_pct']:.0f}% "
-            f"({_n(used['full_sps'])} samples/s on {ranks} ranks vs "
-            f"{_n(used['reference_full_sps'])} on {few} {'rank' if few == 1 else 'ranks'})"
-        )
-    parts.extend(figures["notes"])
-    return "; ".join(parts)
-
-
-def stragglers_note(probes: list[ProbeResult]) -> dict[str, Any] | None:
-    """Which probes flagged a straggling rank, with one sentence; None when none did."""
-    flagged = [p for p in probes if p.stragglers]
-    if not flagged:
-        return None
-    return {
-        "note": (
-            f"{_ranks_text(flagged)} ran slower than the others in {len(flagged)} probe(s), "
-            "and every rank waits for the slowest at each gradient exchange: check that "
-            "GPU's clocks and throttling and that rank's loader CPUs"
-        ),
-        "probes": [
-            {"stage": p.stage, "variant": p.variant, "ranks": list(p.stragglers)} for p in flagged
-        ],
-    }
 
 
 def _throttled(outcome: SearchOutcome, stage: str) -> int:
@@ -483,7 +340,7 @@ def summary_dict(outcome: SearchOutcome) -> dict[str, Any]:
         "throttled_probes": [
             {"stage": p.stage, "variant": p.variant} for p in outcome.probes if p.ok and p.throttled
         ],
-        "ddp": _first_ddp_block(outcome),
+        "ddp": first_ddp_block(outcome),
         "stragglers": stragglers_note(outcome.probes),
     }
 
@@ -516,37 +373,6 @@ def _confirmation_block(outcome: SearchOutcome) -> dict[str, Any]:
     }
 
 
-def _first_ddp_block(outcome: SearchOutcome) -> dict[str, Any] | None:
-    for decision in outcome.stage_decisions:
-        block = ddp_figures(decision, outcome.best_values)
-        if block is not None:
-            return block
-    return None
-
-
-def _reference(
-    runs: list[ReferenceRun], wanted: Callable[[ReferenceRun], bool]
-) -> ReferenceRun | None:
-    return next((r for r in runs if wanted(r)), None)
-
-
-def _how(result: ProbeResult) -> str:
-    if result.ok:
-        return "lacks the phase measured"
-    detail = f" ({result.reason})" if result.reason else ""
-    return f"ended {result.status.value}{detail}"
-
-
-def _value(values: Mapping[str, Any], knob: str) -> Any:
-
-    return current(values, knob)
-
-
-def _ranks_text(probes: list[ProbeResult]) -> str:
-    ranks = sorted({r for p in probes for r in p.stragglers})
-    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(str(r) for r in ranks)
-
-
 _NONE = object()
 
 
@@ -557,13 +383,6 @@ def _rates(result: ProbeResult) -> dict[str, Any]:
         "full_sps": result.full_sps,
         "iqr_pct": result.iqr_pct,
     }
-
-
-def _n(value: float | None) -> str:
-    """Samples/s as people read them: whole numbers, one decimal below 10."""
-    if value is None:
-        return "?"
-    return f"{value:.1f}" if value < 10 else f"{value:.0f}"
 
 
 def _with_data_rate(

@@ -48,14 +48,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tuneup.errors import UsageError
 from tuneup.probe.stats import iqr_pct, median
 from tuneup.probe.types import PHASES, Budget
-
-if TYPE_CHECKING:
-    pass
 from tuneup.worker.trials import (
     Emit,
     Gather,

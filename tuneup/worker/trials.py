@@ -10,13 +10,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from tuneup.probe.stats import iqr_pct, median, quantile, relative_spread  # noqa: F401
-
-if TYPE_CHECKING:
-    pass
-
+from tuneup.probe.stats import median, relative_spread
 
 Emit = Callable[..., None]
 """``emit(kind, **fields)``: writes one event (see :mod:`tuneup.probe.events`)."""

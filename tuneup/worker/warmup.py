@@ -3,13 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-from tuneup.probe.stats import iqr_pct, median, quantile, relative_spread  # noqa: F401
 from tuneup.probe.types import Budget
-
-if TYPE_CHECKING:
-    pass
 from tuneup.worker.trials import Emit, Gather, Timer, Workload, one_rank
 
 

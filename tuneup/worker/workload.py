@@ -11,7 +11,6 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from tuneup.errors import UsageError
-from tuneup.probe.stats import iqr_pct, median, quantile, relative_spread  # noqa: F401
 
 if TYPE_CHECKING:
     import torch

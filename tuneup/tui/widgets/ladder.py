@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from textual.widgets import DataTable
 
+from tuneup.probe.describe import sps_text
 from tuneup.probe.types import ProbeResult, Status
 
 COLUMNS = ("stage", "variant", "IO", "SYNTHETIC", "FULL", "vs baseline", "status")
-
-
-def _sps(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.1f}"
 
 
 VARIANT_WIDTH = 32
@@ -48,9 +45,9 @@ def ladder_row(
     return (
         result.stage,
         variant_text(result),
-        _sps(result.io_sps),
-        _sps(result.synthetic_sps),
-        _sps(result.full_sps),
+        sps_text(result.io_sps),
+        sps_text(result.synthetic_sps),
+        sps_text(result.full_sps),
         versus,
         status_text(result, reused),
     )
