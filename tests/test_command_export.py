@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -180,29 +181,24 @@ def test_the_command_format_is_only_for_a_scripts_session(tmp_path: Path) -> Non
         run_export_command(folder, "command", tmp_path / "x")
 
 
-def test_a_session_that_changed_nothing_exports_the_bare_command(
-    tuned: Path, tmp_path: Path
-) -> None:
-    plain = tmp_path / "plain"
-    shutil.copytree(tuned, plain)
-    summary = json.loads((plain / "summary.json").read_text())
-    summary["recommendation"]["values"] = {}  # nothing adopted, no knob set by the preset
-    (plain / "summary.json").write_text(json.dumps(summary))
+def with_summary(tuned: Path, folder: Path, edit: Callable[[dict], None]) -> Path:
+    """A copy of the tuned session whose summary.json `edit` changed."""
+    shutil.copytree(tuned, folder)
+    summary = json.loads((folder / "summary.json").read_text())
+    edit(summary)
+    (folder / "summary.json").write_text(json.dumps(summary))
+    return folder
+
+
+def test_a_session_that_changed_nothing_exports_the_bare_command(tuned: Path, tmp_path: Path):
+    # nothing adopted, and no knob set by the preset: the recommendation is the script as is
+    plain = with_summary(tuned, tmp_path / "plain", lambda s: s["recommendation"].update(values={}))
     assert shlex.split(export(plain, "flags", tmp_path)) == []
-    assert shlex.split(export(plain, "command", tmp_path).splitlines()[-1])[-3:] == [
-        "train.py",
-        "--num_epochs",
-        "3",
-    ]
+    line = shlex.split(export(plain, "command", tmp_path).splitlines()[-1])
+    assert line[-3:] == ["train.py", "--num_epochs", "3"]
 
 
-def test_a_summary_without_a_recommendation_is_one_clear_error(
-    tuned: Path, tmp_path: Path
-) -> None:
-    broken = tmp_path / "broken"
-    shutil.copytree(tuned, broken)
-    summary = json.loads((broken / "summary.json").read_text())
-    del summary["recommendation"]
-    (broken / "summary.json").write_text(json.dumps(summary))
+def test_a_summary_without_a_recommendation_is_one_clear_error(tuned: Path, tmp_path: Path):
+    broken = with_summary(tuned, tmp_path / "broken", lambda s: s.pop("recommendation"))
     with pytest.raises(UsageError, match="has no recommended values"):
         run_export_command(broken, "flags", tmp_path / "x")
