@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tuneup.hardware.backends import NoneBackend, choose_backend
-from tuneup.hardware.nvml import NvmlBackend, decode_throttle_reasons
+from tuneup.hardware.nvml import NvmlBackend, decode_throttle_reasons, read_driver_facts
 from tuneup.hardware.types import NOT_THROTTLING, GpuDevice, GpuProcess, GpuSample
 from tuneup.testing import (
     NOT_SUPPORTED,
@@ -220,6 +220,30 @@ def test_visible_gpus_that_do_not_exist_are_explained() -> None:
     chosen = choose_backend(visible=[], nvml_module=FakeNvml(devices=[FakeGpu()]))
     assert isinstance(chosen, NoneBackend)
     assert "visible GPU list is empty" in chosen.available()[1]
+
+
+def test_the_doctors_reading_lists_every_gpu_the_driver_has_not_only_the_watched() -> None:
+    gpus = [FakeGpu(name=f"NVIDIA H100 #{i}") for i in range(4)]
+    facts = NvmlBackend(FakeNvml(devices=gpus), visible=[1]).driver_facts()
+
+    assert facts.error is None and facts.driver == "550.54.15" and facts.cuda_driver == "12.4"
+    assert [(g.index, g.name) for g in facts.gpus] == [(i, f"NVIDIA H100 #{i}") for i in range(4)]
+
+
+def test_a_lost_gpu_makes_the_doctors_reading_a_failure_not_a_healthy_node() -> None:
+    nvml = FakeNvml(devices=[FakeGpu(), FakeGpu()])
+    nvml.lose(1)
+    facts = read_driver_facts(nvml)
+
+    assert facts.gpus == () and facts.error is not None
+    assert facts.error.startswith("NVML failed: NVMLError_GpuIsLost")
+    assert nvml.initialized == 0  # started, read and shut down again
+
+
+def test_no_driver_is_the_doctors_reading_with_the_reason() -> None:
+    facts = read_driver_facts(FakeNvml(init_error=NVMLError_LibraryNotFound))
+
+    assert facts.gpus == () and facts.error is not None and "NVML" in facts.error
 
 
 def test_the_real_nvml_never_raises_on_this_machine() -> None:
