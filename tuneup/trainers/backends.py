@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from tuneup.cluster.job import JobEnv, read_job_env
 from tuneup.cluster.launch import LaunchPlan, LocalLauncher
@@ -23,6 +23,22 @@ if TYPE_CHECKING:
     from tuneup.monitor.sampler import Sampler
 
 Backend = Callable[[str, Candidate, dict[str, Any]], ProbeResult]
+"""Runs one probe: `backend(stage, candidate, values) -> ProbeResult`."""
+
+
+@runtime_checkable
+class Interruptible(Protocol):
+    """A backend that can stop its running probe: `interrupt()` only sets a flag, so a
+    signal handler or another thread may call it."""
+
+    def interrupt(self) -> None: ...
+
+
+def interrupt_backend(backend: object) -> None:
+    """Stop the probe `backend` is running, where it can be stopped (a plain callable cannot)."""
+    if isinstance(backend, Interruptible):
+        backend.interrupt()
+
 
 # Probes measure training speed only: no validation pass, and a sample count the
 # loader never runs out of within a probe.

@@ -18,6 +18,7 @@ from textual.message import Message
 from tuneup.errors import UsageError
 from tuneup.probe.events import Event, EventHandler
 from tuneup.probe.types import ProbeResult
+from tuneup.trainers.backends import interrupt_backend
 from tuneup.tuning.search_records import SearchOutcome
 from tuneup.tuning.session import ProbeSession, SessionInterrupted
 from tuneup.tuning.summary import Summary
@@ -146,9 +147,7 @@ class SessionDriver:
     def stop(self) -> None:
         """End after the running probe, which is interrupted when the backend can be."""
         self.session.control.stop()
-        interrupt = getattr(self.session.backend, "interrupt", None)
-        if callable(interrupt):
-            interrupt()
+        interrupt_backend(self.session.backend)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until run() has returned; False on timeout."""

@@ -32,6 +32,7 @@ from tuneup.probe.events import EventHandler
 from tuneup.probe.stages import stage_names
 from tuneup.probe.types import Budget
 from tuneup.trainers.adapters import DEFAULT_TRAINER, load_trainer
+from tuneup.trainers.backends import interrupt_backend
 from tuneup.tuning.engine import Engine, build_engine
 from tuneup.tuning.journal import ResultsDir, quoted
 from tuneup.tuning.lock import ResultsLock
@@ -106,9 +107,7 @@ class AssembledSession:
         handler that lands while the main thread holds one cannot deadlock).
         """
         self.stopping = True
-        interrupt = getattr(self.engine.backend, "interrupt", None)
-        if interrupt is not None:
-            interrupt()
+        interrupt_backend(self.engine.backend)
 
     def close(self) -> None:
         try:

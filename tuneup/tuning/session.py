@@ -30,6 +30,7 @@ from tuneup.probe.estimate import probe_count
 from tuneup.probe.stages import load_stage
 from tuneup.probe.types import Candidate, ProbeResult, Status, probe_key
 from tuneup.trainers.adapters import load_trainer
+from tuneup.trainers.backends import Backend
 from tuneup.tuning.grid import grid_search
 from tuneup.tuning.guard import loss_verdict
 from tuneup.tuning.journal import ResultsDir
@@ -41,8 +42,6 @@ from tuneup.tuning.verdicts import summary_dict
 
 if TYPE_CHECKING:
     from tuneup.hardware.types import GpuBackend
-
-Backend = Callable[[str, Candidate, dict[str, Any]], ProbeResult]
 
 
 class SessionInterrupted(Exception):
