@@ -135,9 +135,10 @@ class TrainerAdapter:
     def backend(self, ctx: TrainerContext) -> Backend:
         """The callable that runs one probe with this trainer.
 
-        Called once per session. It may return an object with an (`Interruptible`)
-        `interrupt()` method, which the front end calls (from a signal handler
-        or another thread) to stop the running probe; it must only set a flag.
+        Called once per session. It may return an object with an
+        `interrupt()` method (`tuneup.trainers.backends.Interruptible`), which
+        the front end calls (from a signal handler or another thread) to stop
+        the running probe; it must only set a flag.
 
         Raises:
             UsageError: the session's settings cannot work with this trainer
