@@ -343,7 +343,6 @@ def _add_export(commands: argparse._SubParsersAction) -> None:
 
 
 def _add_train(commands: argparse._SubParsersAction) -> None:
-
     train = commands.add_parser(
         "train",
         help="train the U-Net (no arguments: the CPU smoke preset on a synthetic box)",

@@ -12,7 +12,6 @@ from tuneup.doctor.render import report_dict, write_json, write_table
 
 
 def run_doctor_command(*, quick: bool, as_json: bool, cpu: bool, out: TextIO | None = None) -> int:
-
     stream = sys.stdout if out is None else out
     checks = run_checks(facts.gather_facts())  # before anything can start CUDA
     honesty, honesty_error = None, None

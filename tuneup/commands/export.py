@@ -10,7 +10,6 @@ from tuneup.export.session import read_session_export, render_session
 
 
 def run_export_command(folder: Path, fmt: str, output: Path | None, edition: str = "sc22") -> int:
-
     text = render_session(read_session_export(folder), fmt, edition)
     if output is None:
         sys.stdout.write(text)

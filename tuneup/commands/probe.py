@@ -32,7 +32,6 @@ def run_probe_command(
     nproc: int | None = None,
     nodes: int | None = None,
 ) -> int:
-
     request = SessionRequest(
         preset=preset_name,
         stages=parse_stages(stages),
@@ -93,7 +92,6 @@ def _say(line: str) -> None:
 
 
 def _finished_and_resume(folder: Path, where: str = "") -> str:
-
     return (
         f"finished probes are in {quoted(folder / 'journal.jsonl')}; continue"
         f"{' ' + where if where else ''} with: tuneup probe --resume {quoted(folder)}"
@@ -105,7 +103,6 @@ def _events(reporter: Any) -> Any:
 
 
 def _reporter(as_json: bool) -> Any:
-
     if as_json:
         return SilentReporter()
     if sys.stderr.isatty():
@@ -114,7 +111,6 @@ def _reporter(as_json: bool) -> Any:
 
 
 def _print_outcome(outcome: Any, summary: Summary, folder: Path) -> None:
-
     for note in summary.notes:
         print(f"note: {note}")
     final_table(outcome.probes)

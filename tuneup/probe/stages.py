@@ -60,7 +60,6 @@ def requirement_missing(need: str, machine: MachineInfo) -> str | None:
 
 @functools.lru_cache(maxsize=1)
 def _defaults() -> dict[str, Any]:
-
     return TrainConfig().to_dict()
 
 

@@ -89,7 +89,6 @@ def _loader(
     npy: tuple[Path | None, Path | None] = (None, None),
     device: torch.device | None = None,
 ) -> Batches:
-
     return build_loader(
         cfg.data_loader_config,
         path=path,
@@ -316,7 +315,6 @@ def build_training(
 
 
 def model_flops(cfg: TrainConfig) -> float:
-
     return flops_per_sample(
         cfg.data_size, cfg.width, cfg.unet_levels, INPUT_CHANNELS, cfg.N_out_channels
     )

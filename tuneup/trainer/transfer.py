@@ -38,7 +38,6 @@ def device_batches(
 
 
 def _overlapped(host: Iterator[Batch], move: Move, device: torch.device) -> Iterator[Batch]:
-
     copies = torch.cuda.Stream(device)
 
     def start(batch: Batch) -> tuple[Batch, torch.cuda.Event]:
@@ -65,7 +64,6 @@ def _overlapped(host: Iterator[Batch], move: Move, device: torch.device) -> Iter
 
 
 def _ready(pending: tuple[Batch, torch.cuda.Event], device: torch.device) -> Batch:
-
     (inp, tar), done = pending
     compute = torch.cuda.current_stream(device)
     compute.wait_event(done)

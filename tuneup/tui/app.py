@@ -54,7 +54,6 @@ def preset_choices() -> list[tuple[str, str]]:
 
 
 def _default_tune_screen(driver: Any, start: bool) -> Screen[Any]:
-
     return TuneScreen(driver, start=start, gpu_feed=driver.session.sampler)
 
 
@@ -200,15 +199,13 @@ class TuneupApp(App[None]):
         return self.results_root / f"{preset}-{stamp}"
 
     def _relay(self) -> Any:
-
         return None if self.adapter.simulated else EventRelay()  # a simulation sends none
 
-    def _job_env(self) -> Any:
-
+    def _job_env(self) -> JobEnv:
+        """The job the session runs in, read from this process's environment."""
         return read_job_env(gpu_count=self.machine.gpu_count if self.machine.cuda else 0)
 
     def _session_driver(self, built: AssembledSession, relay: Any) -> Any:
-
         self.built = built
         if built.session.sampler is None:
             built.session.sampler = self._demo_sampler()
@@ -275,7 +272,6 @@ class TuneupApp(App[None]):
     # The monitor
 
     def action_monitor(self) -> None:
-
         if isinstance(self.screen, MonitorScreen):
             return
         backend, source = (self.monitor_backend or live_gpus)()

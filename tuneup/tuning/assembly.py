@@ -417,7 +417,6 @@ def _build(
     notes: list[str],
     alerts: list[str],
 ) -> AssembledSession:
-
     shm_free = shm_free_for(trainer)  # the U-Net's loader workers pass batches through it
     problem = loader_shm_problem(base, machine.ranks_per_node, shm_free)
     if problem is not None:

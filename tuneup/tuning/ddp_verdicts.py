@@ -188,7 +188,6 @@ def _how(result: ProbeResult) -> str:
 
 
 def _value(values: Mapping[str, Any], knob: str) -> Any:
-
     return current(values, knob)
 
 

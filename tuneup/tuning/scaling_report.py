@@ -25,7 +25,6 @@ from tuneup.probe.stages import current
 
 
 def _knob(values: Mapping[str, Any], name: str) -> Any:
-
     return current(values, name)
 
 
