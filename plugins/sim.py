@@ -119,7 +119,7 @@ from typing import Any
 
 from tuneup.config import TrainConfig
 from tuneup.hardware.types import MachineInfo
-from tuneup.probe.stats import iqr_pct, median
+from tuneup.probe.stats import EARLY_STOP_TRIALS, clearly_slower, iqr_pct, median
 from tuneup.probe.types import Candidate, Contention, ProbeResult, Status
 from tuneup.trainer.schedule import initial_lr
 from tuneup.tuning.search_records import StagePlan
@@ -383,6 +383,7 @@ class SimTrainer:
             ]
             for phase, rate in sps.items()
         }
+        trials, stopped = _stop_early(trials, candidate.stop_below_sps)
         contention = None
         if burst and self.disturbance.burst_detected:
             share = 1.0 - self.disturbance.burst_factor
@@ -405,12 +406,13 @@ class SimTrainer:
             variant=variant,
             config=dict(values),
             status=Status.OK,
-            io_sps=median(trials["io"]),
-            synthetic_sps=median(trials["synthetic"]),
+            io_sps=median(trials["io"]) if "io" in trials else None,
+            synthetic_sps=median(trials["synthetic"]) if "synthetic" in trials else None,
             full_sps=full,
             full_sps_trials=trials["full"],
             iqr_pct=iqr_pct(trials["full"]),
             warmup_s=warmup_s,
+            timed_s=wall - warmup_s,
             one_time_s=one_time,
             loss_start=losses[0] if losses else None,
             loss_end=losses[-1] if losses else None,
@@ -422,6 +424,7 @@ class SimTrainer:
             rank_sps=rank_sps,
             stragglers=stragglers,
             contention=contention,
+            stopped_early=stopped,
         )
 
     def losses(self, values: dict[str, Any], ranks: int | None = None) -> list[float]:
@@ -507,6 +510,25 @@ class SimTrainer:
         if k["cuda_graphs"]:
             costs["graph_capture"] = 4.0
         return costs
+
+
+def _stop_early(
+    trials: dict[str, list[float]], stop_below: float | None
+) -> tuple[dict[str, list[float]], str]:
+    """The trials a real worker would have run when told to stop below `stop_below`.
+
+    The same draws, cut where the worker would cut them: FULL after the first
+    trials that are clearly slower, no other phase (the worker's phases.py rule).
+    """
+    full = trials["full"]
+    for n in range(EARLY_STOP_TRIALS, len(full)):
+        if clearly_slower(full[:n], stop_below):
+            why = (
+                f"stopped after {n} of {len(full)} FULL trials: the best, {max(full[:n]):.4g} "
+                f"samples/s, is under the {stop_below:.4g} it had to reach"
+            )
+            return {"full": full[:n]}, why
+    return trials, ""
 
 
 def _batch(k: dict[str, Any], ranks: int = 1) -> int:

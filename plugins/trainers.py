@@ -31,6 +31,7 @@ class UnetTrainer(TrainerAdapter):
             sampler=ctx.sampler,
             launch=ctx.launch,
             job=ctx.job,
+            fresh_processes=ctx.fresh_processes,
         )
 
 
@@ -52,8 +53,8 @@ UNET = UnetTrainer(
     data_files=True,
     gpu_telemetry=True,
     in_app=True,
-    # A probe starts a process, imports torch and loads data.
-    step_model=StepModel(),
+    # A probe starts a process, imports torch and loads data; a stage's probes share one.
+    step_model=StepModel(served_startup_s=2.0),
 )
 SIM = SimTrainer(
     name="sim",

@@ -11,6 +11,16 @@ from tuneup.config import TrainConfig, build_config
 from tuneup.trainer.synth import SynthResult, synthesize
 
 
+@pytest.fixture(autouse=True, scope="session")
+def own_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """tuneup's cache (synthetic boxes, compile caches, what ladders cost) is the test
+    session's own: nothing a test does reads, or leaves behind in, the user's."""
+    patch = pytest.MonkeyPatch()
+    patch.setenv("TUNEUP_CACHE_DIR", str(tmp_path_factory.mktemp("tuneup-cache")))
+    yield
+    patch.undo()
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Skip `gpu` tests where CUDA is not visible (torch is imported only if one is collected)."""
     gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]

@@ -34,6 +34,14 @@ SLURM_2X4 = {
     "SLURM_CPUS_PER_TASK": "32",
 }
 
+# Where the children's torch.compile caches go under TUNEUP_CACHE_DIR=/c.
+COMPILE = {
+    "TORCHINDUCTOR_CACHE_DIR": "/c/compile/inductor",
+    "TRITON_CACHE_DIR": "/c/compile/triton",
+    "TORCHINDUCTOR_FX_GRAPH_CACHE": "1",
+    "TORCHINDUCTOR_AUTOGRAD_CACHE": "1",
+}
+
 
 def slurm_job(hostname: str = "nid001", **extra: str) -> JobEnv:
     return read_job_env({**SLURM_2X4, **extra}, affinity=range(128), hostname=hostname)
@@ -57,8 +65,16 @@ def test_torchrun_runs_n_local_ranks_with_its_own_rendezvous() -> None:
         str(SPEC),
     ]
     # Rank variables the parent may carry would make the worker join the parent's job.
-    env = launcher.env({"PATH": "/bin", "RANK": "3", "WORLD_SIZE": "8", "MASTER_PORT": "1"})
-    assert env == {"PATH": "/bin", "PYTHONUNBUFFERED": "1"}
+    env = launcher.env(
+        {
+            "PATH": "/bin",
+            "TUNEUP_CACHE_DIR": "/c",
+            "RANK": "3",
+            "WORLD_SIZE": "8",
+            "MASTER_PORT": "1",
+        }
+    )
+    assert env == {"PATH": "/bin", "TUNEUP_CACHE_DIR": "/c", "PYTHONUNBUFFERED": "1", **COMPILE}
 
 
 def test_srun_spans_nodes_with_the_first_node_as_master() -> None:
@@ -93,13 +109,23 @@ def test_srun_spans_nodes_with_the_first_node_as_master() -> None:
         "tuneup.worker",
         str(SPEC),
     ]
-    env = launcher.env({"PATH": "/bin", "RANK": "0"})
+    env = launcher.env({"PATH": "/bin", "TUNEUP_CACHE_DIR": "/c", "RANK": "0"})
     assert env == {
         "PATH": "/bin",
+        "TUNEUP_CACHE_DIR": "/c",
         "PYTHONUNBUFFERED": "1",
         "MASTER_ADDR": "nid001",
         "MASTER_PORT": "23456",
+        **COMPILE,
     }
+
+
+def test_compiled_graphs_are_kept_in_tuneups_cache_unless_the_user_chose_a_place() -> None:
+    env = LocalLauncher().env({"TUNEUP_CACHE_DIR": "/c", "TRITON_CACHE_DIR": "/mine/triton"})
+
+    assert env["TORCHINDUCTOR_CACHE_DIR"] == "/c/compile/inductor"
+    assert env["TRITON_CACHE_DIR"] == "/mine/triton"
+    assert env["TORCHINDUCTOR_FX_GRAPH_CACHE"] == "1"
 
 
 def test_srun_on_cpu_nodes_asks_for_no_gpus() -> None:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tuneup.errors import UsageError
-from tuneup.probe.stats import iqr_pct, median, quantile
+from tuneup.probe.stats import clearly_slower, iqr_pct, median, quantile
 from tuneup.probe.types import Budget
 from tuneup.worker.phases import check_budget, run_probe
 from tuneup.worker.trials import leading_outlier, rank_rates, run_trials
@@ -43,6 +43,7 @@ class FakeWorkload:
         self.syncs_inside_work = 0
         self.graph_capture_s = 0.0
         self.scaler_overflows = 2
+        self.compile_cache = ""
         self.prepared: list[str] = []
 
     def _step(self) -> None:
@@ -249,7 +250,7 @@ def test_probe_emits_loss_warmup_trials_result_in_order() -> None:
         samples_per_batch=4,
         timer=timer,
         emit=events,
-        spawn_s=2.0,
+        start_costs={"spawn": 2.0},
     )
     kinds = events.kinds()
     assert kinds == ["loss"] * 4 + ["warmup"] + ["trial"] * 6 + ["result"]
@@ -375,6 +376,63 @@ def test_the_result_counts_the_trials_it_dropped() -> None:
     assert result["full_sps_trials"] == pytest.approx([2.0, 2.0, 2.0])
 
 
+def test_the_result_says_how_long_it_measured_dropped_trials_included() -> None:
+    timer = FakeTimer()
+    workload = FakeWorkload(timer, [0.5, 0.5, 5.0, 0.5])  # loss and warm-up, then a stall
+    budget = Budget(warmup_min_steps=1, warmup_max_steps=3, trial_steps=1, trials=3, loss_steps=1)
+    result = run_probe(workload, budget, ("full",), samples_per_batch=1, timer=timer, emit=Events())
+    assert result["timed_s"] == pytest.approx(5.0 + 3 * 0.5)
+
+
+BUDGET_3X5 = Budget(warmup_min_steps=2, warmup_max_steps=2, trial_steps=5, trials=3, loss_steps=2)
+
+
+def test_a_probe_clearly_short_of_its_bar_stops_after_two_full_trials() -> None:
+    timer = FakeTimer()
+    workload = FakeWorkload(timer, [0.1])  # 4 samples a step: 40 samples/s
+    events = Events()
+    result = run_probe(
+        workload,
+        BUDGET_3X5,
+        ("io", "synthetic", "full"),
+        samples_per_batch=4,
+        timer=timer,
+        emit=events,
+        stop_below=50.0,
+    )
+    assert [e["phase"] for e in events.of("trial")] == ["full", "full"]
+    assert result["full_sps"] == pytest.approx(40.0)
+    assert result["io_sps"] is None and result["synthetic_sps"] is None
+    assert result["stopped_early"] == (
+        "stopped after 2 of 3 FULL trials: the best, 40 samples/s, is under the 50 it had to "
+        "reach; IO and SYNTHETIC not measured"
+    )
+    assert result["timed_s"] == pytest.approx(1.0)
+
+
+def test_a_probe_that_reaches_its_bar_is_measured_whole() -> None:
+    timer = FakeTimer()
+    workload = FakeWorkload(timer, [0.1])
+    result = run_probe(
+        workload,
+        BUDGET_3X5,
+        ("io", "full"),
+        samples_per_batch=4,
+        timer=timer,
+        emit=Events(),
+        stop_below=39.0,
+    )
+    assert result["stopped_early"] == ""
+    assert len(result["full_sps_trials"]) == 3 and result["io_sps"] is not None
+
+
+def test_early_stop_needs_two_trials_and_their_best_decides() -> None:
+    assert not clearly_slower([10.0], 50.0)  # one trial never stops a probe
+    assert clearly_slower([10.0, 12.0], 50.0)
+    assert not clearly_slower([10.0, 60.0], 50.0)  # a slow first trial is late one-time work
+    assert not clearly_slower([10.0, 12.0], None)
+
+
 class QueuedLoader:
     """A loader with a prefetch queue on the fake clock: batches arrive every `load_s`
     while anything runs, up to `depth` waiting; a step takes `compute_s` after its batch."""
@@ -384,6 +442,7 @@ class QueuedLoader:
         self.queue, self.seen = 0.0, 0.0
         self.graph_capture_s = 0.0
         self.scaler_overflows = 0
+        self.compile_cache = ""
 
     def _fill(self) -> None:
         self.queue = min(self.depth, self.queue + (self.timer.t - self.seen) / self.load_s)

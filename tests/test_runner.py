@@ -301,7 +301,7 @@ def test_local_launcher_runs_the_worker_module_unbuffered(tmp_path):
         str(spec_path),
     ]
     env = launcher.env({"PATH": "/bin"})
-    assert env == {"PATH": "/bin", "PYTHONUNBUFFERED": "1"}
+    assert env["PATH"] == "/bin" and env["PYTHONUNBUFFERED"] == "1"
 
 
 @pytest.mark.slow

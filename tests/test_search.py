@@ -12,8 +12,11 @@ from tuneup.hardware.types import MachineInfo
 from tuneup.probe.stats import iqr_pct, median, noise_margin
 from tuneup.probe.types import Candidate, ProbeResult, Status
 from tuneup.tuning.grid import grid_search
+from tuneup.tuning.paired import NoiseTracker
 from tuneup.tuning.search import staged_search
 from tuneup.tuning.search_records import StagePlan
+from tuneup.tuning.search_runner import SearchRunner, Series
+from tuneup.tuning.stage import run_stage
 
 GPU = MachineInfo(cuda=True, gpu_count=1, cpus_usable=16, dali=True)
 TIGHT = (-0.002, -0.001, 0.0, 0.001, 0.002)  # trial pattern of a quiet machine
@@ -342,3 +345,57 @@ def test_baseline_repeats_far_apart_are_measured_again():
     outcome = staged_search({"speed": 100.0}, [NOTHING], fake, confirm_pairs=0)
     assert [label for stage, label in fake.calls if stage == "baseline"] == ["baseline"] * 3
     assert outcome.baseline.full_sps == pytest.approx(100.0, rel=0.01)  # the median of three
+
+
+class Hints(Fake):
+    """A Fake that keeps each call's early-stop hint (Candidate.stop_below_sps)."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.hints: list[tuple[str, str, float | None]] = []
+
+    def __call__(self, stage, cand, values):
+        self.hints.append((stage, cand.label, cand.stop_below_sps))
+        return super().__call__(stage, cand, values)
+
+
+def test_a_screen_may_stop_early_well_below_the_incumbent_a_pair_never():
+    measure = Hints()
+    plans = [speed_stage("knob", 50.0, 120.0)]
+    staged_search({"speed": 100.0}, plans, measure, confirm_pairs=2)
+
+    screens = [h for h in measure.hints if h[1].startswith("knob") and h[2] is not None]
+    assert {label for _, label, _ in screens} == {"knob=50.0", "knob=120.0"}
+    # 30% under the incumbent measured right before the screen (100 samples/s)
+    assert all(hint == pytest.approx(70.0) for _, _, hint in screens)
+    assert len(screens) == 2  # the screens alone: no pair, no incumbent, no confirmation
+    assert all(h[2] is None for h in measure.hints if h[1] in ("incumbent", "baseline"))
+
+
+def test_no_early_stop_on_a_machine_with_unexplained_bursts():
+    noise = NoiseTracker(repeats=[0.0] * 8 + [0.5, -0.5])  # two wild repeats in ten
+    assert noise.bursty
+    measure = Hints()
+    runner = SearchRunner(measure, None, noise)
+
+    run_stage(speed_stage("late", 40.0), {"speed": 100.0}, Series([]), runner, max_pairs=5)
+
+    hints = [h[2] for h in measure.hints if h[1] == "late=40.0"]
+    assert hints and all(hint is None for hint in hints)
+
+
+def test_early_stop_leaves_the_sim_ladders_recommendations_as_they_were():
+    plans = sim_stage_plans(GPU)
+    stopped = 0
+    for seed in range(8):
+        hinted = SimTrainer(seed=seed, cores=16)
+        plain = SimTrainer(seed=seed, cores=16)
+
+        def unhinted(stage, cand, values, sim=plain):
+            return sim.measure(stage, dataclasses.replace(cand, stop_below_sps=None), values)
+
+        with_stop = staged_search({}, plans, hinted.measure)
+        without = staged_search({}, plans, unhinted)
+        assert with_stop.best_values == without.best_values
+        stopped += sum(1 for p in with_stop.probes if p.stopped_early)
+    assert stopped > 0  # the slow loaders' screens did stop early

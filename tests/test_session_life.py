@@ -407,5 +407,6 @@ def test_the_progress_counter_never_runs_past_its_total(tmp_path: Path) -> None:
         if line.startswith("[")
     ]
     assert counters and all(int(n) <= int(total) for n, total in counters)
-    totals = [int(total) for _n, total in counters]
-    assert totals == sorted(totals)  # it grows with re-measures, never jumps back
+    # The total follows what the ladder's decisions take (it may shrink once stages decide
+    # quickly); the last line's is the exact count.
+    assert int(counters[-1][0]) == int(counters[-1][1])

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import tempfile
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -39,3 +42,23 @@ def cache_dir(environ: dict[str, str] | None = None) -> Path:
         return Path(env["TUNEUP_CACHE_DIR"]).expanduser()
     base = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base).expanduser() / "tuneup"
+
+
+def read_cache_record(path: Path) -> dict[str, Any]:
+    """A JSON object kept in the cache folder; missing, damaged or not an object reads as {}."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def write_cache_record(path: Path, data: dict[str, Any]) -> None:
+    """Replace a cache record at once (a reader never sees half of it); best effort: a
+    cache that cannot be written costs a later estimate, never the run."""
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(data, out, indent=1, sort_keys=True)
+        os.replace(tmp, path)

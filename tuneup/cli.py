@@ -310,6 +310,12 @@ def _add_probe(commands: argparse._SubParsersAction) -> None:
         action="store_true",
         help="print machine-readable results on stdout and nothing else",
     )
+    probe.add_argument(
+        "--fresh-processes",
+        action="store_true",
+        help="start every probe in a process of its own (slower: by default a stage's "
+        "probes share one, while the baseline and each confirmation pair start afresh)",
+    )
     probe.set_defaults(handler=_run_probe)
 
 
@@ -485,6 +491,7 @@ def _run_probe(args: argparse.Namespace) -> int:
         as_json=args.json,
         nproc=args.nproc,
         nodes=args.nodes,
+        fresh_processes=args.fresh_processes or None,
     )
 
 

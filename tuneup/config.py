@@ -35,6 +35,8 @@ def knob(
     choices: Iterable[Any] | None = None,
     group: str = "training",
     tutorial: bool = False,
+    per_process: bool = False,
+    moves_data: bool = False,
 ) -> Any:
     """Declare a config field with its help, allowed values and group.
 
@@ -44,12 +46,18 @@ def knob(
         choices: allowed values, when the knob is an enumeration.
         group: heading the knob is listed under.
         tutorial: True for keys kept only so the tutorial's YAML loads unchanged.
+        per_process: read once, when a process starts: probes that differ in it never
+            share a worker process.
+        moves_data: what the loader delivers, or how it reaches the device, depends on
+            it (the IO phase measures it again); every knob of the "data" group does.
     """
     metadata = {
         "help": help,
         "choices": tuple(choices) if choices is not None else None,
         "group": group,
         "tutorial": tutorial,
+        "per_process": per_process,
+        "moves_data": moves_data or group == "data",
     }
     if isinstance(default, (dict, list)):
         return field(default_factory=functools.partial(_deep_copy, default), metadata=metadata)
@@ -97,7 +105,9 @@ class TrainConfig:
         64, "channels of the first U-Net level (doubles per level, capped at 8x)", group="model"
     )
     N_out_channels: int = knob(5, "output channels (the Hydro fields)", group="model")
-    data_size: int = knob(64, "side of the cubic crops fed to the model", group="model")
+    data_size: int = knob(
+        64, "side of the cubic crops fed to the model", group="model", moves_data=True
+    )
     weight_init: dict = knob(
         WEIGHT_INIT_DEFAULT, "conv weights ~ normal(0, conv_scale), biases conv_bias", group="model"
     )
@@ -106,9 +116,11 @@ class TrainConfig:
     )
 
     # training
-    global_batch_size: int = knob(64, "samples per step over all ranks")
+    global_batch_size: int = knob(64, "samples per step over all ranks", moves_data=True)
     base_batch_size: int = knob(64, "batch size the learning rate was tuned for")
-    local_batch_size: int | None = knob(None, "per-rank batch; overrides global_batch_size")
+    local_batch_size: int | None = knob(
+        None, "per-rank batch; overrides global_batch_size", moves_data=True
+    )
     Nsamples: int = knob(65536, "training samples per epoch")
     Nsamples_val: int = knob(8192, "validation samples per epoch")
     num_epochs: int = knob(10, "epochs to run")
@@ -149,7 +161,12 @@ class TrainConfig:
 
     # performance
     device: str = knob(
-        "auto", "where to train", choices=("auto", "cpu", "cuda"), group="performance"
+        "auto",
+        "where to train",
+        choices=("auto", "cpu", "cuda"),
+        group="performance",
+        per_process=True,
+        moves_data=True,
     )
     amp_mode: str = knob(
         "none", "automatic mixed precision", choices=("none", "fp16", "bf16"), group="performance"
@@ -174,7 +191,9 @@ class TrainConfig:
     cuda_graphs: bool = knob(
         False, "capture forward, backward and step in a CUDA graph", group="performance"
     )
-    channels_last: bool = knob(False, "channels_last_3d memory format", group="performance")
+    channels_last: bool = knob(
+        False, "channels_last_3d memory format", group="performance", moves_data=True
+    )
     cudnn_benchmark: bool = knob(
         True, "let cuDNN pick the fastest convolution algorithms", group="performance"
     )
@@ -211,13 +230,25 @@ class TrainConfig:
         None, "tutorial: experiment log folder", group="tutorial", tutorial=True
     )
     use_cache: str | None = knob(
-        None, "tutorial: folder holding copies of the data files", group="tutorial", tutorial=True
+        None,
+        "tutorial: folder holding copies of the data files",
+        group="tutorial",
+        tutorial=True,
+        moves_data=True,
     )
     train_path_npy_data: str | None = knob(
-        None, "channels-last Nbody copy for DALI", group="tutorial", tutorial=True
+        None,
+        "channels-last Nbody copy for DALI",
+        group="tutorial",
+        tutorial=True,
+        moves_data=True,
     )
     train_path_npy_label: str | None = knob(
-        None, "channels-last Hydro copy for DALI", group="tutorial", tutorial=True
+        None,
+        "channels-last Hydro copy for DALI",
+        group="tutorial",
+        tutorial=True,
+        moves_data=True,
     )
     val_path_npy_data: str | None = knob(
         None, "channels-last validation Nbody for DALI", group="tutorial", tutorial=True
@@ -252,6 +283,16 @@ def knob_fields() -> tuple[dataclasses.Field, ...]:
 
 def knob_names() -> tuple[str, ...]:
     return tuple(f.name for f in knob_fields())
+
+
+def per_process_knobs() -> tuple[str, ...]:
+    """Knobs read once per process: probes that differ in one never share a worker."""
+    return tuple(f.name for f in knob_fields() if f.metadata["per_process"])
+
+
+def data_path_knobs() -> tuple[str, ...]:
+    """Knobs the IO phase depends on: a probe that keeps them all measures no new IO."""
+    return tuple(f.name for f in knob_fields() if f.metadata["moves_data"])
 
 
 def _field_types() -> dict[str, Any]:

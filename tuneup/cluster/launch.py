@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from tuneup.bundled import cache_dir
 from tuneup.cluster.job import JobEnv
 from tuneup.errors import UsageError
 
@@ -51,10 +52,24 @@ class Launcher(Protocol):
         ...
 
 
+def compile_cache_env(base: dict[str, str]) -> dict[str, str]:
+    """Where torch.compile keeps what it compiled: in tuneup's cache folder, across processes
+    and sessions (a node's /tmp, inductor's default, is often wiped with the job), unless
+    the user chose a place. The first compile of a graph stays the cold one a run pays."""
+    root = cache_dir(base) / "compile"
+    wanted = {
+        "TORCHINDUCTOR_CACHE_DIR": str(root / "inductor"),
+        "TRITON_CACHE_DIR": str(root / "triton"),
+        "TORCHINDUCTOR_FX_GRAPH_CACHE": "1",
+        "TORCHINDUCTOR_AUTOGRAD_CACHE": "1",
+    }
+    return {name: value for name, value in wanted.items() if not base.get(name)}
+
+
 def _child_env(base: dict[str, str], **extra: str) -> dict[str, str]:
     env = {k: v for k, v in base.items() if k not in _INHERITED_RANK_VARIABLES}
     # A block-buffered stdout would deliver the events only when the worker exits.
-    return {**env, "PYTHONUNBUFFERED": "1", **extra}
+    return {**env, **compile_cache_env(base), "PYTHONUNBUFFERED": "1", **extra}
 
 
 @dataclass(frozen=True)
@@ -66,6 +81,10 @@ class LocalLauncher:
 
     def command(self, spec_path: Path) -> list[str]:
         return [self.python, "-m", self.module, str(spec_path)]
+
+    def serve_command(self) -> list[str]:
+        """A worker that runs the probes whose spec paths arrive on its stdin."""
+        return [self.python, "-m", self.module, "--serve"]
 
     def env(self, base: dict[str, str]) -> dict[str, str]:
         return _child_env(base)

@@ -31,6 +31,7 @@ def run_probe_command(
     as_json: bool,
     nproc: int | None = None,
     nodes: int | None = None,
+    fresh_processes: bool | None = None,
 ) -> int:
     request = SessionRequest(
         preset=preset_name,
@@ -40,6 +41,7 @@ def run_probe_command(
         seed=seed,
         nproc=nproc,
         nodes=nodes,
+        fresh_processes=fresh_processes,
     )
     reporter = _reporter(as_json)
     machine = machine_info()

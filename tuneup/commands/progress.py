@@ -14,6 +14,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from tuneup.probe.describe import ranks_tag, result_line, session_ranks, sps_text, stragglers_text
+from tuneup.probe.estimate import time_left_text
 from tuneup.probe.events import Event, TrialEvent, WarmupEvent
 from tuneup.probe.types import ProbeResult, Status
 
@@ -65,6 +66,7 @@ class PlainReporter:
         self.ranks = 1
         self.done = 0
         self.total = 0
+        self.left = ""  # the ladder's expected time left, as the session last said it
 
     def session_start(self, info: dict[str, Any], total: int) -> None:
         self.total = total
@@ -85,6 +87,12 @@ class PlainReporter:
 
     def total_changed(self, total: int) -> None:
         self.total = total
+
+    def time_left(self, seconds: float, measured: bool) -> None:
+        first = not self.left
+        self.left = time_left_text(seconds, measured)
+        if first:  # the estimate before any probe; later ones ride on each probe's line
+            print(f"tuneup probe: ladder {self.left}", file=self.stream, flush=True)
 
     def probe_done(self, result: ProbeResult, reused: bool) -> None:
         self.done += 1
@@ -120,6 +128,10 @@ class RichReporter(PlainReporter):
     def total_changed(self, total: int) -> None:
         super().total_changed(total)
         self.progress.update(self.ladder, total=total)
+
+    def time_left(self, seconds: float, measured: bool) -> None:
+        self.left = time_left_text(seconds, measured)
+        self.progress.update(self.ladder, description=f"ladder ({self.left})")
 
     def probe_start(self, stage: str, label: str) -> None:
         self.progress.update(

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from tuneup.bundled import cache_dir
 from tuneup.cluster.job import JobEnv, read_job_env
 from tuneup.cluster.signals import StopSignals
 from tuneup.commands.app_deps import require_app
@@ -24,6 +25,7 @@ from tuneup.preset.load import load_preset
 from tuneup.trainers.adapters import DEFAULT_TRAINER, load_trainer, scan_trainers
 from tuneup.tuning.assembly import choose_layout, pick_preset
 from tuneup.tuning.journal import ResultsDir
+from tuneup.tuning.ladder_record import LadderRecord
 
 
 def app_trainers() -> list[str]:
@@ -70,6 +72,7 @@ def run_tui_command(
         job=job,
         monitor_backend=replayed_gpus(replay) if replay is not None else None,
         gpu_memory_gib=_gpu_memory_gib() if machine.cuda else (),
+        ladder_record=LadderRecord(cache_dir()),
     )
     # The app owns the terminal: no notice. SIGTERM (SLURM's time limit) and SIGHUP (a
     # closed terminal) end the app as `q` would (on_unmount stops the running probe and

@@ -65,6 +65,7 @@ class StartEvent(Event):
     pid: int | None = None
     startup_s: float | None = None
     config: Mapping[str, Any] = field(default_factory=empty)
+    served: int | None = None  # probes this process ran before (a serving worker's)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -135,6 +136,9 @@ class ResultEvent(Event):
     rank_sps: tuple[float, ...] = ()
     stragglers: tuple[int, ...] = ()
     trials_discarded: int | None = None
+    stopped_early: str = ""  # why the trials ended early; empty when they did not
+    timed_s: float | None = None  # seconds in timed trials (what measuring cost)
+    compile_cache: str = ""  # "warm" or "cold" under torch.compile; "" without it
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -211,6 +215,7 @@ def _start_event(get: _Get, common: dict[str, Any]) -> Event:
         pid=count(get("pid")),
         startup_s=number(get("startup_s")),
         config=MappingProxyType(dict(config)) if isinstance(config, dict) else EMPTY,
+        served=count(get("served")),
     )
 
 
@@ -267,6 +272,9 @@ def _result_event(get: _Get, common: dict[str, Any]) -> Event:
         rank_sps=numbers(get("rank_sps")),
         stragglers=tuple(r for r in map(count, as_list(get("stragglers"))) if r is not None),
         trials_discarded=count(get("trials_discarded")),
+        stopped_early=text(get("stopped_early")),
+        timed_s=number(get("timed_s")),
+        compile_cache=text(get("compile_cache")),
     )
 
 

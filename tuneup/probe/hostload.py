@@ -283,6 +283,12 @@ class ContentionWatch:
         if interrupt is not None:
             interrupt()
 
+    def close(self) -> None:
+        """Give back what the wrapped backend keeps between probes (a serving worker)."""
+        close = getattr(self.backend, "close", None)
+        if close is not None:
+            close()
+
     def replayed(self, stage: str, candidate: Candidate, values: dict[str, Any]) -> None:
         """Tell a backend that keeps count (the sim) that a journaled probe stood in for one."""
         replayed = getattr(self.backend, "replayed", None)

@@ -160,6 +160,7 @@ def build_result(
             "loss_start": measured.loss_start,
             "loss_end": measured.loss_end,
             "mem_peak_mb": measured.mem_peak_mb,
+            "timed_s": measured.timed_s,
         }
         fields.update({name: value for name, value in numbers.items() if value is not None})
         # A list the line lacked (or that was not a list) leaves the field empty.
@@ -169,6 +170,8 @@ def build_result(
             rank_sps=list(measured.rank_sps),
             stragglers=list(measured.stragglers),
             trials_discarded=measured.trials_discarded or 0,
+            stopped_early=measured.stopped_early,
+            compile_cache=measured.compile_cache,
         )
         if measured.scaler_overflows is not None:
             fields["scaler_overflows"] = measured.scaler_overflows

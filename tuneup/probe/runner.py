@@ -11,13 +11,18 @@ that stops it, and everything below it, when tuneup itself dies, even by
 SIGKILL; every process of a probe carries `TUNEUP_PROBE_DIR`, so a later
 `--resume` finds what a dead session left running.
 
+A probe the caller marks reusable (`reuse`: its process key) runs in a
+serving worker kept from the probe before when that one had the same key
+and ended with its result (tuneup.probe.resident); any other probe, and every
+probe after a failure, starts a fresh process, and a one-probe child never
+runs beside a serving one.
+
 Classification of an ended child into a status and one human reason is
 pure (`classify`, `build_result`); process handling lives in `ProbeRunner`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -25,21 +30,25 @@ import signal
 import subprocess
 import threading
 import time
-from collections import deque
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol, runtime_checkable
 
-from tuneup.cluster.guardian import guarded
 from tuneup.cluster.launch import Launcher
 from tuneup.cluster.leftovers import MARKER
 from tuneup.cluster.proctree import Tree
 from tuneup.errors import UsageError
-from tuneup.probe.events import (
-    Event,
-    EventHandler,
-    parse_event,
+from tuneup.probe.childproc import (
+    POLL_S,
+    ChildRun,
+    has_exited,
+    signal_group,
+    start_guarded,
+    tail_lines,
+    wait_exit,
 )
+from tuneup.probe.events import EventHandler, ResultEvent, parse_event
 from tuneup.probe.outcome import (
     CALLBACK_FAILED,
     EXITED,
@@ -49,16 +58,13 @@ from tuneup.probe.outcome import (
     classify,
     transient,
 )
+from tuneup.probe.resident import ResidentWorker
 from tuneup.probe.types import ProbeResult, ProbeSpec, Status
-
-_POLL_S = 0.02  # how often run() looks at the child, the clock and the interrupt flag
 
 _TREE_EVERY_S = 0.5  # how often the child's descendants are recorded (a /proc scan: ms)
 
 # Enough for torchrun's error summary (7 lines a failed rank) on a node of 8 ranks.
 _STDERR_TAIL_LINES = 200
-
-_STDOUT_LOG_LINES = 200
 
 _READER_JOIN_S = 2.0  # a process that escaped the group may hold the pipe open; don't wait on it
 
@@ -68,23 +74,18 @@ __all__ = [
 ]
 
 
-@dataclass
-class ChildRun:
-    """What the last child left behind, for details beyond the one-line reason."""
+@runtime_checkable
+class ServingLauncher(Protocol):
+    """A launcher whose worker can also serve several probes in one process."""
 
-    spec_path: Path
-    stderr_path: Path
-    limit_s: float = 0.0  # the wall-clock limit it ran under
-    returncode: int | None = None
-    ended: str = EXITED
-    events: list[Event] = field(default_factory=list)
-    # The last stdout lines that were not events (library chatter, prints).
-    stdout_log: deque[str] = field(default_factory=lambda: deque(maxlen=_STDOUT_LOG_LINES))
-    stderr_tail: list[str] = field(default_factory=list)
+    def serve_command(self) -> list[str]:
+        """The argument list of a worker that reads spec paths on stdin, one per line."""
+        ...
 
 
 class ProbeRunner:
-    """Runs probes one at a time, each in a fresh child process group.
+    """Runs probes one at a time, each in a child process group: a fresh one, or a serving
+    worker kept from the probe before (`run`'s `reuse`).
 
     Args:
         launcher: builds the child's command line and environment.
@@ -118,6 +119,7 @@ class ProbeRunner:
         self.last_run: ChildRun | None = None
         self._count = 0
         self._callback_error: BaseException | None = None
+        self._resident: ResidentWorker | None = None
 
     def interrupt(self) -> None:
         """Stop the current child (SIGTERM, then SIGKILL after grace_s) and any later run.
@@ -127,6 +129,12 @@ class ProbeRunner:
         """
         self.interrupted = True
 
+    def close(self) -> None:
+        """Stop the serving worker, if one is kept (it exits at the end of its stdin)."""
+        resident, self._resident = self._resident, None
+        if resident is not None:
+            resident.stop(self.grace_s)
+
     def run(
         self,
         stage: str,
@@ -134,6 +142,9 @@ class ProbeRunner:
         spec: ProbeSpec,
         limit_s: float | None = None,
         launcher: Launcher | None = None,
+        *,
+        reuse: str | None = None,
+        fresh: bool = False,
     ) -> ProbeResult:
         """Run one probe to its end and classify it; never raises for a child's failure.
 
@@ -144,6 +155,13 @@ class ProbeRunner:
             limit_s: wall-clock limit; `spec.budget.limit_s` when None.
             launcher: how to start this probe (its rank count may differ from
                 the last one's); the runner's own launcher when None.
+            reuse: the probe's process key: it may run in the serving worker
+                kept from a probe of the same key (one is started when none
+                is kept). None: a process of its own. Only the runner's own
+                launcher serves, and only if it can (`ServingLauncher`).
+            fresh: with `reuse`, start a new serving worker for this probe even
+                when one of its key is kept: nothing runs before it in its
+                process, while later probes of its key may follow it there.
 
         A KeyboardInterrupt in the calling thread kills the child's group at
         once and propagates; for a graceful stop, have the SIGINT handler
@@ -159,9 +177,15 @@ class ProbeRunner:
         self._callback_error = None
 
         started = time.monotonic()
+        serving = launcher is None and isinstance(self.launcher, ServingLauncher)
         if self.interrupted:
             record.ended = INTERRUPTED
+        elif reuse is not None and serving:
+            if fresh:
+                self.close()
+            self._run_served(record, started + limit, reuse)
         else:
+            self.close()  # a probe of its own never runs beside a serving worker
             self._run_child(record, started + limit, launcher or self.launcher)
         wall_s = time.monotonic() - started
 
@@ -174,7 +198,7 @@ class ProbeRunner:
         again = status is not Status.OK and transient(
             record.events, record.returncode, record.ended, record.stderr_tail
         )
-        return replace(result, transient=again)
+        return replace(result, transient=again, served_before=record.served_before)
 
     def _next_paths(self, stage: str) -> tuple[Path, Path]:
         """Fresh file names in workdir, never overwriting an earlier probe's files.
@@ -194,24 +218,17 @@ class ProbeRunner:
                 continue
             return spec_path, self.workdir / f"{stem}.stderr.log"
 
+    def _child_env(self, launcher: Launcher) -> dict[str, str]:
+        return {**launcher.env(dict(os.environ)), MARKER: str(self.workdir.resolve())}
+
     def _run_child(self, record: ChildRun, deadline: float, launcher: Launcher) -> None:
         """Start, watch, stop and reap one child and everything it started; fills `record`."""
         argv = launcher.command(record.spec_path)
-        env = {**launcher.env(dict(os.environ)), MARKER: str(self.workdir.resolve())}
-        with record.stderr_path.open("wb") as stderr_file:
-            try:
-                proc = subprocess.Popen(
-                    guarded(argv, os.getpid()),
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=stderr_file,
-                    env=env,
-                    start_new_session=True,
-                )
-            except OSError as exc:
-                # The launch itself failed (no interpreter, no permission): a crash, no raise.
-                record.stderr_tail = [f"could not start the worker ({argv[0]}): {exc}"]
-                return
+        env = self._child_env(launcher)
+        proc = start_guarded(argv, env, record.stderr_path, mode="wb", serving=False)
+        if isinstance(proc, str):  # the launch itself failed: a crash, no raise
+            record.stderr_tail = [proc]
+            return
         assert proc.stdout is not None
         reader = threading.Thread(
             target=self._read_events,
@@ -222,48 +239,120 @@ class ProbeRunner:
         reader.start()
         tree = Tree(proc.pid)
         try:
-            record.ended = self._watch(proc, deadline, tree)
+            record.ended = self._watch(
+                proc, deadline, tree, failed=lambda: self._callback_error is not None
+            )
             if record.ended != EXITED:
                 # torchrun and srun pass SIGTERM on to their ranks: a chance to exit cleanly.
                 tree.record()
-                _signal_group(proc, signal.SIGTERM)
-                _wait_exit(proc, time.monotonic() + self.grace_s)
+                signal_group(proc, signal.SIGTERM)
+                wait_exit(proc, time.monotonic() + self.grace_s)
         finally:
             # Also after a clean exit: whatever the worker left in its group goes, so the
             # next probe starts with free GPU memory and no pipe is held open. On a
             # KeyboardInterrupt in this thread this is the only stop the group gets: it is
             # in a session of its own, so the terminal's SIGINT never reached it. Ranks
             # in sessions of their own are reached through the recorded tree.
-            if not _has_exited(proc):
+            if not has_exited(proc):
                 tree.record()
-            _signal_group(proc, signal.SIGKILL)
+            signal_group(proc, signal.SIGKILL)
             tree.kill(signal.SIGKILL)
             record.returncode = proc.wait()
             reader.join(_READER_JOIN_S)
             if not reader.is_alive():
                 proc.stdout.close()
-        record.stderr_tail = _tail_lines(record.stderr_path, _STDERR_TAIL_LINES)
+        record.stderr_tail = tail_lines(record.stderr_path, _STDERR_TAIL_LINES)
 
-    def _watch(self, proc: subprocess.Popen[bytes], deadline: float, tree: Tree) -> str:
-        """Wait for the child to exit, the deadline, an interrupt or a failed callback.
+    def _serving_worker(self, key: str, record: ChildRun) -> ResidentWorker:
+        """The serving worker for `key`: the one kept, or a fresh one (the old one stopped)."""
+        kept = self._resident
+        if kept is not None and kept.key == key and kept.alive:
+            return kept
+        self.close()
+        assert isinstance(self.launcher, ServingLauncher)
+        log = record.stderr_path.with_name(record.spec_path.stem + ".serving.stderr.log")
+        self._resident = ResidentWorker(
+            self.launcher.serve_command(),
+            self._child_env(self.launcher),
+            key,
+            log,
+            on_event=self.on_event,
+        )
+        return self._resident
+
+    def _run_served(self, record: ChildRun, deadline: float, key: str) -> None:
+        """Run one probe in a serving worker; give the worker up unless it ended with its result."""
+        resident = self._serving_worker(key, record)
+        if resident.proc is None:
+            record.stderr_tail = [resident.start_error]
+            self._resident = None
+            return
+        if not resident.begin(record):  # it died between probes: one fresh attempt
+            self.close()
+            resident = self._serving_worker(key, record)
+            if resident.proc is None or not resident.begin(record):
+                record.stderr_tail = [resident.start_error or "the serving worker is gone"]
+                self.close()
+                return
+        proc = resident.proc
+        assert proc is not None
+        done = False
+        try:
+            record.ended = self._watch(
+                proc,
+                deadline,
+                resident.tree,
+                ended=resident.probe_ended.is_set,
+                failed=lambda: resident.callback_error is not None,
+            )
+            self._callback_error = resident.callback_error
+            done = (
+                record.ended == EXITED
+                and any(isinstance(e, ResultEvent) for e in record.events)
+                and not has_exited(proc)
+            )
+        finally:
+            if done:
+                record.returncode = 0  # its share of the process ended with the result
+            else:
+                # Anything but a result (an error, a crash, a timeout, an interrupt): the
+                # process goes, and with it whatever the failed probe left in it. After an
+                # error event the worker exits by itself; it gets the grace to do so.
+                self._resident = None
+                record.returncode = resident.stop(
+                    self.grace_s, gently=record.ended == EXITED and self._callback_error is None
+                )
+            resident.finish(record, done)
+        record.stderr_tail = tail_lines(record.stderr_path, _STDERR_TAIL_LINES)
+
+    def _watch(
+        self,
+        proc: subprocess.Popen[bytes],
+        deadline: float,
+        tree: Tree,
+        *,
+        ended: Callable[[], bool] = lambda: False,
+        failed: Callable[[], bool],
+    ) -> str:
+        """Wait for the child to exit (or `ended`), the deadline, an interrupt or a failed callback.
 
         Meanwhile the child's descendants are recorded now and then: once the
         child dies, its orphans are reparented and can no longer be found from it.
         """
         next_record = time.monotonic() + _TREE_EVERY_S
-        while not _has_exited(proc):
+        while not has_exited(proc) and not ended():
             if time.monotonic() >= next_record:
                 tree.record()
                 next_record = time.monotonic() + _TREE_EVERY_S
             if self.interrupted:
                 return INTERRUPTED
-            if self._callback_error is not None:
+            if failed():
                 return CALLBACK_FAILED
             now = time.monotonic()
             if now >= deadline:
                 return TIMEOUT
             # A plain sleep, not an Event: interrupt() must stay safe inside a signal handler.
-            time.sleep(min(_POLL_S, deadline - now))
+            time.sleep(min(POLL_S, deadline - now))
         return EXITED
 
     def _read_events(self, stream: IO[bytes], record: ChildRun) -> None:
@@ -281,52 +370,3 @@ class ProbeRunner:
                     self.on_event(event)
                 except Exception as exc:  # handed to run(), which re-raises it in its own thread
                     self._callback_error = exc
-
-
-# Signals a launcher sends to the ranks still running once one has failed.
-
-
-def _tail_lines(path: Path, count: int, max_bytes: int = 64 * 1024) -> list[str]:
-    """The last `count` lines of a file that may be large, read from its end."""
-    try:
-        with path.open("rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - max_bytes))
-            data = fh.read()
-    except OSError:
-        return []
-    lines = data.decode("utf-8", errors="replace").splitlines()
-    if size > max_bytes:
-        lines = lines[1:]  # the first line read is probably cut
-    return lines[-count:]
-
-
-# os.waitid with WNOWAIT notices an exit without reaping, so the child's pid (which is
-# also its process group id) cannot be reused before the group has been signalled.
-_CAN_PEEK = hasattr(os, "waitid") and hasattr(os, "WNOWAIT")
-
-
-def _has_exited(proc: subprocess.Popen[bytes]) -> bool:
-    if proc.returncode is not None:
-        return True
-    if _CAN_PEEK:
-        try:
-            info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        except ChildProcessError:
-            return proc.poll() is not None
-        return info is not None
-    return proc.poll() is not None
-
-
-def _wait_exit(proc: subprocess.Popen[bytes], deadline: float) -> None:
-    while not _has_exited(proc) and time.monotonic() < deadline:
-        time.sleep(_POLL_S)
-
-
-def _signal_group(proc: subprocess.Popen[bytes], signum: int) -> None:
-    """Signal the child's whole process group, unless the child is already reaped."""
-    if proc.returncode is not None:
-        return  # reaped: its pid, and so the group id, may belong to someone else now
-    with contextlib.suppress(ProcessLookupError, PermissionError):  # the group is gone
-        os.killpg(proc.pid, signum)

@@ -28,6 +28,21 @@ def median(xs: Sequence[float]) -> float:
     return (ordered[mid - 1] + ordered[mid]) / 2.0
 
 
+EARLY_STOP_TRIALS = 2
+"""A probe told to stop early is judged after this many trials, never on one: one trial
+can be hit by a burst, two in a row that both fall short rarely are."""
+
+
+def clearly_slower(rates: Sequence[float], stop_below: float | None) -> bool:
+    """Whether the trials so far (at least EARLY_STOP_TRIALS) all fall short of `stop_below`.
+
+    The best trial decides, so a slow first trial (late one-time work) never stops a probe.
+    """
+    if stop_below is None or len(rates) < EARLY_STOP_TRIALS:
+        return False
+    return max(rates) < stop_below
+
+
 def quantile(xs: Sequence[float], q: float) -> float:
     """Quantile with linear interpolation between order statistics (numpy's default)."""
     if not xs:

@@ -28,6 +28,14 @@ class Status(str, Enum):
 
 PHASES = ("io", "synthetic", "full")
 
+BASELINE_STAGE = "baseline"
+CONFIRM_STAGE = "confirm"
+FRESH_PROCESS_STAGES = frozenset({BASELINE_STAGE, CONFIRM_STAGE})
+"""Stages whose probes follow no other probe in their process, however a backend may reuse
+processes elsewhere: each baseline probe is the first of a fresh process (the session's
+reference, and its noise from process to process), and so is each confirmation pair
+(Candidate.pair), so what is recommended holds across fresh processes."""
+
 # Event kinds the worker writes, one JSON object per line with a "event" key.
 EVENT_KINDS = ("start", "warmup", "trial", "loss", "result", "error")
 ERROR_KINDS = ("oom", "cuda", "nccl", "compile", "unsupported", "other")
@@ -51,28 +59,38 @@ class Budget:
 
 @dataclass(frozen=True)
 class ProbeSpec:
-    """What one probe runs: the full training config, the budget, which phases."""
+    """What one probe runs: the full training config, the budget, which phases.
+
+    `stop_below_sps`: the FULL samples/s the probe must reach to stay in the
+    running; below it (clearly, after two trials) it stops early. None: no early stop.
+    """
 
     config: dict[str, Any]
     budget: Budget = field(default_factory=Budget)
     phases: tuple[str, ...] = PHASES
     seed: int = 0
+    stop_below_sps: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "config": self.config,
             "budget": self.budget.to_dict(),
             "phases": list(self.phases),
             "seed": self.seed,
         }
+        if self.stop_below_sps is not None:
+            data["stop_below_sps"] = self.stop_below_sps
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ProbeSpec:
+        stop = data.get("stop_below_sps")
         return cls(
             config=dict(data["config"]),
             budget=Budget(**data.get("budget", {})),
             phases=tuple(data.get("phases", PHASES)),
             seed=int(data.get("seed", 0)),
+            stop_below_sps=None if stop is None else float(stop),
         )
 
 
@@ -139,6 +157,7 @@ class ProbeResult:
     full_sps_trials: list[float] = field(default_factory=list)
     iqr_pct: float | None = None
     warmup_s: float | None = None
+    timed_s: float | None = None  # seconds in timed trials: the part of wall_s that measured
     one_time_s: dict[str, float] = field(default_factory=dict)
     break_even_steps: float | None = None
     loss_start: float | None = None
@@ -168,6 +187,18 @@ class ProbeResult:
     transient: bool = False
     # This attempt failed and the probe was run again: a later journal line replaces it.
     retried: bool = False
+    # The probes its process ran before it: 0 in a fresh process (tuneup.worker.serve).
+    served_before: int = 0
+    # Why its trials ended early (clearly slower than it had to be); empty when they did not.
+    stopped_early: str = ""
+    # Where its IO figure comes from when it did not measure IO itself (its data path
+    # was measured before: "carried from <stage>: <label>"); empty when it measured it.
+    io_from: str = ""
+    # Under torch.compile: "cold" when it compiled its graphs (first_steps holds that),
+    # "warm" when they came from the compile cache; then compile_cold_s is the cold
+    # compile's one-time cost where this machine measured it. "" without torch.compile.
+    compile_cache: str = ""
+    compile_cold_s: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -203,9 +234,17 @@ class Candidate:
             (its --nproc x --nodes). A reference run on one GPU sets 1.
         reference: measured for comparison only (the `noddp` compute-only run,
             the single-GPU run), never adopted as the recommendation.
+        stop_below_sps: set by the search on a stage's first probe of a candidate:
+            the FULL samples/s below which it is out of the running, so a backend
+            may stop it early (ProbeSpec.stop_below_sps); None: measure it whole.
+        pair: set by the search on both probes of an A/B pair: the pair's number
+            in the session. Of FRESH_PROCESS_STAGES, a pair (its re-measures too)
+            starts a fresh process and may share it; None: not in a pair.
     """
 
     label: str
     values: dict[str, Any]
     ranks: int | None = None
     reference: bool = False
+    stop_below_sps: float | None = None
+    pair: int | None = None

@@ -73,6 +73,8 @@ class TrainerContext:
         launch: how a probe's ranks are started (local, torchrun, srun), from
             tuneup.cluster; None means one local process.
         job: the job the session runs in (a SLURM allocation or this machine).
+        fresh_processes: the user asked for every probe in a process of its own; a
+            backend that reuses processes between probes does not then.
     """
 
     workdir: Path
@@ -83,6 +85,7 @@ class TrainerContext:
     preset: PresetView | None = None
     launch: Any = None
     job: Any = None
+    fresh_processes: bool = False
 
     @property
     def world_size(self) -> int:

@@ -2,22 +2,35 @@
 
 A backend is `backend(stage, candidate, values) -> ProbeResult`; each trainer
 adapter builds one (tuneup.trainers.adapters). `WorkerBackend` runs
-`python -m tuneup.worker` per probe, the bundled `unet` trainer's backend.
+`python -m tuneup.worker`, the bundled `unet` trainer's backend: a stage's
+probes share a serving worker, the baseline's and the confirmation's each get
+a process of their own (FRESH_PROCESS_STAGES).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from tuneup.bundled import cache_dir
 from tuneup.cluster.job import JobEnv, read_job_env
 from tuneup.cluster.launch import LaunchPlan, LocalLauncher
+from tuneup.config import data_path_knobs, per_process_knobs
+from tuneup.probe.compile_costs import ColdCompileCosts
 from tuneup.probe.events import Event, EventHandler
 from tuneup.probe.runner import ProbeRunner
 from tuneup.probe.telemetry import ProbeTelemetry
-from tuneup.probe.types import Budget, Candidate, ProbeResult, ProbeSpec
+from tuneup.probe.types import (
+    FRESH_PROCESS_STAGES,
+    PHASES,
+    Budget,
+    Candidate,
+    ProbeResult,
+    ProbeSpec,
+)
 
 if TYPE_CHECKING:
     from tuneup.monitor.sampler import Sampler
@@ -40,6 +53,19 @@ def interrupt_backend(backend: object) -> None:
         backend.interrupt()
 
 
+@runtime_checkable
+class Closable(Protocol):
+    """A backend that keeps something between probes (a serving worker) to give back."""
+
+    def close(self) -> None: ...
+
+
+def close_backend(backend: object) -> None:
+    """Give back what `backend` keeps between probes, where it keeps anything."""
+    if isinstance(backend, Closable):
+        backend.close()
+
+
 # Probes measure training speed only: no validation pass, and a sample count the
 # loader never runs out of within a probe.
 PROBE_OVERRIDES = {"Nsamples_val": 0, "num_epochs": 1}
@@ -60,7 +86,8 @@ def probe_config(values: dict[str, Any], budget: Budget) -> dict[str, Any]:
 
 
 class WorkerBackend:
-    """Each probe is `python -m tuneup.worker SPEC.json` in its own process group.
+    """Each probe is `python -m tuneup.worker` in a process group of its own, or in the
+    serving worker the stage's probe before it ran in.
 
     With a running `sampler`, each ok probe's GPU fields come from its FULL
     phase's telemetry window (tuneup.probe.telemetry).
@@ -70,6 +97,22 @@ class WorkerBackend:
     torchrun, or srun over `job`'s nodes). A one-rank probe in a session of
     several GPUs sees only the first GPU this process sees
     (CUDA_VISIBLE_DEVICES narrowed to its first entry), so it measures one GPU.
+
+    Processes: the one-rank probes of a one-rank session run in a serving
+    worker (tuneup.worker.serve) that probes with the same per-process knobs
+    (`config.per_process_knobs`) share: a stage's probes, one after another.
+    Of FRESH_PROCESS_STAGES, each baseline probe, and the first probe of each
+    confirmation pair, is the first probe of a fresh process: nothing ran
+    before it there. The pair's second probe follows it (pairs alternate A B,
+    B A, so what the first leaves the second cancels out over the pairs), and
+    so may the next stage's probes. `fresh_processes` gives every probe a
+    process of its own, as the runner does after any failure. Several ranks
+    always start afresh.
+
+    Measuring only what changed: a probe whose data path (`config.data_path_knobs`)
+    was measured before skips the IO phase and carries that figure (`io_from`).
+    torch.compile's caches live in tuneup's cache folder; a probe that found its
+    graphs there carries the cold compile's cost measured before (`compile_cold_s`).
     """
 
     def __init__(
@@ -81,36 +124,71 @@ class WorkerBackend:
         sampler: Sampler | None = None,
         launch: LaunchPlan | None = None,
         job: JobEnv | None = None,
+        fresh_processes: bool = False,
     ) -> None:
         self.budget = budget
         self.seed = seed
         self.launch = launch if launch is not None else LaunchPlan()
         self.job = job if job is not None else read_job_env()
+        self.fresh_processes = fresh_processes
         self.telemetry: ProbeTelemetry | None = None
         if sampler is not None:
             self.telemetry = ProbeTelemetry(sampler)
             on_event = _both(self.telemetry.on_event, on_event)
         self.runner = ProbeRunner(LocalLauncher(), workdir, on_event=on_event)
+        self.compile_costs = ColdCompileCosts(cache_dir() / "compile")
+        self._io: dict[str, tuple[float, str]] = {}  # data path -> (IO samples/s, measured by)
+        self._pair: int | None = None  # the A/B pair of the last probe
 
     def __call__(self, stage: str, candidate: Candidate, values: dict[str, Any]) -> ProbeResult:
-        spec = ProbeSpec(
-            config=probe_config(values, self.budget), budget=self.budget, seed=self.seed
-        )
         ranks = self.launch.world_size if candidate.ranks is None else candidate.ranks
         # A one-process session keeps the runner's own launcher (tests swap it for a script).
         single = ranks == 1 and self.launch.world_size == 1
         launcher = None if single else self.launch.launcher_for(ranks, self.job)
+        data_path = _key(values, data_path_knobs(), ranks)
+        known_io = self._io.get(data_path)
+        spec = ProbeSpec(
+            config=probe_config(values, self.budget),
+            budget=self.budget,
+            seed=self.seed,
+            phases=tuple(p for p in PHASES if p != "io") if known_io else PHASES,
+            stop_below_sps=candidate.stop_below_sps,
+        )
+        shared = single and not self.fresh_processes
+        reuse = _key(values, per_process_knobs(), ranks) if shared else None
+        # First in a fresh process: a baseline probe, and the first probe of a
+        # confirmation pair (its second, and its re-measures, follow it there).
+        fresh = stage in FRESH_PROCESS_STAGES and (
+            candidate.pair is None or candidate.pair != self._pair
+        )
+        self._pair = candidate.pair
         if self.telemetry is not None:
             self.telemetry.reset()
-        result = self.runner.run(stage, dict(candidate.values), spec, launcher=launcher)
+        result = self.runner.run(
+            stage, dict(candidate.values), spec, launcher=launcher, reuse=reuse, fresh=fresh
+        )
         if self.telemetry is not None:
             result = self.telemetry.apply(result)
+        result = self.compile_costs.apply(result, values)
+        if known_io is not None and result.ok:
+            result = replace(result, io_sps=known_io[0], io_from=f"carried from {known_io[1]}")
+        elif result.ok and result.io_sps is not None:
+            self._io[data_path] = (result.io_sps, f"{stage}: {candidate.label}")
         # What was launched, also for a probe that died before saying; and the knobs as
         # searched, not the probe's overrides.
         return replace(result, ranks=ranks, config=values)
 
     def interrupt(self) -> None:
         self.runner.interrupt()
+
+    def close(self) -> None:
+        """Stop the serving worker, if one is kept."""
+        self.runner.close()
+
+
+def _key(values: dict[str, Any], knobs: tuple[str, ...], ranks: int) -> str:
+    """The values of `knobs` (missing ones as null) and the ranks, as one comparable text."""
+    return json.dumps([{k: values.get(k) for k in knobs}, ranks], sort_keys=True, default=str)
 
 
 def _both(first: EventHandler, then: EventHandler | None) -> EventHandler:

@@ -41,6 +41,7 @@ from tuneup.tuning.assembly import (
 )
 from tuneup.tuning.engine import build_engine
 from tuneup.tuning.journal import ResultsDir
+from tuneup.tuning.ladder_record import LadderCosts, LadderRecord
 
 
 def preset_choices() -> list[tuple[str, str]]:
@@ -74,6 +75,8 @@ class TuneupApp(App[None]):
             signature; tests may pass fakes).
         monitor_backend: the monitor's GPU source (a replayed trace in demo mode).
         step_model: the estimate's guesses; by trainer when None.
+        ladder_record: what ladders cost on this machine before (the setup screen's
+            estimate uses it where the preset ran here); None: the guesses alone.
         time_budget_s: a time budget for the ladder, shown against the estimate.
         seed: the session's seed.
         gpu_memory_gib: each GPU's memory for the setup screen, when NVML knows it.
@@ -102,6 +105,7 @@ class TuneupApp(App[None]):
         engine: EngineFactory = build_engine,
         monitor_backend: Callable[[], tuple[GpuBackend, str]] | None = None,
         step_model: StepModel | None = None,
+        ladder_record: LadderRecord | None = None,
         time_budget_s: float | None = None,
         seed: int = 0,
         gpu_memory_gib: tuple[float, ...] = (),
@@ -120,6 +124,7 @@ class TuneupApp(App[None]):
         self.engine_factory = engine
         self.monitor_backend = monitor_backend
         self.step_model = step_model or self.adapter.step_model
+        self.ladder_record = ladder_record
         self.time_budget_s = time_budget_s
         self.seed = seed
         self.tune_screen = tune_screen
@@ -136,6 +141,7 @@ class TuneupApp(App[None]):
                 preset_name=self.preset_name,
                 presets=preset_choices(),
                 step_model=self.step_model,
+                recorded=self._recorded,
                 time_budget_s=self.time_budget_s,
                 clock=self.clock,
                 gpu_memory_gib=self.gpu_memory_gib,
@@ -145,6 +151,11 @@ class TuneupApp(App[None]):
         )
         if self.review is not None:
             self.open_review(self.review)
+
+    def _recorded(self, preset: str) -> LadderCosts | None:
+        if self.ladder_record is None:
+            return None
+        return self.ladder_record.recall(self.trainer, preset)
 
     def on_unmount(self) -> None:
         if self.driver is not None and self.driver.running:

@@ -80,6 +80,14 @@ class SessionDriver:
             super().__init__()
             self.total = total
 
+    class TimeLeft(Message):
+        """The ladder's expected time left; `measured`: from this machine's probes."""
+
+        def __init__(self, seconds: float, measured: bool) -> None:
+            super().__init__()
+            self.seconds = seconds
+            self.measured = measured
+
     class WorkerEvent(Message):
         """One event of the running probe's worker (start, warmup, trial, loss, ...)."""
 
@@ -190,6 +198,9 @@ class SessionDriver:
 
     def total_changed(self, total: int) -> None:
         self.post(self.TotalChanged(total))
+
+    def time_left(self, seconds: float, measured: bool) -> None:
+        self.post(self.TimeLeft(seconds, measured))
 
     def event(self, event: Event) -> None:
         """The worker's events (called from the runner's reader thread)."""

@@ -35,6 +35,7 @@ from tuneup.trainers.adapters import DEFAULT_TRAINER, load_trainer
 from tuneup.trainers.backends import interrupt_backend
 from tuneup.tuning.engine import Engine, build_engine
 from tuneup.tuning.journal import ResultsDir, quoted
+from tuneup.tuning.ladder_record import LadderRecord
 from tuneup.tuning.lock import ResultsLock
 from tuneup.tuning.preflight import loader_shm_problem
 from tuneup.tuning.session import (
@@ -64,6 +65,8 @@ class SessionRequest:
         data_path: the user's training file (train.h5; its sibling val.h5 is used
             when present); None: the preset's data, or its synthetic box.
         budget: replaces the preset's probe budget (the app's setting).
+        fresh_processes: every probe in a process of its own (a trainer that can
+            share one, the U-Net's, does so otherwise); None: no (new) or as recorded.
     """
 
     preset: str | None = None
@@ -75,6 +78,7 @@ class SessionRequest:
     nodes: int | None = None
     data_path: Path | None = None
     budget: Budget | None = None
+    fresh_processes: bool | None = None
 
 
 @dataclass
@@ -274,6 +278,7 @@ def assemble_new(
             base=base,
             search=request.search or "staged",
             seed=0 if request.seed is None else request.seed,
+            fresh_processes=bool(request.fresh_processes),
             machine=machine,
             plan=plan,
             job=job,
@@ -356,6 +361,11 @@ def assemble_resume(
             base=base,
             search=request.search or str(info.get("search") or "staged"),
             seed=request.seed if request.seed is not None else int(info.get("seed") or 0),
+            fresh_processes=bool(
+                info.get("fresh_processes")
+                if request.fresh_processes is None
+                else request.fresh_processes
+            ),
             machine=machine,
             plan=plan,
             job=job,
@@ -405,6 +415,7 @@ def _build(
     base: dict[str, Any],
     search: str,
     seed: int,
+    fresh_processes: bool,
     machine: MachineInfo,
     plan: LaunchPlan,
     job: JobEnv,
@@ -432,6 +443,7 @@ def _build(
         job=job,
         on_event=on_event,
         preset=preset,
+        fresh_processes=fresh_processes,
     )
     session = ProbeSession(
         preset=preset,
@@ -444,9 +456,11 @@ def _build(
         reporter=reporter or SilentReporter(),
         search=search,
         seed=seed,
+        fresh_processes=fresh_processes,
         sampler=engine.sampler,
         job=job.to_dict(),
         launch=launch_info(plan),
         time_left=job.seconds_left if job.end_time is not None else None,
+        record=LadderRecord(cache_dir()),
     )
     return AssembledSession(session, engine, results, lock, resumed, notes, alerts)

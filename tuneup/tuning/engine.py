@@ -13,6 +13,7 @@ from tuneup.hardware.devices import cuda_visible_devices
 from tuneup.probe.events import Event, EventHandler
 from tuneup.probe.hostload import ContentionWatch, HostLoadSampler
 from tuneup.trainers.adapters import TrainerContext, load_trainer
+from tuneup.trainers.backends import close_backend
 from tuneup.tuning.session import gpu_sampler
 
 if TYPE_CHECKING:
@@ -34,6 +35,7 @@ class Engine:
     host: HostLoadSampler | None = None
 
     def close(self) -> None:
+        close_backend(self.backend)  # a serving worker it keeps, first
         if self.host is not None:
             self.host.stop()
         if self.sampler is not None:
@@ -53,6 +55,7 @@ def build_engine(
     job: JobEnv,
     on_event: EventHandler | None = None,
     preset: ProbePreset | None = None,
+    fresh_processes: bool = False,
 ) -> Engine:
     """The registered trainer's backend, with a GPU sampler where it has GPU telemetry and GPUs.
 
@@ -87,6 +90,7 @@ def build_engine(
         preset=preset,
         launch=launch,
         job=job,
+        fresh_processes=fresh_processes,
     )
     watch = ContentionWatch(adapter.backend(context), host)
     watch_events.append(watch.on_event)

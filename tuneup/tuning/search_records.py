@@ -12,14 +12,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tuneup.errors import ExitCode, UsageError
-from tuneup.probe.types import Candidate, ProbeResult, Status
+from tuneup.probe.types import BASELINE_STAGE, CONFIRM_STAGE, Candidate, ProbeResult, Status
 from tuneup.tuning.paired import NoiseTracker, PairedEvidence, Verdict
 
 Measure = Callable[[str, Candidate, dict[str, Any]], ProbeResult]
 Already = Callable[[str, str], ProbeResult | None]
 
-BASELINE = "baseline"
-CONFIRM = "confirm"
+BASELINE = BASELINE_STAGE
+CONFIRM = CONFIRM_STAGE
 GRID = "grid"
 INCUMBENT = "incumbent"
 

@@ -51,6 +51,7 @@ class SearchRunner:
         self.reference_values: dict[str, Any] = {}
         self.baseline_runs: list[ProbeResult] = []
         self.last_key: str | None = None  # the configuration of the latest probe
+        self.pairs = 0  # A/B pairs started (Candidate.pair numbers them)
 
     def run(
         self, stage: str, cand: Candidate, values: dict[str, Any], *, resume: bool = True
@@ -110,7 +111,9 @@ class SearchRunner:
         resume: bool = True,
     ) -> tuple[ProbeResult, ProbeResult]:
         """One A/B pair, in the order asked: (incumbent's probe, candidate's probe)."""
-        base = base or Candidate(INCUMBENT, {})
+        self.pairs += 1
+        base = dataclasses.replace(base or Candidate(INCUMBENT, {}), pair=self.pairs)
+        cand = dataclasses.replace(cand, pair=self.pairs)
         if candidate_first:
             b = self.run(stage, cand, cand_values, resume=resume)
             a = self.run(stage, base, values, resume=resume)

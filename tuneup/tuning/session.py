@@ -26,14 +26,24 @@ from tuneup.errors import UsageError
 from tuneup.hardware.types import MachineInfo
 from tuneup.monitor.sampler import Sampler
 from tuneup.preset.load import ProbePreset, preset_stage
-from tuneup.probe.estimate import probe_count
+from tuneup.probe.estimate import (
+    PAIRS_PER_STAGE,
+    LadderShape,
+    ProbeCosts,
+    guess_costs,
+    measured_costs,
+    pairs_seen,
+    rescaled,
+    stage_probes,
+)
 from tuneup.probe.stages import load_stage
 from tuneup.probe.types import Candidate, ProbeResult, Status, probe_key
 from tuneup.trainers.adapters import load_trainer
-from tuneup.trainers.backends import Backend
+from tuneup.trainers.backends import Backend, close_backend
 from tuneup.tuning.grid import grid_search
 from tuneup.tuning.guard import loss_verdict
 from tuneup.tuning.journal import ResultsDir
+from tuneup.tuning.ladder_record import LadderCosts, LadderRecord
 from tuneup.tuning.preflight import loader_shm_problem
 from tuneup.tuning.scaling_report import scaling_summary
 from tuneup.tuning.search import staged_search
@@ -124,7 +134,12 @@ class Reporter(Protocol):
 
     def total_changed(self, total: int) -> None:
         """The expected number of probes changed: re-measures and extra pairs made the
-        ladder longer, or it ended (the exact count)."""
+        ladder longer, quick decisions shorter, or it ended (the exact count)."""
+        ...
+
+    def time_left(self, seconds: float, measured: bool) -> None:
+        """The ladder's expected time left, after each probe (and at the start);
+        `measured`: from this machine's probes (else StepModel's guess)."""
         ...
 
 
@@ -135,6 +150,9 @@ class SilentReporter:
         pass
 
     def total_changed(self, total: int) -> None:
+        pass
+
+    def time_left(self, seconds: float, measured: bool) -> None:
         pass
 
     def probe_start(self, stage: str, label: str) -> None:
@@ -257,6 +275,7 @@ class ProbeSession:
     reporter: Reporter = field(default_factory=SilentReporter)
     search: str = "staged"
     seed: int = 0
+    fresh_processes: bool = False  # as asked: recorded, so a resume runs probes alike
     confirm_pairs: int = 3
     # Two baseline probes: their pooled trials carry the probe-to-probe noise
     # (a new process, new allocations), not only the trial-to-trial noise.
@@ -275,7 +294,11 @@ class ProbeSession:
     _journaled: dict[tuple[str, str], list[ProbeResult]] = field(default_factory=dict)
     _served: Counter = field(default_factory=Counter)
     _baseline_losses: list[float] | None = None
+    # Where this machine's ladder costs are kept for the next estimate (None: nowhere).
+    record: LadderRecord | None = None
     _walls: list[float] = field(default_factory=list)
+    _seen: list[ProbeResult] = field(default_factory=list)  # every probe reported, in order
+    _stage_probes: Counter = field(default_factory=Counter)
     _done: int = 0
     _total: int = 0
 
@@ -286,6 +309,7 @@ class ProbeSession:
             "trainer": self.trainer,
             "search": self.search,
             "seed": self.seed,
+            "fresh_processes": self.fresh_processes,
             "stages": [p.name for p in self.plans],
             "machine": self.machine.to_dict(),
             "base_config": self.base_values,
@@ -320,11 +344,11 @@ class ProbeSession:
                 self._journaled.setdefault(place, []).append(result)
         else:
             self.results.create(self.session_info())
-        self._total = probe_count(
-            self._candidate_counts(), baseline_repeats=self.baseline_repeats,
-            confirm_pairs=self.confirm_pairs,
-        )  # fmt: skip
+        costs = self._costs()
+        left = self._left(None, costs)
+        self._total = left.probes
         self.reporter.session_start(self.session_info(), self._total)
+        self.reporter.time_left(left.seconds(costs), costs.measured)
         if self.sampler is not None:
             self.sampler.start()
 
@@ -404,23 +428,94 @@ class ProbeSession:
 
     def _report(self, stage: str, result: ProbeResult, reused: bool) -> None:
         self._done += 1
-        total = self._done + self._expected_after(stage)
-        if total > self._total:  # said before the line that would have run past it
+        self._seen.append(result)
+        self._stage_probes[stage] += 1
+        costs = self._costs()
+        left = self._left(stage, costs)
+        total = self._done + left.probes
+        if total != self._total:  # said before the line that would have run past it
             self._total = total
             self.reporter.total_changed(total)
         self.reporter.probe_done(result, reused=reused)
+        self.reporter.time_left(left.seconds(costs), costs.measured)
 
     def _candidate_counts(self) -> list[int]:
         return [0 if p.skip_reason else len(p.candidates) for p in self.plans]
 
-    def _expected_after(self, stage: str) -> int:
-        """Probes still expected after one of `stage`: later stages' and the confirmation's."""
-        counts = self._candidate_counts()
-        if stage == "confirm" or not any(counts):
-            return 0
+    def _guess(self) -> ProbeCosts:
+        """StepModel's guess of this ladder's probe costs, or the record of an earlier one."""
+        adapter = load_trainer(self.trainer)
+        guess = guess_costs(self.preset.budget, adapter.step_model)
+        if self.record is None or adapter.simulated:
+            return guess
+        kept = self.record.recall(self.trainer, self.preset.name)
+        if kept is None:
+            return guess
+        return rescaled(kept.costs, kept.budget, self.preset.budget, adapter.step_model)
+
+    def _costs(self) -> ProbeCosts:
+        """What a probe costs here: measured as soon as probes finished (a simulated
+        trainer's simulated seconds are no guide to the wall clock: its guess stays)."""
+        guess = self._guess()
+        if load_trainer(self.trainer).simulated:
+            return guess
+        return measured_costs(self._seen, guess)
+
+    def _decided(self, stage: str | None) -> list[tuple[int, int]]:
+        """(probes, candidates) of the stages decided before `stage` (all, at the confirmation)."""
         names = [p.name for p in self.plans]
-        later = counts[names.index(stage) + 1 :] if stage in names else counts
-        return probe_count(later, baseline_repeats=0, confirm_pairs=0) + 2 * self.confirm_pairs
+        if stage in names:
+            done = self.plans[: names.index(stage)]
+        elif stage == "confirm":
+            done = self.plans
+        else:
+            done = []
+        return [(self._stage_probes[p.name], n) for p, n in zip(
+            done, self._candidate_counts(), strict=False
+        )]  # fmt: skip
+
+    def _pairs(self, stage: str | None) -> float:
+        """The pairs a decision takes: this session's stages so far, else an earlier one's."""
+        prior = PAIRS_PER_STAGE
+        kept = self.record.recall(self.trainer, self.preset.name) if self.record else None
+        if kept is not None:
+            prior = kept.pairs_per_stage
+        return pairs_seen(self._decided(stage), prior=prior)
+
+    def _left(self, stage: str | None, costs: ProbeCosts) -> LadderShape:
+        """Probes still expected after one of `stage` (None: before the first), by kind:
+        each in a process of its own where probes share none (`costs` say so)."""
+        counts = self._candidate_counts()
+        names = [p.name for p in self.plans]
+        pairs = self._pairs(stage)
+        confirm = self.confirm_pairs if any(counts) else 0
+        done_here = self._stage_probes[stage] if stage is not None else 0
+        fresh = served = 0.0
+        if stage is None or stage == "baseline":
+            fresh += max(0, self.baseline_repeats - done_here)
+            later = counts
+        elif stage in names:
+            at = names.index(stage)
+            served += max(0.0, stage_probes(counts[at], pairs) - done_here) if counts[at] else 0
+            later = counts[at + 1 :]
+        else:  # the confirmation
+            later = []
+            confirm = max(0.0, confirm - done_here / 2)  # type: ignore[assignment]
+        served += sum(stage_probes(n, pairs) for n in later if n > 0)
+        fresh, served = fresh + confirm, served + confirm
+        if self.fresh_processes or costs.served_s >= costs.fresh_s:
+            return LadderShape(fresh + served, 0.0)
+        return LadderShape(fresh, served)
+
+    def _keep_costs(self) -> None:
+        """This ladder's measured costs, for the next estimate before any probe has run."""
+        costs = self._costs()
+        if self.record is None or not costs.measured or self.fresh_processes:
+            return
+        pairs = pairs_seen(self._decided("confirm"), prior=self._pairs(None))
+        self.record.remember(
+            self.trainer, self.preset.name, LadderCosts(costs, pairs, self.preset.budget)
+        )
 
     def _guard(self, stage: str, result: ProbeResult, values: dict[str, Any]) -> ProbeResult:
         """The loss guard, applied here, before journaling, so the journal says `diverged`;
@@ -451,11 +546,13 @@ class ProbeSession:
                     guard=False,  # measure() guards, before journaling
                 )
         finally:
+            close_backend(self.backend)  # the ladder is over: a serving worker it kept goes
             if self.sampler is not None:
                 self.sampler.stop()
         if self._total != self._done:  # the ladder is over: the count is exact now
             self._total = self._done
             self.reporter.total_changed(self._done)
+        self._keep_costs()
 
         summary = summary_dict(outcome)
         summary["preset"] = self.preset.name

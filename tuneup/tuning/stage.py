@@ -10,6 +10,7 @@ never adopted (search.py's module docstring).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +23,10 @@ from tuneup.tuning.search_runner import SearchRunner, Series, comparable, ran
 
 PURSUED = 2  # candidates of one stage compared in pairs at most
 SUSPECT = 0.25  # a best screen this much slower than the incumbent is measured once more
+# A screen whose FULL trials all fall this far short of the incumbent's anchor may stop
+# early (stats.clearly_slower): beyond SUSPECT, so it is no closer to winning than a
+# screen the stage would give up on unless it were the best (which is measured again).
+EARLY_STOP = 0.30
 
 
 @dataclass(frozen=True)
@@ -86,7 +91,10 @@ def run_stage(
     if runner.last_key != probe_key(values) or incumbent.latest is None:
         incumbent.add(runner.run(plan.name, Candidate(INCUMBENT, {}), values))
     anchor, anchor_at = incumbent.latest, len(runner.probes) - 1
-    measured, references = _measure_candidates(plan, values, runner)
+    # No early stop on a machine whose repeats show unexplained bursts: one probe is
+    # then no guide, and every candidate is pursued in pairs.
+    stop_below = None if anchor is None or runner.noise.bursty else anchor * (1 - EARLY_STOP)
+    measured, references = _measure_candidates(plan, values, runner, stop_below)
     failed = [_failure(c, r) for c, r, _ in measured if not comparable(r)]
     failed += [_failure(r.candidate, r.result) for r in references if not ran(r.result)]
     stage = _Stage(plan, values, incumbent, runner, failed, references)
@@ -106,9 +114,13 @@ def run_stage(
 
 
 def _measure_candidates(
-    plan: StagePlan, values: dict[str, Any], runner: SearchRunner
+    plan: StagePlan, values: dict[str, Any], runner: SearchRunner, stop_below: float | None
 ) -> tuple[_Measured, list[ReferenceRun]]:
-    """Each distinct candidate once, on top of the incumbent; references kept apart."""
+    """Each distinct candidate once, on top of the incumbent; references kept apart.
+
+    A candidate (not a reference, whose figures are wanted whole) may stop early
+    below `stop_below` samples/s (Candidate.stop_below_sps).
+    """
     measured: _Measured = []
     references: list[ReferenceRun] = []
     seen = {probe_key(values)}
@@ -118,7 +130,8 @@ def _measure_candidates(
         if key in seen:
             continue  # the incumbent (or an earlier candidate) already stands for it
         seen.add(key)
-        result = runner.run(plan.name, cand, merged)
+        asked = cand if cand.reference else dataclasses.replace(cand, stop_below_sps=stop_below)
+        result = runner.run(plan.name, asked, merged)
         if cand.reference:
             references.append(ReferenceRun(cand, result))
         else:

@@ -41,6 +41,7 @@ import signal
 import sys
 import time
 import traceback
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
@@ -51,7 +52,7 @@ from tuneup.errors import ExitCode, UsageError
 from tuneup.probe.events import EventWriter, classify_error, describe_error
 from tuneup.probe.types import ProbeSpec
 from tuneup.trainer.distributed import destroy_process_group, dist_env_from, exit_skipping_teardown
-from tuneup.trainer.runtime import set_tf32_env
+from tuneup.trainer.runtime import TF32_ENV, set_tf32_env
 from tuneup.worker.phases import check_budget, run_probe
 from tuneup.worker.workload import DeviceTimer, SetupWorkload
 
@@ -165,12 +166,23 @@ def _gather_ranks(device: Any, world_size: int) -> Callable[[float], list[float]
     return gather
 
 
-def run(spec: ProbeSpec, events: EventWriter, started: float) -> None:
-    """Build the trainer and measure; raises whatever goes wrong (main classifies it)."""
+def run(spec: ProbeSpec, events: EventWriter, started: float, *, served: int | None = None) -> None:
+    """Build the trainer and measure; raises whatever goes wrong (main classifies it).
+
+    Args:
+        spec: the probe.
+        events: where its events go.
+        started: when starting this probe began: the process start for the
+            first probe of a process, else the moment its spec arrived.
+        served: None in a process of its own; in a serving process
+            (serve.py), the probes it ran before this one.
+    """
     cfg = build_config({**spec.config, "seed": spec.seed}, source="the probe spec")
-    set_tf32_env(cfg.tf32)
+    if served is None:
+        set_tf32_env(cfg.tf32)
     # torch, and the modules that import it, only now: NVIDIA_TF32_OVERRIDE is read
-    # when CUDA starts, so it is set first.
+    # when CUDA starts, so it is set first. A serving process never sets it (it would
+    # hold for every later probe): TF32 is switched by torch's backend flags there.
     import torch
 
     # torch: only after the spec is read and TF32 is set
@@ -196,13 +208,17 @@ def run(spec: ProbeSpec, events: EventWriter, started: float) -> None:
         budget=spec.budget.to_dict(),
         phases=list(spec.phases),
         seed=spec.seed,
+        served=served or 0,
     )
     fault = fault_for(os.environ.get(FAULT_ENV, ""), cfg.to_dict(), env.rank)
     if fault:
         simulate_fault(fault)
     try:
-        setup = build_training(dataclasses.replace(cfg, Nsamples_val=0), env)
-        spawn_s = time.time() - started
+        with warnings.catch_warnings():
+            if served is not None:  # TF32 off by the flags alone is this process's way
+                warnings.filterwarnings("ignore", message=f"CUDA started before {TF32_ENV}")
+            setup = build_training(dataclasses.replace(cfg, Nsamples_val=0), env)
+        start_costs = {"setup" if served else "spawn": time.time() - started}
         timer = DeviceTimer(setup.device)
         run_probe(
             SetupWorkload(setup, timer),
@@ -211,8 +227,9 @@ def run(spec: ProbeSpec, events: EventWriter, started: float) -> None:
             samples_per_batch=setup.global_batch,
             timer=timer,
             emit=events.emit,
-            spawn_s=spawn_s,
+            start_costs=start_costs,
             gather=_gather_ranks(setup.device, env.world_size) if env.distributed else one_rank,
+            stop_below=spec.stop_below_sps,
         )
     finally:
         destroy_process_group()
@@ -250,9 +267,13 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         print(f"tuneup worker: error: events fd {args.events_fd}: {exc.strerror}", file=sys.stderr)
         return ExitCode.USAGE
-    events = EventWriter(stream)
+    return measure(spec, EventWriter(stream), started)
+
+
+def measure(spec: ProbeSpec, events: EventWriter, started: float, served: int | None = None) -> int:
+    """Run one probe (`run`); its exit status, a failure told as an `error` event first."""
     try:
-        run(spec, events, started)
+        run(spec, events, started, served=served)
     except KeyboardInterrupt:
         return ExitCode.INTERRUPTED
     except Exception as exc:

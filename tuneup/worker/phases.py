@@ -30,12 +30,18 @@ edges and a slow rank slows them all alike; stragglers show plainly where
 ranks do not synchronise (``noddp``).
 
 One-time costs are reported apart from the measurement (``one_time_s``):
-``spawn`` (process start to setup built, measured by the worker),
+``spawn`` (process start to setup built, in a fresh process) or ``setup`` (the
+spec read to setup built, in a process that served probes before),
 ``graph_capture`` (CUDA graph capture, when on), and ``first_steps``: what the
 warm-up took beyond its steps at the steady step time, i.e. compilation,
 cuDNN autotuning and allocator growth. ``break_even_steps`` is their sum in
 steady steps: a run shorter than that spends more time starting than
 training (compare it with the run's steps, not with another probe's).
+
+Early stop: a probe given ``stop_below`` (samples/s; a stage's candidate whose
+incumbent is known) ends its FULL trials once they are clearly short of it
+(``trials.clearly_slower``: the best of at least two trials below it) and
+measures no other phase; the result says so in ``stopped_early``.
 
 Everything is driven through two small interfaces, :class:`Timer` (clock and
 device sync) and :class:`Workload` (the three kinds of work), so the rules
@@ -46,12 +52,12 @@ are tested with fakes (both in trials.py); :class:`DeviceTimer` and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from tuneup.errors import UsageError
-from tuneup.probe.stats import iqr_pct, median
+from tuneup.probe.stats import clearly_slower, iqr_pct, median
 from tuneup.probe.types import PHASES, Budget
 from tuneup.worker.trials import (
     Emit,
@@ -135,6 +141,21 @@ class _PhaseRates:
     rates: dict[str, list[float]]
     full_trials: list[Trial]
     discarded: int
+    timed_s: float  # seconds in timed trials, dropped ones included: what measuring cost
+    stopped_early: str = ""  # why the phases ended early; empty when they all ran
+
+
+class _TimedTrials:
+    """Passes events on, adding up the seconds of every trial (dropped ones too)."""
+
+    def __init__(self, emit: Emit) -> None:
+        self._emit = emit
+        self.seconds = 0.0
+
+    def emit(self, kind: str, **fields: Any) -> None:
+        if kind == "trial":
+            self.seconds += float(fields.get("seconds") or 0.0)
+        self._emit(kind, **fields)
 
 
 def _timed_warm_up(
@@ -143,14 +164,16 @@ def _timed_warm_up(
     *,
     timer: Timer,
     emit: Emit,
-    spawn_s: float | None,
+    start_costs: Mapping[str, float] | None,
     gather: Gather,
 ) -> _WarmupOutcome:
     """Run the loss steps and warm-up, then emit the ``warmup`` event."""
     began = timer.now()
     tracker, losses = warm_up(workload, budget, timer=timer, emit=emit, gather=gather)
     warmup_s = timer.now() - began
-    one_time = one_time_costs(tracker, graph_capture_s=workload.graph_capture_s, spawn_s=spawn_s)
+    one_time = one_time_costs(
+        tracker, graph_capture_s=workload.graph_capture_s, start_costs=start_costs
+    )
     steady = tracker.steady_step_s
     break_even = break_even_steps(one_time, steady)
     emit(
@@ -174,8 +197,9 @@ def _measure_phases(
     timer: Timer,
     emit: Emit,
     gather: Gather,
+    stop_below: float | None = None,
 ) -> _PhaseRates:
-    """Each phase's trials, in measuring order."""
+    """Each phase's trials, in measuring order; none after FULL fell clearly short."""
     work: dict[str, Callable[[int], int]] = {
         "io": workload.io,
         "synthetic": workload.synthetic,
@@ -184,8 +208,11 @@ def _measure_phases(
     rates: dict[str, list[float]] = {}
     full_trials: list[Trial] = []
     discarded = 0
+    timed = _TimedTrials(emit)
+    emit = timed.emit
     for phase in measure_order(phases):
         workload.prepare(phase)
+        full = phase == "full"
         trials = run_trials(
             phase,
             work[phase],
@@ -195,12 +222,24 @@ def _measure_phases(
             timer=timer,
             emit=emit,
             gather=gather,
+            stop_below=stop_below if full else None,
         )
         rates[phase] = [t.samples_per_s for t in trials]
         discarded += trials[0].index - 1 if trials else 0
-        if phase == "full":
+
+        if full:
             full_trials = trials
-    return _PhaseRates(rates, full_trials, discarded)
+            if len(trials) < budget.trials and clearly_slower(rates[phase], stop_below):
+                best = max(rates[phase])
+                why = (
+                    f"stopped after {len(trials)} of {budget.trials} FULL trials: the best, "
+                    f"{best:.4g} samples/s, is under the {stop_below:.4g} it had to reach"
+                )
+                left = [p for p in measure_order(phases) if p != "full"]
+                if left:
+                    why += f"; {' and '.join(p.upper() for p in left)} not measured"
+                return _PhaseRates(rates, full_trials, discarded, timed.seconds, why)
+    return _PhaseRates(rates, full_trials, discarded, timed.seconds)
 
 
 def _probe_result(
@@ -237,6 +276,9 @@ def _probe_result(
         "rank_sps": rank_sps,
         "stragglers": stragglers,
         "trials_discarded": measured.discarded,
+        "stopped_early": measured.stopped_early,
+        "timed_s": measured.timed_s,
+        "compile_cache": workload.compile_cache,
     }
 
 
@@ -248,8 +290,9 @@ def run_probe(
     samples_per_batch: int,
     timer: Timer,
     emit: Emit,
-    spawn_s: float | None = None,
+    start_costs: Mapping[str, float] | None = None,
     gather: Gather = one_rank,
+    stop_below: float | None = None,
 ) -> dict[str, Any]:
     """Loss, warm-up, then each phase; emits every event but ``start`` and returns the result.
 
@@ -260,13 +303,16 @@ def run_probe(
         samples_per_batch: the global batch, so samples/s are the job's.
         timer: clock and device sync.
         emit: event sink, ``emit(kind, **fields)``.
-        spawn_s: process start to setup built, when the caller measured it.
+        start_costs: what starting cost before the first step, as the caller
+            measured it (``spawn`` or ``setup``, see the module docstring).
         gather: every rank's seconds at a trial edge (a collective under DDP);
             the slowest rank's count. ``[seconds]`` on one rank.
+        stop_below: FULL samples/s a probe must reach to stay in the running
+            (early stop); None measures every trial and phase.
     """
     gathered = _CountingGather(gather)
     warm = _timed_warm_up(
-        workload, budget, timer=timer, emit=emit, spawn_s=spawn_s, gather=gathered
+        workload, budget, timer=timer, emit=emit, start_costs=start_costs, gather=gathered
     )
     measured = _measure_phases(
         workload,
@@ -276,6 +322,7 @@ def run_probe(
         timer=timer,
         emit=emit,
         gather=gathered,
+        stop_below=stop_below,
     )
     result = _probe_result(
         workload, warm, measured, samples_per_batch=samples_per_batch, world=gathered.world

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from tuneup.probe.stats import median, relative_spread
+from tuneup.probe.stats import clearly_slower, median, relative_spread
 
 Emit = Callable[..., None]
 """``emit(kind, **fields)``: writes one event (see :mod:`tuneup.probe.events`)."""
@@ -45,6 +45,11 @@ class Workload(Protocol):
     @property
     def scaler_overflows(self) -> int:
         """fp16 loss-scaler overflows so far (0 without a scaler)."""
+        ...
+
+    @property
+    def compile_cache(self) -> str:
+        """ "warm" or "cold": whether torch.compile found its graphs compiled; "" without it."""
         ...
 
     def prepare(self, phase: str) -> None:
@@ -151,6 +156,7 @@ def run_trials(
     emit: Emit,
     gather: Gather = one_rank,
     extend: int | None = None,
+    stop_below: float | None = None,
 ) -> list[Trial]:
     """T trials of ``work(steps)``, the device synchronised only at each trial's edges.
 
@@ -158,7 +164,8 @@ def run_trials(
     leading trial far slower than the rest (`leading_outlier`) is dropped and
     one more trial run in its place, up to `extend` times (default: T), so
     one-time work that outlasted the warm-up never reaches the figures; every
-    trial, dropped or not, is still emitted as an event.
+    trial, dropped or not, is still emitted as an event. With `stop_below`
+    (samples/s), the trials end early once they are `clearly_slower` than it.
     """
     results: list[Trial] = []
     budget = trials + (trials if extend is None else extend)
@@ -179,4 +186,6 @@ def run_trials(
         trial = Trial(phase, index, batches, seconds, rate, rank_seconds)
         emit("trial", **trial.to_event())
         results.append(trial)
+        if clearly_slower([t.samples_per_s for t in results], stop_below):
+            break
     return results

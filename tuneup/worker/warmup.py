@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from tuneup.probe.types import Budget
@@ -65,12 +66,13 @@ class WarmupTracker:
 
 
 def one_time_costs(
-    tracker: WarmupTracker, *, graph_capture_s: float = 0.0, spawn_s: float | None = None
+    tracker: WarmupTracker,
+    *,
+    graph_capture_s: float = 0.0,
+    start_costs: Mapping[str, float] | None = None,
 ) -> dict[str, float]:
     """The costs paid once per run, in seconds (see the module docstring)."""
-    costs: dict[str, float] = {}
-    if spawn_s is not None:
-        costs["spawn"] = spawn_s
+    costs: dict[str, float] = dict(start_costs or {})
     steady = tracker.steady_step_s or 0.0
     costs["first_steps"] = max(0.0, tracker.seconds - graph_capture_s - steady * tracker.steps)
     if graph_capture_s > 0:

@@ -95,6 +95,19 @@ class SetupWorkload:
         self._graph_checked = False
         self._pending: list[torch.Tensor] = []
         self._cached: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._compiled_before = _compile_cache_counts() if setup.cfg.jit == "compile" else None
+
+    @property
+    def compile_cache(self) -> str:
+        """ "warm" when torch.compile found every graph in its cache, "cold" when it compiled
+        one, "" without torch.compile (read from its counters, since this setup was built)."""
+        if self._compiled_before is None:
+            return ""
+        hits, misses = (
+            now - before
+            for now, before in zip(_compile_cache_counts(), self._compiled_before, strict=True)
+        )
+        return "cold" if misses else ("warm" if hits else "")
 
     @property
     def scaler_overflows(self) -> int:
@@ -176,3 +189,12 @@ class SetupWorkload:
         if self.setup.device.type != "cuda":
             return None
         return torch.cuda.max_memory_allocated(self.setup.device) / 2**20
+
+
+def _compile_cache_counts() -> tuple[int, int]:
+    """Inductor's FX graph cache (hits, misses) in this process so far."""
+    # torch: torch.compile is in use, so its dynamo is loaded already
+    from torch._dynamo.utils import counters
+
+    inductor = counters["inductor"]
+    return int(inductor["fxgraph_cache_hit"]), int(inductor["fxgraph_cache_miss"])

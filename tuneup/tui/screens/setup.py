@@ -28,15 +28,18 @@ from tuneup.errors import UsageError
 from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import ProbePreset, load_preset, preset_stage
 from tuneup.probe.estimate import (
+    PAIRS_PER_STAGE,
     StepModel,
     duration_text,
     estimate_ladder_seconds,
     fits,
+    rescaled,
     time_limit,
     trim,
 )
 from tuneup.probe.stages import Proposal
 from tuneup.probe.types import Budget
+from tuneup.tuning.ladder_record import LadderCosts
 
 
 @dataclass(frozen=True)
@@ -141,6 +144,8 @@ class SetupScreen(Screen[None]):
         preset_name: the preset chosen first.
         presets: (name, description) of the presets to offer.
         step_model: the estimate's start-up and step-time guesses.
+        recorded: what a preset's ladder cost on this machine before (LadderRecord),
+            by preset name: the estimate's costs where known, instead of the guesses.
         time_budget_s: the session's time budget, if the user gave one.
         clock: epoch seconds now (tests freeze it).
         gpu_memory_gib: each GPU's memory, when known.
@@ -189,6 +194,7 @@ class SetupScreen(Screen[None]):
         preset_name: str,
         presets: list[tuple[str, str]],
         step_model: StepModel,
+        recorded: Callable[[str], LadderCosts | None] | None = None,
         time_budget_s: float | None = None,
         clock: Callable[[], float] = time.time,
         gpu_memory_gib: tuple[float, ...] = (),
@@ -196,6 +202,7 @@ class SetupScreen(Screen[None]):
         nodes: int = 1,
     ) -> None:
         super().__init__()
+        self.recorded = recorded
         self.nproc, self.nodes = nproc, nodes
         self.machine = dataclasses.replace(machine, world_size=nproc * nodes, nodes=nodes)
         self.job = job
@@ -282,9 +289,22 @@ class SetupScreen(Screen[None]):
         selected = set(self.query_one("#stages", SelectionList).selected)
         return [p for p in self.proposals if p.stage in selected and not p.skipped]
 
+    def measured(self) -> LadderCosts | None:
+        """What this preset's ladder cost on this machine before, if it ran here."""
+        return self.recorded(self.preset.name) if self.recorded is not None else None
+
     def estimate_s(self) -> float:
+        kept = self.measured()
+        if kept is None:
+            return estimate_ladder_seconds(
+                [len(p.candidates) for p in self.chosen()], self.budget, self.step_model
+            )
         return estimate_ladder_seconds(
-            [len(p.candidates) for p in self.chosen()], self.budget, self.step_model
+            [len(p.candidates) for p in self.chosen()],
+            self.budget,
+            self.step_model,
+            costs=rescaled(kept.costs, kept.budget, self.budget, self.step_model),
+            pairs_per_stage=kept.pairs_per_stage,
         )
 
     def limit_s(self) -> float | None:
@@ -295,7 +315,9 @@ class SetupScreen(Screen[None]):
             self.estimate_s(), self.time_budget_s, allocation_left_s(self.job, self.clock())
         )
         count = len(self.chosen())
-        text = f"{count} stage(s): {message}"
+        kept = self.measured()
+        how = f"measured here {kept.when}" if kept else "a guess"
+        text = f"{count} stage(s): {message} ({how})"
         if not ok:
             text += " - trim the ladder, or raise the budget"
         estimate = self.query_one("#estimate", Static)
@@ -355,7 +377,17 @@ class SetupScreen(Screen[None]):
     def action_trim(self) -> None:
         """Uncheck the last stages (then lower T) until the estimate fits."""
         plans = [(p.stage, len(p.candidates)) for p in self.chosen()]
-        trimmed = trim(plans, self.budget, self.limit_s(), self.step_model)
+        kept = self.measured()
+        trimmed = trim(
+            plans,
+            self.budget,
+            self.limit_s(),
+            self.step_model,
+            costs=None if kept is None else rescaled(
+                kept.costs, kept.budget, self.budget, self.step_model
+            ),
+            pairs_per_stage=kept.pairs_per_stage if kept else PAIRS_PER_STAGE,
+        )  # fmt: skip
         stages = self.query_one("#stages", SelectionList)
         for name, _ in plans:
             if name not in trimmed.stages:

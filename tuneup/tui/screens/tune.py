@@ -16,6 +16,7 @@ from textual.widgets import Footer, ProgressBar, RichLog, Static
 
 from tuneup.monitor.widgets.chart import Chart, Series
 from tuneup.probe.describe import result_line, session_ranks, sps_text
+from tuneup.probe.estimate import time_left_text
 from tuneup.probe.events import ErrorEvent, Event, StartEvent, TrialEvent, WarmupEvent
 from tuneup.tui.driver import SessionDriver
 from tuneup.tui.screens.results import ResultsScreen, export_all, session_hints
@@ -98,6 +99,7 @@ class TuneScreen(Screen[None]):
         self.finished = False
         self.quitting = False
         self.current = ""
+        self.left = ""  # the ladder's expected time left, as the session last said it
         self.exported: list[Any] = []
         self._points: list[tuple[float, float]] = []
 
@@ -146,6 +148,9 @@ class TuneScreen(Screen[None]):
     def on_session_driver_total_changed(self, message: SessionDriver.TotalChanged) -> None:
         self.total = message.total
         self.query_one(ProgressBar).update(total=max(self.total, self.done))
+
+    def on_session_driver_time_left(self, message: SessionDriver.TimeLeft) -> None:
+        self.left = time_left_text(message.seconds, message.measured)
 
     def on_session_driver_probe_started(self, message: SessionDriver.ProbeStarted) -> None:
         self.current = f"{message.stage}: {message.label}"
@@ -216,7 +221,8 @@ class TuneScreen(Screen[None]):
     def _show_status(self, doing: str) -> None:
         head = "PAUSED · " if self.driver.paused and not self.finished else ""
         where = f"{self.current} · " if self.current else ""
-        self.query_one("#tune-status", Static).update(f"{head}{where}{doing}")
+        left = f" · ladder: {self.left}" if self.left and not self.finished else ""
+        self.query_one("#tune-status", Static).update(f"{head}{where}{doing}{left}")
 
     # Keys.
 

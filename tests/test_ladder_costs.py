@@ -1,0 +1,61 @@
+"""What ladders and cold compiles cost, kept on this machine for later estimates and probes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tuneup.probe.compile_costs import ColdCompileCosts
+from tuneup.probe.estimate import ProbeCosts
+from tuneup.probe.types import Budget, ProbeResult, Status
+from tuneup.tuning.ladder_record import LadderCosts, LadderRecord
+
+VALUES = {"jit": "compile", "amp_mode": "bf16"}
+
+
+def compiled(cache: str, first_steps: float, ok: bool = True) -> ProbeResult:
+    return ProbeResult(
+        "jit",
+        {"jit": "compile"},
+        VALUES,
+        Status.OK if ok else Status.CRASH,
+        one_time_s={"spawn": 2.0, "first_steps": first_steps},
+        compile_cache=cache,
+    )
+
+
+def test_a_warm_compile_reports_the_cold_cost_this_machine_measured(tmp_path: Path) -> None:
+    costs = ColdCompileCosts(tmp_path)
+    cold = costs.apply(compiled("cold", 41.5), VALUES)
+    warm = costs.apply(compiled("warm", 3.2), VALUES)
+
+    assert cold.compile_cold_s is None  # its own first_steps is the cold cost
+    assert warm.compile_cold_s == 41.5 and warm.one_time_s["first_steps"] == 3.2
+    # Kept across sessions: a new record on the same folder knows it.
+    again = ColdCompileCosts(tmp_path).apply(compiled("warm", 3.0), VALUES)
+    assert again.compile_cold_s == 41.5
+
+
+def test_a_warm_compile_never_measured_cold_here_says_nothing(tmp_path: Path) -> None:
+    warm = ColdCompileCosts(tmp_path).apply(compiled("warm", 3.2), VALUES)
+    assert warm.compile_cold_s is None
+    failed = ColdCompileCosts(tmp_path).apply(compiled("cold", 50.0, ok=False), VALUES)
+    assert ColdCompileCosts(tmp_path).cold_s(VALUES) is None and not failed.ok
+
+
+def test_a_damaged_cost_file_reads_as_empty(tmp_path: Path) -> None:
+    (tmp_path / "cold-compile-costs.json").write_text("{not json")
+    assert ColdCompileCosts(tmp_path).cold_s(VALUES) is None
+    ColdCompileCosts(tmp_path).remember(VALUES, 12.0)
+    assert ColdCompileCosts(tmp_path).cold_s(VALUES) == 12.0
+
+
+def test_the_ladder_record_keeps_each_trainer_and_presets_costs(tmp_path: Path) -> None:
+    record = LadderRecord(tmp_path)
+    kept = LadderCosts(ProbeCosts(2.8, 0.6, measured=True), 4.5, Budget(trials=3), "2026-11-26")
+    record.remember("unet", "cpu-smoke", kept)
+
+    assert LadderRecord(tmp_path).recall("unet", "cpu-smoke") == kept
+    assert record.recall("unet", "h200") is None
+    assert record.recall("sim", "cpu-smoke") is None
+    (tmp_path / "ladder-costs.json").write_text('{"unet|cpu-smoke": {"fresh_s": "x"}}')
+    assert record.recall("unet", "cpu-smoke") is None

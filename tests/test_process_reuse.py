@@ -1,0 +1,89 @@
+"""The U-Net backend's process policy: which probes share a serving worker, which start
+afresh, what IO figure a probe carries, and what it is told about stopping early."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.test_resident import ServingLauncher
+from tuneup.probe.types import Budget, Candidate, ProbeResult, Status
+from tuneup.trainers.backends import WorkerBackend
+
+BASE: dict[str, Any] = {"device": "cpu", "global_batch_size": 8, "num_data_workers": 1}
+
+
+@pytest.fixture
+def backend(tmp_path: Path) -> WorkerBackend:
+    made = WorkerBackend(tmp_path, Budget(limit_s=20.0), seed=0)
+    made.runner.launcher = ServingLauncher()  # type: ignore[assignment]
+    yield made
+    made.close()
+
+
+def probe(
+    backend: WorkerBackend, stage: str, label: str = "x", pair: int | None = None, **values: Any
+) -> ProbeResult:
+    result = backend(stage, Candidate(label, values, pair=pair), {**BASE, **values})
+    assert result.status is Status.OK, result.reason
+    return result
+
+
+def test_the_baseline_starts_afresh_each_time_and_a_stage_follows_the_second(backend):
+    runs = [
+        probe(backend, "baseline"),
+        probe(backend, "baseline"),
+        probe(backend, "amp", amp_mode="bf16"),
+        probe(backend, "amp", "incumbent"),
+        probe(backend, "amp", amp_mode="bf16"),
+    ]
+    assert [r.served_before for r in runs] == [0, 0, 1, 2, 3]
+
+
+def test_each_confirmation_pair_starts_a_fresh_process_of_its_own(backend):
+    probe(backend, "optimizer", optimizer_impl="fused")
+    runs = [
+        probe(backend, "confirm", "baseline", pair=7),
+        probe(backend, "confirm", "recommended", pair=7, optimizer_impl="fused"),
+        probe(backend, "confirm", "recommended", pair=8, optimizer_impl="fused"),
+        probe(backend, "confirm", "baseline", pair=8),
+    ]
+    assert [r.served_before for r in runs] == [0, 1, 0, 1]
+
+
+def test_asking_for_fresh_processes_gives_every_probe_its_own(tmp_path):
+    backend = WorkerBackend(tmp_path, Budget(limit_s=20.0), seed=0, fresh_processes=True)
+    backend.runner.launcher = ServingLauncher()  # type: ignore[assignment]
+    runs = [probe(backend, "amp"), probe(backend, "amp", amp_mode="bf16"), probe(backend, "amp")]
+    assert [r.served_before for r in runs] == [0, 0, 0]
+    assert backend.runner.launcher.served == []  # type: ignore[attr-defined]
+
+
+def test_a_knob_read_once_per_process_never_shares_one(backend):
+    first = probe(backend, "amp")
+    other = probe(backend, "data", device="auto")
+    assert (first.served_before, other.served_before) == (0, 0)
+
+
+def test_a_data_path_measured_before_carries_its_io_figure(backend, tmp_path):
+    first = probe(backend, "baseline")
+    same_path = probe(backend, "amp", "bf16", amp_mode="bf16")
+    new_path = probe(backend, "workers", "2 workers", num_data_workers=2)
+
+    assert first.io_sps == 300.0 and first.io_from == ""
+    assert same_path.io_sps == 300.0 and same_path.io_from == "carried from baseline: x"
+    assert new_path.io_from == ""
+    phases = [json.loads(p.read_text())["phases"] for p in sorted(tmp_path.glob("*.json"))]
+    assert ["io" in p for p in phases] == [True, False, True]
+
+
+def test_a_screen_hint_to_stop_early_reaches_the_worker(backend, tmp_path):
+    backend("jit", Candidate("compile", {"jit": "compile"}, stop_below_sps=123.0), BASE)
+    backend("jit", Candidate("script", {"jit": "script"}), BASE)
+
+    specs = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("*.json"))]
+    assert specs[0]["stop_below_sps"] == 123.0
+    assert "stop_below_sps" not in specs[1]

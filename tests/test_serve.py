@@ -1,0 +1,128 @@
+"""The real serving worker: a probe in a reused process trains exactly as in a fresh one,
+and a failure inside one (an exception, an OOM, a killed worker) costs that probe alone."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from tuneup.cluster.launch import LocalLauncher
+from tuneup.probe.events import Event, StartEvent
+from tuneup.probe.runner import ProbeRunner
+from tuneup.probe.types import Budget, ProbeResult, ProbeSpec, Status
+from tuneup.worker.serve import serve
+
+BUDGET = Budget(
+    warmup_min_steps=1, warmup_max_steps=2, trial_steps=2, trials=2, loss_steps=3, limit_s=120
+)
+
+
+class Pids:
+    def __init__(self) -> None:
+        self.pids: list[int | None] = []
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, StartEvent):
+            self.pids.append(event.pid)
+
+
+def probe(runner: ProbeRunner, values: dict[str, Any], *, key: str | None = "cpu") -> ProbeResult:
+    spec = ProbeSpec(config={**values, "Nsamples": 256}, budget=BUDGET)
+    return runner.run("stage", {}, spec, reuse=key)
+
+
+@pytest.mark.slow
+def test_a_served_probe_trains_exactly_as_in_a_fresh_process(tmp_path, tiny_values):
+    pids = Pids()
+    runner = ProbeRunner(LocalLauncher(), tmp_path, on_event=pids)
+    try:
+        alone = probe(runner, tiny_values, key=None)
+        other = probe(runner, {**tiny_values, "optimizer_impl": "fused", "global_batch_size": 8})
+        served = probe(runner, tiny_values)
+    finally:
+        runner.close()
+
+    assert [r.status for r in (alone, other, served)] == [Status.OK] * 3
+    assert (alone.served_before, other.served_before, served.served_before) == (0, 0, 1)
+    assert pids.pids[1] == pids.pids[2] != pids.pids[0]
+    # The same fixed-seed losses, step for step: nothing the other probe did carried over.
+    assert served.losses == pytest.approx(alone.losses, rel=1e-6)
+    assert "setup" in served.one_time_s and "spawn" not in served.one_time_s
+    assert "spawn" in alone.one_time_s
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("fault", "status", "words"),
+    [
+        ("crash", Status.CRASH, "simulated crash"),
+        ("oom", Status.OOM, "out of memory"),
+        ("kill", Status.CRASH, "SIGKILL"),
+    ],
+)
+def test_a_failure_in_a_served_process_costs_that_probe_alone(
+    tmp_path, tiny_values, monkeypatch, fault, status, words
+):
+    monkeypatch.setenv("TUNEUP_WORKER_FAULT", f"{fault}:amp_mode=bf16")
+    pids = Pids()
+    runner = ProbeRunner(LocalLauncher(), tmp_path, on_event=pids, grace_s=2.0)
+    try:
+        first = probe(runner, tiny_values)
+        failed = probe(runner, {**tiny_values, "amp_mode": "bf16"})
+        after = probe(runner, tiny_values)
+    finally:
+        runner.close()
+
+    assert first.status is Status.OK
+    assert failed.status is status and words in failed.reason
+    assert failed.served_before == 1
+    # The next probe starts a fresh process, and measures as the first did.
+    assert after.status is Status.OK and after.served_before == 0
+    assert pids.pids[0] == pids.pids[1] != pids.pids[2]
+    assert after.losses == pytest.approx(first.losses, rel=1e-6)
+    assert failed.transient is (fault == "kill")
+
+
+@pytest.mark.slow
+def test_serve_reads_spec_paths_until_eof_and_stops_after_a_failure(tmp_path, tiny_values):
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(ProbeSpec(config=tiny_values, budget=BUDGET).to_dict()))
+    bad = tmp_path / "bad.json"
+    refused = {**tiny_values, "cuda_graphs": True, "amp_mode": "fp16"}  # refused anywhere
+    bad.write_text(json.dumps(ProbeSpec(config=refused, budget=BUDGET).to_dict()))
+
+    done = subprocess.run(
+        [sys.executable, "-m", "tuneup.worker", "--serve"],
+        input=f"{good}\n\n{good}\n{bad}\n{good}\n",
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    # Two probes served, the third refused, and nothing after it: the process ended.
+    assert [e["served"] for e in lines if e["event"] == "start"] == [0, 1]
+    assert [e["event"] for e in lines].count("result") == 2
+    assert lines[-1]["event"] == "error" and lines[-1]["kind"] == "unsupported"
+    assert done.returncode == 3
+
+
+def test_serve_ends_at_eof_and_refuses_a_spec_it_cannot_read(tmp_path):
+    events = io.StringIO()
+    assert serve(io.StringIO(""), events, 0.0) == 0
+    assert events.getvalue() == ""
+
+    code = serve(io.StringIO(f"{tmp_path / 'missing.json'}\n"), events, 0.0)
+
+    line = json.loads(events.getvalue())
+    assert code == 2 and line["event"] == "error" and "missing.json" in line["message"]
+
+
+def test_the_serving_worker_is_python_m_tuneup_worker_serve():
+    launcher = LocalLauncher(python="/opt/py/bin/python")
+    assert launcher.serve_command() == ["/opt/py/bin/python", "-m", "tuneup.worker", "--serve"]

@@ -1,0 +1,50 @@
+"""What a cold torch.compile cost, remembered for the probes its cache then spares.
+
+Probes keep torch.compile's caches in tuneup's cache folder
+(cluster.launch.compile_cache_env), so a graph is compiled once per machine
+and later probes find it warm. The cost a user's own first run pays is the
+cold one: this record keeps it, by configuration, and a warm probe reports it
+as `compile_cold_s` beside its own (small) first-steps cost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from tuneup.bundled import read_cache_record, write_cache_record
+from tuneup.probe.types import ProbeResult, probe_key
+
+FILE = "cold-compile-costs.json"
+
+
+class ColdCompileCosts:
+    """A JSON file of cold compile seconds by configuration; unreadable reads as empty."""
+
+    def __init__(self, folder: Path) -> None:
+        self.path = Path(folder) / FILE
+
+    def _read(self) -> dict[str, float]:
+        data = read_cache_record(self.path)
+        return {k: float(v) for k, v in data.items() if isinstance(v, (int, float))}
+
+    def cold_s(self, values: dict[str, Any]) -> float | None:
+        return self._read().get(probe_key(values))
+
+    def remember(self, values: dict[str, Any], seconds: float) -> None:
+        """Keep `seconds` as the cold cost of `values`."""
+        known = self._read()
+        known[probe_key(values)] = round(seconds, 3)
+        write_cache_record(self.path, known)
+
+    def apply(self, result: ProbeResult, values: dict[str, Any]) -> ProbeResult:
+        """Remember a cold compile's cost; give a warm one the cold cost measured before."""
+        if not result.ok:
+            return result
+        if result.compile_cache == "cold" and "first_steps" in result.one_time_s:
+            self.remember(values, result.one_time_s["first_steps"])
+            return result
+        if result.compile_cache == "warm":
+            return replace(result, compile_cold_s=self.cold_s(values))
+        return result

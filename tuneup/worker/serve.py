@@ -1,0 +1,105 @@
+"""A worker that runs several probes in a row: ``python -m tuneup.worker --serve [--events-fd N]``.
+
+Starting a process costs a probe more than its measurement on most machines
+(interpreter and torch import, CUDA start, cuDNN autotuning, compile caches
+warmed): a serving process pays that once for the probes of a stage. The
+runner (tuneup.probe.resident) writes one spec path per line on stdin; each
+probe runs exactly as in a process of its own (main.run: the config built
+afresh from its fixed seed, a new model, optimizer and loader) and streams the
+same events, its ``result`` (or ``error``) ending it. EOF on stdin ends the
+process.
+
+What a probe leaves behind is released before the next starts: the setup
+and its loader (whose worker processes are joined), the CUDA caching
+allocator's blocks and its peak counter, torch.compile's graphs
+(torch._dynamo.reset). What stays is what a process keeps by design and no
+measurement reads: imported modules, the CUDA context, cuDNN's autotuning
+cache (so a shape is autotuned once), compile caches on disk. TF32 is
+switched by torch's backend flags only (NVIDIA_TF32_OVERRIDE would hold for
+every later probe). The runner starts a fresh process for what must not
+share one (the baseline, the confirmation, several ranks, another device).
+
+After a failure (an exception, an OOM) the process writes the ``error``
+event and exits with status 3: the next probe starts in a fresh process,
+with nothing carried over.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import sys
+import time
+from pathlib import Path
+from typing import IO
+
+from tuneup.errors import ExitCode, UsageError
+from tuneup.probe.events import EventWriter
+from tuneup.trainer.runtime import TF32_ENV
+from tuneup.worker.main import load_spec, measure, open_events, process_start_time
+
+
+def release_probe_state() -> None:
+    """Drop what the last probe left in this process, so the next one starts clean."""
+    gc.collect()  # the setup, its loader iterators (and their worker processes) go now
+    # What survives is the process's own (modules, caches): frozen, the next collection
+    # scans only what the next probe makes (a full scan of torch's objects takes 0.1 s).
+    gc.freeze()
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+    dynamo = sys.modules.get("torch._dynamo")
+    if dynamo is not None:
+        dynamo.reset()
+
+
+def serve(control: IO[str], stream: IO[str], started: float) -> int:
+    """Run the probes whose spec paths arrive on `control`, one by one, until EOF.
+
+    Returns the process's exit status: 0 at EOF, 2 for a spec that cannot be
+    read, 3 after a probe failed, 130 when interrupted.
+    """
+    served = 0
+    while True:
+        line = control.readline()
+        if not line:
+            return ExitCode.OK
+        path = line.strip()
+        if not path:
+            continue
+        began = started if served == 0 else time.time()
+        events = EventWriter(stream)
+        try:
+            spec = load_spec(Path(path))
+        except UsageError as exc:
+            events.error("other", str(exc))
+            print(f"tuneup worker: error: {exc}", file=sys.stderr)
+            return ExitCode.USAGE
+        code = measure(spec, events, began, served)
+        if code != ExitCode.OK:
+            return code
+        served += 1
+        release_probe_state()
+
+
+def main(argv: list[str] | None = None) -> int:
+    started = process_start_time()
+    parser = argparse.ArgumentParser(
+        prog="python -m tuneup.worker --serve",
+        description="Run the probes whose spec paths arrive on stdin, one per line.",
+    )
+    parser.add_argument("--serve", action="store_true", required=True)
+    parser.add_argument("--events-fd", type=int, default=None, metavar="N")
+    args = parser.parse_args(argv)
+    try:
+        stream = open_events(args.events_fd)
+    except OSError as exc:
+        print(f"tuneup worker: error: events fd {args.events_fd}: {exc.strerror}", file=sys.stderr)
+        return ExitCode.USAGE
+    os.environ.pop(TF32_ENV, None)  # the backend flags switch TF32 here, probe by probe
+    return serve(sys.stdin, stream, started)
