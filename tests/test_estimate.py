@@ -124,7 +124,8 @@ def test_measured_costs_follow_the_budget_by_the_models_ratio() -> None:
 
 
 def test_the_time_left_says_when_it_is_only_a_guess() -> None:
-    assert time_left_text(75, measured=True) == "about 1 min left"
+    assert time_left_text(75, measured=True) == "about 1 min 15 s left"
+    assert time_left_text(1500, measured=True) == "about 25 min left"
     assert time_left_text(30, measured=False).endswith("(a guess until the first probes finish)")
 
 

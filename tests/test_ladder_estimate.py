@@ -52,17 +52,14 @@ class Sharing:
 
 
 class Said(SilentReporter):
-    """Keeps each time_left the session says, with the probes done when it said it."""
+    """Keeps each time_left the session says (at the start, then after each probe), with
+    the probes done when it said it."""
 
     def __init__(self) -> None:
-        self.done = 0
         self.said: list[tuple[int, float, bool, float]] = []  # done, seconds, measured, when
 
-    def probe_done(self, result: ProbeResult, reused: bool) -> None:
-        self.done += 1
-
     def time_left(self, seconds: float, measured: bool) -> None:
-        self.said.append((self.done, seconds, measured, time.monotonic()))
+        self.said.append((len(self.said), seconds, measured, time.monotonic()))
 
 
 def sharing_session(tmp_path: Path, reporter: Said, record: LadderRecord) -> ProbeSession:

@@ -91,7 +91,7 @@ class PlainReporter:
     def time_left(self, seconds: float, measured: bool) -> None:
         first = not self.left
         self.left = time_left_text(seconds, measured)
-        if first:  # the estimate before any probe; later ones ride on each probe's line
+        if first:  # the estimate before any probe; later ones end each probe's line
             print(f"tuneup probe: ladder {self.left}", file=self.stream, flush=True)
 
     def probe_done(self, result: ProbeResult, reused: bool) -> None:
@@ -99,7 +99,8 @@ class PlainReporter:
         if result.stage == "baseline" and result.ok and self.baseline_sps is None:
             self.baseline_sps = result.full_sps
         line = result_line(result, self.baseline_sps, reused, ranks=self.ranks)
-        print(f"[{self.done}/~{self.total}] {line}", file=self.stream, flush=True)
+        left = f" · ladder: {self.left}" if self.left else ""
+        print(f"[{self.done}/~{self.total}] {line}{left}", file=self.stream, flush=True)
 
 
 class RichReporter(PlainReporter):

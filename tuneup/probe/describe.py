@@ -71,6 +71,8 @@ def result_line(
     if result.ok and result.contention is not None and result.contention.contended:
         status += f" (contended: {result.contention.note})"
     status += stragglers_text(result)
+    if result.ok and result.stopped_early:
+        status += f" (stopped early: {len(result.full_sps_trials)} FULL trials, clearly slower)"
     again = " [from journal]" if reused else ""
     return (
         f"{result.stage:<13} {label:<32} FULL {sps_text(result.full_sps):>10} samples/s"

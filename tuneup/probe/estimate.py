@@ -213,9 +213,12 @@ def estimate_ladder_seconds(
 
 
 def duration_text(seconds: float) -> str:
-    """Minutes or hours as people read them: "45 s", "12 min", "2 h 05 min"."""
-    if seconds < 60:
+    """As people read it: "45 s", "3 min 20 s", "12 min", "2 h 05 min"."""
+    if seconds < 59.5:
         return f"{seconds:.0f} s"
+    if seconds < 9.5 * 60:
+        minutes, rest = divmod(round(seconds), 60)
+        return f"{minutes} min {rest:02d} s" if rest else f"{minutes} min"
     minutes = round(seconds / 60)
     if minutes < 60:
         return f"{minutes} min"

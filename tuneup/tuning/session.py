@@ -348,7 +348,7 @@ class ProbeSession:
         left = self._left(None, costs)
         self._total = left.probes
         self.reporter.session_start(self.session_info(), self._total)
-        self.reporter.time_left(left.seconds(costs), costs.measured)
+        self._say_time_left(left, costs)
         if self.sampler is not None:
             self.sampler.start()
 
@@ -436,11 +436,17 @@ class ProbeSession:
         if total != self._total:  # said before the line that would have run past it
             self._total = total
             self.reporter.total_changed(total)
+        self._say_time_left(left, costs)
         self.reporter.probe_done(result, reused=reused)
-        self.reporter.time_left(left.seconds(costs), costs.measured)
 
     def _candidate_counts(self) -> list[int]:
         return [0 if p.skip_reason else len(p.candidates) for p in self.plans]
+
+    def _say_time_left(self, left: LadderShape, costs: ProbeCosts) -> None:
+        """Tell the reporter the time left; never for a simulated trainer, whose probes take
+        no time worth telling."""
+        if not load_trainer(self.trainer).simulated:
+            self.reporter.time_left(left.seconds(costs), costs.measured)
 
     def _guess(self) -> ProbeCosts:
         """StepModel's guess of this ladder's probe costs, or the record of an earlier one."""
@@ -454,12 +460,8 @@ class ProbeSession:
         return rescaled(kept.costs, kept.budget, self.preset.budget, adapter.step_model)
 
     def _costs(self) -> ProbeCosts:
-        """What a probe costs here: measured as soon as probes finished (a simulated
-        trainer's simulated seconds are no guide to the wall clock: its guess stays)."""
-        guess = self._guess()
-        if load_trainer(self.trainer).simulated:
-            return guess
-        return measured_costs(self._seen, guess)
+        """What a probe costs here: measured as soon as probes finished."""
+        return measured_costs(self._seen, self._guess())
 
     def _decided(self, stage: str | None) -> list[tuple[int, int]]:
         """(probes, candidates) of the stages decided before `stage` (all, at the confirmation)."""
@@ -510,7 +512,8 @@ class ProbeSession:
     def _keep_costs(self) -> None:
         """This ladder's measured costs, for the next estimate before any probe has run."""
         costs = self._costs()
-        if self.record is None or not costs.measured or self.fresh_processes:
+        simulated = load_trainer(self.trainer).simulated
+        if self.record is None or not costs.measured or self.fresh_processes or simulated:
             return
         pairs = pairs_seen(self._decided("confirm"), prior=self._pairs(None))
         self.record.remember(
