@@ -20,10 +20,13 @@ and reports per run and per version (medians, with min and max):
 
 `--also-old-budget` runs the after version a third time per round on the before
 version's preset (its budget), to tell the machinery's gain from the budget's.
+Without `--before`, only the after version runs (the GPU suite's `speed` step:
+the default single-GPU ladder, whatever tuneup picks on that machine).
 
     git worktree add /tmp/tuneup-before c99afa0 && git worktree add /tmp/tuneup-after HEAD
     python bench/ladder_speed.py --before /tmp/tuneup-before --after /tmp/tuneup-after \\
         --rounds 2 --also-old-budget --out bench/results/ladder_speed_cpu.json
+    python bench/ladder_speed.py --after . --rounds 1 --keep /tmp/ladder --out speed.json
 
 Not a test: a round takes a few minutes on 2 cores (the before version most of it).
 """
@@ -182,22 +185,24 @@ def spread(rows: list[dict[str, Any]], key: str) -> dict[str, float] | None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--before", type=Path, required=True, help="a checkout of the earlier")
+    parser.add_argument("--before", type=Path, help="a checkout of the earlier version")
     parser.add_argument("--after", type=Path, required=True, help="a checkout of this version")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--preset", help="a preset name (default: the one tuneup picks)")
     parser.add_argument("--also-old-budget", action="store_true")
+    parser.add_argument("--keep", type=Path, help="keep the runs' results folders here")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    before, after = args.before.resolve(), args.after.resolve()
-    root = Path(tempfile.mkdtemp())
-    arms: list[tuple[str, Path, str | None]] = [
-        ("before", before, args.preset),
-        ("after", after, args.preset),
-    ]
-    if args.also_old_budget:
-        old = before / "presets" / f"{args.preset or 'cpu-smoke'}.yaml"
-        arms.append(("after, before's budget", after, str(old)))
+    after = args.after.resolve()
+    root = args.keep.resolve() if args.keep else Path(tempfile.mkdtemp())
+    root.mkdir(parents=True, exist_ok=True)
+    arms: list[tuple[str, Path, str | None]] = [("after", after, args.preset)]
+    if args.before is not None:
+        before = args.before.resolve()
+        arms.insert(0, ("before", before, args.preset))
+        if args.also_old_budget:
+            old = before / "presets" / f"{args.preset or 'cpu-smoke'}.yaml"
+            arms.append(("after, before's budget", after, str(old)))
     rows: list[dict[str, Any]] = []
     for round_ in range(args.rounds):
         for version, code, preset in arms:
@@ -217,12 +222,13 @@ def main() -> None:
             for key in ("wall_s", "probes", "trial_share", "trial_share_rebuilt")
         }
     walls = {v: versions[v]["wall_s"]["median"] for v in versions}  # type: ignore[index]
+    speedup = round(walls["before"] / walls["after"], 2) if "before" in walls else None
     record(
         "ladder_speed",
         args.out,
         rounds=args.rounds,
         versions=versions,
-        speedup_median_wall=round(walls["before"] / walls["after"], 2),
+        speedup_median_wall=speedup,
         runs=rows,
     )
 

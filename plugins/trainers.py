@@ -53,8 +53,10 @@ UNET = UnetTrainer(
     data_files=True,
     gpu_telemetry=True,
     in_app=True,
-    # A probe starts a process, imports torch and loads data; a stage's probes share one.
-    step_model=StepModel(served_startup_s=2.0),
+    # A guess for a GPU node until probes measure it: a process start with CUDA, data and
+    # autotuning; a step of the full U-Net at batch 64 (the tutorial's A100 took 0.17 s in
+    # fp32, 0.1 s with AMP; newer GPUs less); a stage's probes share a process.
+    step_model=StepModel(startup_s=30.0, step_s=0.1, served_startup_s=5.0),
 )
 SIM = SimTrainer(
     name="sim",

@@ -39,9 +39,9 @@ def test_a_probe_never_costs_more_than_its_limit() -> None:
 
 
 def test_probes_are_baselines_screens_pairs_and_the_confirmation() -> None:
-    # 2 baselines + 10 candidates + per stage 2 anchors and three pairs + 3 confirm pairs
-    assert probe_count([4, 3, 3]) == 2 + 10 + 3 * (2 + 6) + 6
-    assert probe_count([4, 0, 3]) == 2 + 7 + 2 * (2 + 6) + 6  # a skipped stage costs nothing
+    # 2 baselines + 10 candidates + per stage 2 anchors and five pairs + 3 confirm pairs
+    assert probe_count([4, 3, 3]) == 2 + 10 + 3 * (2 + 10) + 6
+    assert probe_count([4, 0, 3]) == 2 + 7 + 2 * (2 + 10) + 6  # a skipped stage costs nothing
     assert probe_count([0, 0]) == 2  # nothing to try: only the baseline runs
     assert probe_count([4, 3, 3], pairs_per_stage=1) == 2 + 10 + 3 * (2 + 2) + 6
 
@@ -49,7 +49,7 @@ def test_probes_are_baselines_screens_pairs_and_the_confirmation() -> None:
 def test_baselines_and_each_confirmation_pair_start_a_process_and_the_rest_share_one() -> None:
     shape = ladder_shape([4, 3])
     assert shape.fresh == 2 + 3
-    assert shape.served == (4 + 8) + (3 + 8) + 3
+    assert shape.served == (4 + 12) + (3 + 12) + 3
     alone = ladder_shape([4, 3], shares_processes=False)
     assert (alone.fresh, alone.served) == (shape.fresh + shape.served, 0)
 

@@ -17,7 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SUITE = ROOT / "bench" / "gpu" / "suite.py"
-STEPS = ["doctor", "honesty", "gpu-tests", "knobs", "ladder", "orphans"]
+STEPS = ["doctor", "honesty", "gpu-tests", "knobs", "ladder", "speed", "orphans"]
 
 
 def run_suite(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
@@ -85,7 +85,7 @@ def test_doctor_step_is_honest_about_the_command(dry_run) -> None:
 def test_the_main_steps_pass_on_the_cpu(dry_run) -> None:
     _, out = dry_run
     steps = steps_of(out)
-    for name in ("honesty", "gpu-tests", "knobs", "ladder", "orphans"):
+    for name in ("honesty", "gpu-tests", "knobs", "ladder", "speed", "orphans"):
         assert steps[name]["status"] == "pass", steps[name]
     assert steps["gpu-tests"]["why"] == "skipped: no CUDA"
     assert steps["orphans"]["figures"]["orphans"] == []
@@ -202,3 +202,11 @@ def test_pytest_counts_read_the_closing_line() -> None:
         "skipped": 17,
         "deselected": 831,
     }
+
+
+def test_speed_times_a_whole_ladder_and_says_where_its_time_went(dry_run) -> None:
+    _, out = dry_run
+    speed = steps_of(out)["speed"]["figures"]
+    assert speed["wall_s"] > 0 and speed["probes"] >= 2
+    assert 0 < speed["trial_share"] < 1
+    assert speed["fresh_probes"] >= 1 and speed["headline"]

@@ -9,7 +9,10 @@ skipped and says so):
   3. gpu-tests  pytest -m gpu
   4. knobs      each knob's effect on step time and MFU at batch 64
   5. ladder     a short real `tuneup probe` ladder, GPU telemetry joined
-  6. orphans    no worker or DataLoader child the suite started is left running
+  6. speed      the default single-GPU ladder, whole (the preset tuneup picks):
+                wall time, probes, where the time went (bench/ladder_speed.py);
+                the issue's target is under 10 minutes
+  7. orphans    no worker or DataLoader child the suite started is left running
                 (always runs last: it is the suite's own clean-up)
 
 Each step's record is appended to journal.jsonl as it finishes, and

@@ -409,6 +409,62 @@ def ladder_parse(ctx: Context, done: Finished) -> Outcome:
     return Outcome("pass", str(recommendation.get("headline") or ""), figures, key)
 
 
+# ---- 6. speed -----------------------------------------------------------------------------
+
+
+def speed_command(ctx: Context) -> list[str]:
+    """The default single-GPU ladder (the preset tuneup picks here), timed by
+    bench/ladder_speed.py: wall time, probes, where the time went, the estimate's error."""
+    command = [
+        ctx.python,
+        str(ctx.root / "bench" / "ladder_speed.py"),
+        "--after",
+        str(ctx.root),
+        "--rounds",
+        "1",
+        "--keep",
+        str(ctx.out / "speed"),
+        "--out",
+        str(ctx.out / "speed.json"),
+    ]
+    if ctx.cpu:  # the dry run checks the step's plumbing on the ladder step's tiny preset
+        command += ["--preset", str(ctx.out / "speed-preset.yaml")]
+    return command
+
+
+def speed_prepare(ctx: Context) -> str | None:
+    shutil.rmtree(ctx.out / "speed", ignore_errors=True)
+    (ctx.out / "speed.json").unlink(missing_ok=True)
+    if ctx.cpu:
+        preset = ladder_preset(ctx)
+        preset["name"] = "gpu-suite-speed-dry-run"
+        (ctx.out / "speed-preset.yaml").write_text(yaml.safe_dump(preset, sort_keys=False))
+    return None
+
+
+def speed_parse(ctx: Context, done: Finished) -> Outcome:
+    document = read_json(ctx.out / "speed.json") or {}
+    runs = document.get("runs") or []
+    if not runs:  # stopped at its limit: what the journal holds so far
+        probes = [p for d in sorted((ctx.out / "speed").glob("*")) for p in journal_probes(
+            d / "journal.jsonl"
+        )]  # fmt: skip
+        figures = {
+            "probes_so_far": len(probes),
+            "probe_wall_s": round(sum(p.get("wall_s") or 0 for p in probes), 1),
+            "timed_s": round(sum(p.get("timed_s") or 0 for p in probes), 1),
+        }
+        return Outcome("fail", f"the ladder did not finish: {_ended(done)}", figures)
+    run = runs[0]
+    key = (
+        f"{run['preset']}: {run['wall_s'] / 60:.1f} min, {run['probes']} probes, "
+        f"{100 * (run.get('trial_share') or 0):.0f}% in timed trials"
+    )
+    if done.rc != 0:
+        return Outcome("fail", _ended(done), run, key)
+    return Outcome("pass", str(run.get("headline") or ""), run, key)
+
+
 # ---- the table ---------------------------------------------------------------------------
 
 STEPS: tuple[Step, ...] = (
@@ -453,6 +509,15 @@ STEPS: tuple[Step, ...] = (
         ladder_command,
         ladder_parse,
         ladder_prepare,
+    ),
+    Step(
+        "speed",
+        "the default single-GPU ladder end to end: wall time, probes, timed-trial share",
+        {"gpu": 420, "cpu": 60},
+        {"gpu": 600, "cpu": 240},
+        speed_command,
+        speed_parse,
+        speed_prepare,
     ),
 )
 STEP_NAMES = (*(s.name for s in STEPS), "orphans")

@@ -34,7 +34,10 @@ from tuneup.probe.types import PHASES, Budget, ProbeResult
 BASELINE_REPEATS = 2
 CONFIRM_PAIRS = 3
 ANCHORS_PER_STAGE = 2  # the incumbent before and after a stage's candidates
-PAIRS_PER_STAGE = 3.0  # the pairs a decision takes beyond its screen, before any was seen
+# The pairs a decision takes beyond its screen, before any was seen: cpu-smoke ladders on
+# 2 cores took 4.5 to 7.6 a stage (bench/results/ladder_speed_cpu.json); a quieter machine
+# takes fewer, and a session learns its own (pairs_seen) and keeps it for the next.
+PAIRS_PER_STAGE = 5.0
 PRIOR_WEIGHT = 2.0  # the prior counts as this many stages when the session's own are few
 MIN_TRIALS = 2  # below two trials there is no spread to judge the noise by
 

@@ -66,6 +66,8 @@ _TREE_EVERY_S = 0.5  # how often the child's descendants are recorded (a /proc s
 # Enough for torchrun's error summary (7 lines a failed rank) on a node of 8 ranks.
 _STDERR_TAIL_LINES = 200
 
+_RETIRE_GRACE_S = 1.0  # an idle serving worker exits at EOF in tenths of a second
+
 _READER_JOIN_S = 2.0  # a process that escaped the group may hold the pipe open; don't wait on it
 
 __all__ = [
@@ -120,6 +122,7 @@ class ProbeRunner:
         self._count = 0
         self._callback_error: BaseException | None = None
         self._resident: ResidentWorker | None = None
+        self._retiring: list[threading.Thread] = []
 
     def interrupt(self) -> None:
         """Stop the current child (SIGTERM, then SIGKILL after grace_s) and any later run.
@@ -130,10 +133,28 @@ class ProbeRunner:
         self.interrupted = True
 
     def close(self) -> None:
-        """Stop the serving worker, if one is kept (it exits at the end of its stdin)."""
+        """Stop the serving worker, if one is kept (it exits at the end of its stdin), and
+        wait for the ones retired before it to be gone."""
         resident, self._resident = self._resident, None
         if resident is not None:
             resident.stop(self.grace_s)
+        for retiring in self._retiring:
+            retiring.join()
+        self._retiring.clear()
+
+    def _retire(self) -> None:
+        """Let the idle serving worker go while the next process starts: at the end of its
+        stdin it exits on its own, and that exit (a few tenths of a second of interpreter
+        teardown) overlaps the new process's start-up, never a measurement, which comes
+        seconds later. Past a short grace it is stopped like any other."""
+        resident, self._resident = self._resident, None
+        if resident is None:
+            return
+        retiring = threading.Thread(
+            target=resident.stop, args=(_RETIRE_GRACE_S,), name="retire-worker", daemon=True
+        )
+        retiring.start()
+        self._retiring = [t for t in self._retiring if t.is_alive()] + [retiring]
 
     def run(
         self,
@@ -182,10 +203,10 @@ class ProbeRunner:
             record.ended = INTERRUPTED
         elif reuse is not None and serving:
             if fresh:
-                self.close()
+                self._retire()
             self._run_served(record, started + limit, reuse)
         else:
-            self.close()  # a probe of its own never runs beside a serving worker
+            self._retire()  # a probe of its own never runs beside a serving worker
             self._run_child(record, started + limit, launcher or self.launcher)
         wall_s = time.monotonic() - started
 
@@ -268,7 +289,7 @@ class ProbeRunner:
         kept = self._resident
         if kept is not None and kept.key == key and kept.alive:
             return kept
-        self.close()
+        self._retire()
         assert isinstance(self.launcher, ServingLauncher)
         log = record.stderr_path.with_name(record.spec_path.stem + ".serving.stderr.log")
         self._resident = ResidentWorker(
