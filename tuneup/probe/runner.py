@@ -336,13 +336,13 @@ class ProbeRunner:
             if done:
                 record.returncode = 0  # its share of the process ended with the result
             else:
-                # Anything but a result (an error, a crash, a timeout, an interrupt): the
-                # process goes, and with it whatever the failed probe left in it. After an
-                # error event the worker exits by itself; it gets the grace to do so.
+                # Anything but a result (an error, a crash, a timeout, an interrupt, a
+                # KeyboardInterrupt here): the process goes, and with it whatever the failed
+                # probe left in it. After its error event the worker exits by itself and gets
+                # the grace to do so; one still in its probe is signalled at once.
                 self._resident = None
-                record.returncode = resident.stop(
-                    self.grace_s, gently=record.ended == EXITED and self._callback_error is None
-                )
+                ended_itself = record.ended == EXITED and resident.probe_ended.is_set()
+                record.returncode = resident.stop(self.grace_s, gently=ended_itself)
             resident.finish(record, done)
         record.stderr_tail = tail_lines(record.stderr_path, _STDERR_TAIL_LINES)
 

@@ -13,6 +13,7 @@ values.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import Counter
@@ -488,6 +489,10 @@ class ProbeSession:
         """Probes still expected after one of `stage` (None: before the first), by kind:
         each in a process of its own where probes share none (`costs` say so)."""
         counts = self._candidate_counts()
+        if self.search == "grid":  # the baseline once, then every combination once
+            combinations = math.prod(n + 1 for n in counts)
+            fresh = 0.0 if stage is not None else 1.0
+            return self._kinds(fresh, max(0.0, combinations - self._done - fresh), costs)
         names = [p.name for p in self.plans]
         pairs = self._pairs(stage)
         confirm = self.confirm_pairs if any(counts) else 0
@@ -504,7 +509,10 @@ class ProbeSession:
             later = []
             confirm = max(0.0, confirm - done_here / 2)  # type: ignore[assignment]
         served += sum(stage_probes(n, pairs) for n in later if n > 0)
-        fresh, served = fresh + confirm, served + confirm
+        return self._kinds(fresh + confirm, served + confirm, costs)
+
+    def _kinds(self, fresh: float, served: float, costs: ProbeCosts) -> LadderShape:
+        """The probes left, each in a process of its own where none is shared."""
         if self.fresh_processes or costs.served_s >= costs.fresh_s:
             return LadderShape(fresh + served, 0.0)
         return LadderShape(fresh, served)
