@@ -264,8 +264,9 @@ def _add_probe(commands: argparse._SubParsersAction) -> None:
         "probe",
         help="measure each knob in short isolated probes and recommend the fastest config",
         description="Run a preset's ladder of probes headless: a baseline, then each stage's "
-        "variants on top of the best so far, each in its own child process with a time "
-        "limit, then an interleaved A/B confirmation. Results are journaled as they arrive.",
+        "variants on top of the best so far, each in a child process with a time limit (a "
+        "stage's probes share one), then an interleaved A/B confirmation in fresh processes. "
+        "Results are journaled as they arrive.",
     )
     probe.add_argument(
         "--preset",

@@ -1,4 +1,4 @@
-"""A serving worker kept between probes: `python -m tuneup.worker --serve` under its guardian.
+"""Serving workers kept between probes: `python -m tuneup.worker --serve` under its guardian.
 
 The runner (runner.py) hands it one probe at a time: the spec's path on its
 stdin, then the probe's events on its stdout until ``result`` or ``error``.
@@ -11,7 +11,9 @@ they always were.
 
 A serving process is given up (stopped, and the next probe starts a fresh
 one) whenever a probe does not end with its result: an error, a crash, a
-timeout, an interrupt.
+timeout, an interrupt. `KeptWorker` is the runner's one kept worker and the
+ones it let go: a worker replaced while idle retires in the background, its
+exit overlapping the next process's start-up, never a measurement.
 """
 
 from __future__ import annotations
@@ -21,14 +23,30 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol, runtime_checkable
 
 from tuneup.cluster.proctree import Tree
 from tuneup.probe.childproc import ChildRun, has_exited, signal_group, start_guarded, wait_exit
 from tuneup.probe.events import ErrorEvent, Event, EventHandler, ResultEvent, parse_event
 
 _READER_JOIN_S = 2.0  # a process that escaped the group may hold the pipe open; don't wait on it
+
+_RETIRE_GRACE_S = 1.0  # an idle serving worker exits at EOF in tenths of a second
+
+
+@runtime_checkable
+class ServingLauncher(Protocol):
+    """A launcher whose worker can also serve several probes in one process."""
+
+    def serve_command(self) -> list[str]:
+        """The argument list of a worker that reads spec paths on stdin, one per line."""
+        ...
+
+    def env(self, base: dict[str, str]) -> dict[str, str]:
+        """The worker's environment, derived from a copy of the parent's."""
+        ...
 
 
 class ResidentWorker:
@@ -180,3 +198,62 @@ def _copy_from(source: Path, offset: int, target: Path) -> None:
                 dst.write(chunk)
     except OSError:
         pass
+
+
+class KeptWorker:
+    """The one serving worker a runner keeps between probes, and the ones it let go.
+
+    Args:
+        start: the argument list and environment of a new serving worker (asked at
+            each start, so it follows the runner's launcher of the moment).
+        on_event: what every worker's events are handed to.
+        grace_s: how long a worker stopped for good gets to exit before SIGKILL.
+    """
+
+    def __init__(
+        self,
+        start: Callable[[], tuple[list[str], dict[str, str]]],
+        on_event: EventHandler | None,
+        grace_s: float,
+    ) -> None:
+        self.start = start
+        self.on_event = on_event
+        self.grace_s = grace_s
+        self.worker: ResidentWorker | None = None
+        self._retiring: list[threading.Thread] = []
+
+    def for_key(self, key: str, record: ChildRun) -> ResidentWorker:
+        """The kept worker when it serves `key` and lives; else a new one (the old retires)."""
+        kept = self.worker
+        if kept is not None and kept.key == key and kept.alive:
+            return kept
+        self.retire()
+        log = record.stderr_path.with_name(record.spec_path.stem + ".serving.stderr.log")
+        argv, env = self.start()
+        self.worker = ResidentWorker(argv, env, key, log, on_event=self.on_event)
+        return self.worker
+
+    def forget(self) -> None:
+        """The kept worker is being stopped by its caller (its probe failed)."""
+        self.worker = None
+
+    def retire(self) -> None:
+        """Let the idle kept worker go in the background: at the end of its stdin it exits
+        on its own; past a short grace it is stopped like any other."""
+        worker, self.worker = self.worker, None
+        if worker is None:
+            return
+        retiring = threading.Thread(
+            target=worker.stop, args=(_RETIRE_GRACE_S,), name="retire-worker", daemon=True
+        )
+        retiring.start()
+        self._retiring = [t for t in self._retiring if t.is_alive()] + [retiring]
+
+    def close(self) -> None:
+        """Stop the kept worker, and wait for the ones retired before it to be gone."""
+        worker, self.worker = self.worker, None
+        if worker is not None:
+            worker.stop(self.grace_s)
+        for retiring in self._retiring:
+            retiring.join()
+        self._retiring.clear()

@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import IO, Any, Protocol, runtime_checkable
+from typing import IO, Any
 
 from tuneup.cluster.launch import Launcher
 from tuneup.cluster.leftovers import MARKER
@@ -58,7 +58,7 @@ from tuneup.probe.outcome import (
     classify,
     transient,
 )
-from tuneup.probe.resident import ResidentWorker
+from tuneup.probe.resident import KeptWorker, ServingLauncher
 from tuneup.probe.types import ProbeResult, ProbeSpec, Status
 
 _TREE_EVERY_S = 0.5  # how often the child's descendants are recorded (a /proc scan: ms)
@@ -66,23 +66,12 @@ _TREE_EVERY_S = 0.5  # how often the child's descendants are recorded (a /proc s
 # Enough for torchrun's error summary (7 lines a failed rank) on a node of 8 ranks.
 _STDERR_TAIL_LINES = 200
 
-_RETIRE_GRACE_S = 1.0  # an idle serving worker exits at EOF in tenths of a second
-
 _READER_JOIN_S = 2.0  # a process that escaped the group may hold the pipe open; don't wait on it
 
 __all__ = [
     "ChildRun",
     "ProbeRunner",
 ]
-
-
-@runtime_checkable
-class ServingLauncher(Protocol):
-    """A launcher whose worker can also serve several probes in one process."""
-
-    def serve_command(self) -> list[str]:
-        """The argument list of a worker that reads spec paths on stdin, one per line."""
-        ...
 
 
 class ProbeRunner:
@@ -121,8 +110,7 @@ class ProbeRunner:
         self.last_run: ChildRun | None = None
         self._count = 0
         self._callback_error: BaseException | None = None
-        self._resident: ResidentWorker | None = None
-        self._retiring: list[threading.Thread] = []
+        self._kept = KeptWorker(self._serving_start, on_event, grace_s)
 
     def interrupt(self) -> None:
         """Stop the current child (SIGTERM, then SIGKILL after grace_s) and any later run.
@@ -134,27 +122,17 @@ class ProbeRunner:
 
     def close(self) -> None:
         """Stop the serving worker, if one is kept (it exits at the end of its stdin), and
-        wait for the ones retired before it to be gone."""
-        resident, self._resident = self._resident, None
-        if resident is not None:
-            resident.stop(self.grace_s)
-        for retiring in self._retiring:
-            retiring.join()
-        self._retiring.clear()
+        wait for the ones let go before it to be gone."""
+        self._kept.close()
 
     def _retire(self) -> None:
-        """Let the idle serving worker go while the next process starts: at the end of its
-        stdin it exits on its own, and that exit (a few tenths of a second of interpreter
-        teardown) overlaps the new process's start-up, never a measurement, which comes
-        seconds later. Past a short grace it is stopped like any other."""
-        resident, self._resident = self._resident, None
-        if resident is None:
-            return
-        retiring = threading.Thread(
-            target=resident.stop, args=(_RETIRE_GRACE_S,), name="retire-worker", daemon=True
-        )
-        retiring.start()
-        self._retiring = [t for t in self._retiring if t.is_alive()] + [retiring]
+        self._kept.retire()
+
+    def _serving_start(self) -> tuple[list[str], dict[str, str]]:
+        """A new serving worker's command and environment, from the launcher of the moment."""
+        launcher = self.launcher
+        assert isinstance(launcher, ServingLauncher)
+        return launcher.serve_command(), self._child_env(launcher)
 
     def run(
         self,
@@ -284,36 +262,20 @@ class ProbeRunner:
                 proc.stdout.close()
         record.stderr_tail = tail_lines(record.stderr_path, _STDERR_TAIL_LINES)
 
-    def _serving_worker(self, key: str, record: ChildRun) -> ResidentWorker:
-        """The serving worker for `key`: the one kept, or a fresh one (the old one stopped)."""
-        kept = self._resident
-        if kept is not None and kept.key == key and kept.alive:
-            return kept
-        self._retire()
-        assert isinstance(self.launcher, ServingLauncher)
-        log = record.stderr_path.with_name(record.spec_path.stem + ".serving.stderr.log")
-        self._resident = ResidentWorker(
-            self.launcher.serve_command(),
-            self._child_env(self.launcher),
-            key,
-            log,
-            on_event=self.on_event,
-        )
-        return self._resident
-
     def _run_served(self, record: ChildRun, deadline: float, key: str) -> None:
         """Run one probe in a serving worker; give the worker up unless it ended with its result."""
-        resident = self._serving_worker(key, record)
+        kept = self._kept
+        resident = kept.for_key(key, record)
         if resident.proc is None:
             record.stderr_tail = [resident.start_error]
-            self._resident = None
+            kept.forget()
             return
         if not resident.begin(record):  # it died between probes: one fresh attempt
-            self.close()
-            resident = self._serving_worker(key, record)
+            kept.close()
+            resident = kept.for_key(key, record)
             if resident.proc is None or not resident.begin(record):
                 record.stderr_tail = [resident.start_error or "the serving worker is gone"]
-                self.close()
+                kept.close()
                 return
         proc = resident.proc
         assert proc is not None
@@ -340,7 +302,7 @@ class ProbeRunner:
                 # KeyboardInterrupt here): the process goes, and with it whatever the failed
                 # probe left in it. After its error event the worker exits by itself and gets
                 # the grace to do so; one still in its probe is signalled at once.
-                self._resident = None
+                kept.forget()
                 ended_itself = record.ended == EXITED and resident.probe_ended.is_set()
                 record.returncode = resident.stop(self.grace_s, gently=ended_itself)
             resident.finish(record, done)

@@ -323,18 +323,7 @@ def assemble_resume(
     lock = ResultsLock(results.path)
     previous = lock.acquire()
     try:
-        alerts = []
-        if previous is not None:
-            alerts.append(f"the run that held {quoted(folder)} ({previous.describe()}) is gone")
-        left = find_leftovers(results.path / "probes")
-        if left:
-            stop_leftovers(left)
-            alerts.append(
-                f"stopped {len(left)} process(es) a dead session left running: "
-                f"{describe_processes(left)}"
-            )
-        alerts += results.repair().notes(results.path)
-
+        alerts = _recover(results, previous.describe() if previous is not None else None)
         source = str(info.get("preset_source") or info.get("preset"))
         preset = load_preset(request.preset or source)
         recorded_budget = info.get("budget")
@@ -361,11 +350,7 @@ def assemble_resume(
             base=base,
             search=request.search or str(info.get("search") or "staged"),
             seed=request.seed if request.seed is not None else int(info.get("seed") or 0),
-            fresh_processes=bool(
-                info.get("fresh_processes")
-                if request.fresh_processes is None
-                else request.fresh_processes
-            ),
+            fresh_processes=_asked_or_recorded(request.fresh_processes, info, "fresh_processes"),
             machine=machine,
             plan=plan,
             job=job,
@@ -381,6 +366,26 @@ def assemble_resume(
     except BaseException:
         lock.release()
         raise
+
+
+def _recover(results: ResultsDir, previous_owner: str | None) -> list[str]:
+    """Make a folder a dead session left fit to continue; what was done, for the user."""
+    alerts = []
+    if previous_owner is not None:
+        alerts.append(f"the run that held {quoted(results.path)} ({previous_owner}) is gone")
+    left = find_leftovers(results.path / "probes")
+    if left:
+        stop_leftovers(left)
+        alerts.append(
+            f"stopped {len(left)} process(es) a dead session left running: "
+            f"{describe_processes(left)}"
+        )
+    return alerts + results.repair().notes(results.path)
+
+
+def _asked_or_recorded(asked: bool | None, info: dict[str, Any], key: str) -> bool:
+    """A switch of a resumed session: as asked now, else as its session.json recorded it."""
+    return bool(info.get(key)) if asked is None else asked
 
 
 def _already_a_session(folder: Path) -> UsageError:

@@ -13,7 +13,6 @@ values.
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections import Counter
@@ -27,16 +26,7 @@ from tuneup.errors import UsageError
 from tuneup.hardware.types import MachineInfo
 from tuneup.monitor.sampler import Sampler
 from tuneup.preset.load import ProbePreset, preset_stage
-from tuneup.probe.estimate import (
-    PAIRS_PER_STAGE,
-    LadderShape,
-    ProbeCosts,
-    guess_costs,
-    measured_costs,
-    pairs_seen,
-    rescaled,
-    stage_probes,
-)
+from tuneup.probe.estimate import LadderShape, ProbeCosts
 from tuneup.probe.stages import load_stage
 from tuneup.probe.types import Candidate, ProbeResult, Status, probe_key
 from tuneup.trainers.adapters import load_trainer
@@ -44,11 +34,12 @@ from tuneup.trainers.backends import Backend, close_backend
 from tuneup.tuning.grid import grid_search
 from tuneup.tuning.guard import loss_verdict
 from tuneup.tuning.journal import ResultsDir
-from tuneup.tuning.ladder_record import LadderCosts, LadderRecord
+from tuneup.tuning.ladder_record import LadderRecord
 from tuneup.tuning.preflight import loader_shm_problem
 from tuneup.tuning.scaling_report import scaling_summary
 from tuneup.tuning.search import staged_search
 from tuneup.tuning.search_records import SearchOutcome, StagePlan
+from tuneup.tuning.time_left import LadderClock
 from tuneup.tuning.verdicts import summary_dict
 
 if TYPE_CHECKING:
@@ -298,10 +289,20 @@ class ProbeSession:
     # Where this machine's ladder costs are kept for the next estimate (None: nowhere).
     record: LadderRecord | None = None
     _walls: list[float] = field(default_factory=list)
-    _seen: list[ProbeResult] = field(default_factory=list)  # every probe reported, in order
-    _stage_probes: Counter = field(default_factory=Counter)
     _done: int = 0
     _total: int = 0
+
+    def __post_init__(self) -> None:
+        self.clock = LadderClock(
+            trainer=self.trainer,
+            preset=self.preset,
+            plans=self.plans,
+            search=self.search,
+            baseline_repeats=self.baseline_repeats,
+            confirm_pairs=self.confirm_pairs,
+            fresh_processes=self.fresh_processes,
+            record=self.record,
+        )
 
     def session_info(self) -> dict[str, Any]:
         info = {
@@ -345,8 +346,8 @@ class ProbeSession:
                 self._journaled.setdefault(place, []).append(result)
         else:
             self.results.create(self.session_info())
-        costs = self._costs()
-        left = self._left(None, costs)
+        costs = self.clock.costs()
+        left = self.clock.left(None, costs)
         self._total = left.probes
         self.reporter.session_start(self.session_info(), self._total)
         self._say_time_left(left, costs)
@@ -429,10 +430,9 @@ class ProbeSession:
 
     def _report(self, stage: str, result: ProbeResult, reused: bool) -> None:
         self._done += 1
-        self._seen.append(result)
-        self._stage_probes[stage] += 1
-        costs = self._costs()
-        left = self._left(stage, costs)
+        self.clock.heard(stage, result)
+        costs = self.clock.costs()
+        left = self.clock.left(stage, costs)
         total = self._done + left.probes
         if total != self._total:  # said before the line that would have run past it
             self._total = total
@@ -444,89 +444,9 @@ class ProbeSession:
         return [0 if p.skip_reason else len(p.candidates) for p in self.plans]
 
     def _say_time_left(self, left: LadderShape, costs: ProbeCosts) -> None:
-        """Tell the reporter the time left; never for a simulated trainer, whose probes take
-        no time worth telling."""
-        if not load_trainer(self.trainer).simulated:
+        """Tell the reporter the time left; never for a simulated trainer."""
+        if not self.clock.simulated:
             self.reporter.time_left(left.seconds(costs), costs.measured)
-
-    def _guess(self) -> ProbeCosts:
-        """StepModel's guess of this ladder's probe costs, or the record of an earlier one."""
-        adapter = load_trainer(self.trainer)
-        guess = guess_costs(self.preset.budget, adapter.step_model)
-        if self.record is None or adapter.simulated:
-            return guess
-        kept = self.record.recall(self.trainer, self.preset.name)
-        if kept is None:
-            return guess
-        return rescaled(kept.costs, kept.budget, self.preset.budget, adapter.step_model)
-
-    def _costs(self) -> ProbeCosts:
-        """What a probe costs here: measured as soon as probes finished."""
-        return measured_costs(self._seen, self._guess())
-
-    def _decided(self, stage: str | None) -> list[tuple[int, int]]:
-        """(probes, candidates) of the stages decided before `stage` (all, at the confirmation)."""
-        names = [p.name for p in self.plans]
-        if stage in names:
-            done = self.plans[: names.index(stage)]
-        elif stage == "confirm":
-            done = self.plans
-        else:
-            done = []
-        return [(self._stage_probes[p.name], n) for p, n in zip(
-            done, self._candidate_counts(), strict=False
-        )]  # fmt: skip
-
-    def _pairs(self, stage: str | None) -> float:
-        """The pairs a decision takes: this session's stages so far, else an earlier one's."""
-        prior = PAIRS_PER_STAGE
-        kept = self.record.recall(self.trainer, self.preset.name) if self.record else None
-        if kept is not None:
-            prior = kept.pairs_per_stage
-        return pairs_seen(self._decided(stage), prior=prior)
-
-    def _left(self, stage: str | None, costs: ProbeCosts) -> LadderShape:
-        """Probes still expected after one of `stage` (None: before the first), by kind:
-        each in a process of its own where probes share none (`costs` say so)."""
-        counts = self._candidate_counts()
-        if self.search == "grid":  # the baseline once, then every combination once
-            combinations = math.prod(n + 1 for n in counts)
-            fresh = 0.0 if stage is not None else 1.0
-            return self._kinds(fresh, max(0.0, combinations - self._done - fresh), costs)
-        names = [p.name for p in self.plans]
-        pairs = self._pairs(stage)
-        confirm = self.confirm_pairs if any(counts) else 0
-        done_here = self._stage_probes[stage] if stage is not None else 0
-        fresh = served = 0.0
-        if stage is None or stage == "baseline":
-            fresh += max(0, self.baseline_repeats - done_here)
-            later = counts
-        elif stage in names:
-            at = names.index(stage)
-            served += max(0.0, stage_probes(counts[at], pairs) - done_here) if counts[at] else 0
-            later = counts[at + 1 :]
-        else:  # the confirmation
-            later = []
-            confirm = max(0.0, confirm - done_here / 2)  # type: ignore[assignment]
-        served += sum(stage_probes(n, pairs) for n in later if n > 0)
-        return self._kinds(fresh + confirm, served + confirm, costs)
-
-    def _kinds(self, fresh: float, served: float, costs: ProbeCosts) -> LadderShape:
-        """The probes left, each in a process of its own where none is shared."""
-        if self.fresh_processes or costs.served_s >= costs.fresh_s:
-            return LadderShape(fresh + served, 0.0)
-        return LadderShape(fresh, served)
-
-    def _keep_costs(self) -> None:
-        """This ladder's measured costs, for the next estimate before any probe has run."""
-        costs = self._costs()
-        simulated = load_trainer(self.trainer).simulated
-        if self.record is None or not costs.measured or self.fresh_processes or simulated:
-            return
-        pairs = pairs_seen(self._decided("confirm"), prior=self._pairs(None))
-        self.record.remember(
-            self.trainer, self.preset.name, LadderCosts(costs, pairs, self.preset.budget)
-        )
 
     def _guard(self, stage: str, result: ProbeResult, values: dict[str, Any]) -> ProbeResult:
         """The loss guard, applied here, before journaling, so the journal says `diverged`;
@@ -563,7 +483,7 @@ class ProbeSession:
         if self._total != self._done:  # the ladder is over: the count is exact now
             self._total = self._done
             self.reporter.total_changed(self._done)
-        self._keep_costs()
+        self.clock.keep()
 
         summary = summary_dict(outcome)
         summary["preset"] = self.preset.name
