@@ -7,7 +7,8 @@ config asks in its "fake" key:
 ok (default): a result; oom: an error event, then exit 3 (as the real worker
 after any failure); crash: a traceback on stderr, an error event, exit 3;
 selfkill: SIGKILL itself; hang: start `sleep 60` (its pid in the start event)
-and sleep; exit0: exit 0 without a result; chatter: a line on stderr, then a result.
+and sleep; exit0: exit 0 without a result; chatter: a line on stderr, then a result;
+vanish: a result, then exit 4 a moment later (as when releasing its state failed).
 
 Every probe also writes "probe N of pid P" on stderr, so a test can check whose
 stderr a probe's log holds. Imports nothing heavy: a start costs only the interpreter's.
@@ -76,6 +77,11 @@ def main() -> int:
             time.sleep(3600)
         elif mode == "exit0":
             return 0
+        elif mode == "vanish":
+            result(spec)
+            time.sleep(0.3)  # after the runner has the result, before it sends the next spec
+            print("releasing the last probe's state failed", file=sys.stderr, flush=True)
+            return 4
         served += 1
     return 0
 

@@ -87,3 +87,16 @@ def test_a_screen_hint_to_stop_early_reaches_the_worker(backend, tmp_path):
     specs = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("*.json"))]
     assert specs[0]["stop_below_sps"] == 123.0
     assert "stop_below_sps" not in specs[1]
+
+
+def test_cudnn_benchmarking_on_and_off_never_share_a_process(backend):
+    runs = [
+        probe(backend, "jit", "compile", jit="compile"),
+        probe(backend, "jit", "script", jit="script"),
+        probe(backend, "jit", "incumbent"),
+        probe(backend, "cudnn", "off", cudnn_benchmark=False),
+        probe(backend, "cudnn", "incumbent"),
+    ]
+    # cuDNN's algorithm cache outlives a probe and is read whatever the flag says;
+    # compiled and scripted graphs are dropped between probes (tuneup.worker.serve).
+    assert [r.served_before for r in runs] == [0, 1, 2, 0, 0]

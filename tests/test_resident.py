@@ -211,3 +211,55 @@ def test_a_launcher_that_cannot_serve_runs_each_probe_alone(tmp_path):
 
     assert [r.status for r in results] == [Status.OK] * 2
     assert starts.pids[0] != starts.pids[1]
+
+
+def test_fresh_starts_a_new_worker_that_later_probes_of_its_key_follow(served):
+    runner, launcher, starts = served
+    run(runner)
+    fresh = runner.run("stage", {}, spec(), reuse="k", fresh=True)
+    after = run(runner)
+
+    assert (fresh.served_before, after.served_before) == (0, 1)
+    assert starts.pids[0] != starts.pids[1] == starts.pids[2]
+    assert wait_dead(starts.pids[0]) and len(launcher.served) == 2
+
+
+def test_a_worker_gone_between_probes_costs_no_probe(served, tmp_path):
+    runner, _, starts = served
+    vanished = run(runner, "vanish")  # its result, then the process ends
+    time.sleep(0.6)
+    after = run(runner)
+
+    assert vanished.status is Status.OK
+    assert after.status is Status.OK and after.served_before == 0
+    assert starts.pids[0] != starts.pids[1]
+    log = sorted(tmp_path.glob("*-stage.stderr.log"))[-1].read_text()
+    assert "releasing" not in log  # the next probe's log is its own
+
+
+def test_a_worker_that_goes_while_the_next_spec_is_sent_costs_no_probe(served):
+    runner, _, starts = served
+    run(runner, "vanish")
+    after = run(runner)  # sent within the 0.3 s before it ends: it never starts the probe
+
+    assert after.status is Status.OK and after.served_before == 0
+    assert starts.pids[0] != starts.pids[-1]
+
+
+def test_a_failing_event_handler_stops_the_served_probe_and_its_process(tmp_path):
+    starts = Starts()
+
+    def hear(event: Event) -> None:
+        starts(event)
+        if isinstance(event, StartEvent) and len(starts.starts) == 2:
+            raise RuntimeError("the screen went away")
+
+    runner = ProbeRunner(ServingLauncher(), tmp_path, on_event=hear, grace_s=1.0)
+    try:
+        run(runner)
+        with pytest.raises(RuntimeError, match="went away"):
+            run(runner, "hang")
+        assert wait_dead(starts.pids[1])
+        assert run(runner).served_before == 0
+    finally:
+        runner.close()

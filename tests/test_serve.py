@@ -126,3 +126,31 @@ def test_serve_ends_at_eof_and_refuses_a_spec_it_cannot_read(tmp_path):
 def test_the_serving_worker_is_python_m_tuneup_worker_serve():
     launcher = LocalLauncher(python="/opt/py/bin/python")
     assert launcher.serve_command() == ["/opt/py/bin/python", "-m", "tuneup.worker", "--serve"]
+
+
+@pytest.mark.slow
+def test_each_probe_in_a_shared_process_scripts_its_model_afresh() -> None:
+    script = """
+import warnings
+import torch
+from tuneup.trainer.model import UNet, l1_rho_loss
+from tuneup.worker.serve import release_probe_state
+warnings.simplefilter("ignore")
+def scripted():
+    return torch.jit.script(UNet(4, 5, 4, 3)), torch.jit.script(l1_rho_loss)
+def same(a, b):
+    return a[0]._c._type() == b[0]._c._type(), a[1].qualified_name == b[1].qualified_name
+first, again = scripted(), scripted()
+release_probe_state()
+after = scripted()
+print(*same(first, again))
+print(*same(first, after))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+
+    assert done.returncode == 0, done.stderr
+    kept, released = done.stdout.split("\n")[:2]
+    assert kept == "True True"  # TorchScript's own cache, within a probe
+    assert released == "False False"  # a new compiled type and function for the next

@@ -35,7 +35,7 @@ def knob(
     choices: Iterable[Any] | None = None,
     group: str = "training",
     tutorial: bool = False,
-    per_process: bool = False,
+    per_process: bool | tuple[Any, ...] = False,
     moves_data: bool = False,
 ) -> Any:
     """Declare a config field with its help, allowed values and group.
@@ -46,8 +46,9 @@ def knob(
         choices: allowed values, when the knob is an enumeration.
         group: heading the knob is listed under.
         tutorial: True for keys kept only so the tutorial's YAML loads unchanged.
-        per_process: read once, when a process starts: probes that differ in it never
-            share a worker process.
+        per_process: read once, or kept, by a process: probes that differ in it never
+            share a worker process; a tuple names the values that hold a process alone
+            (the others may share one).
         moves_data: what the loader delivers, or how it reaches the device, depends on
             it (the IO phase measures it again); every knob of the "data" group does.
     """
@@ -180,7 +181,10 @@ class TrainConfig:
         "foreach", "Adam implementation", choices=("foreach", "fused", "apex"), group="performance"
     )
     jit: str = knob(
-        "none", "compile the model", choices=("none", "script", "compile"), group="performance"
+        "none",
+        "compile the model",
+        choices=("none", "script", "compile"),
+        group="performance",
     )
     compile_mode: str = knob(
         "default",
@@ -195,7 +199,11 @@ class TrainConfig:
         False, "channels_last_3d memory format", group="performance", moves_data=True
     )
     cudnn_benchmark: bool = knob(
-        True, "let cuDNN pick the fastest convolution algorithms", group="performance"
+        True,
+        "let cuDNN pick the fastest convolution algorithms",
+        group="performance",
+        # cuDNN's algorithm cache, filled by benchmarking, is consulted with the flag off too.
+        per_process=True,
     )
 
     # distributed
@@ -285,9 +293,17 @@ def knob_names() -> tuple[str, ...]:
     return tuple(f.name for f in knob_fields())
 
 
-def per_process_knobs() -> tuple[str, ...]:
-    """Knobs read once per process: probes that differ in one never share a worker."""
-    return tuple(f.name for f in knob_fields() if f.metadata["per_process"])
+def process_kind(values: Mapping[str, Any]) -> dict[str, Any]:
+    """What a worker process that runs `values` is bound to: probes of another kind never
+    share it. A knob missing from `values` counts at its default."""
+    kind: dict[str, Any] = {}
+    for f in knob_fields():
+        alone = f.metadata["per_process"]
+        if not alone:
+            continue
+        value = values.get(f.name, _field_default(f))
+        kind[f.name] = value if alone is True or value in alone else None
+    return kind
 
 
 def data_path_knobs() -> tuple[str, ...]:

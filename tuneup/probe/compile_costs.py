@@ -29,13 +29,13 @@ class ColdCompileCosts:
         data = read_cache_record(self.path)
         return {k: float(v) for k, v in data.items() if isinstance(v, (int, float))}
 
-    def cold_s(self, values: dict[str, Any]) -> float | None:
-        return self._read().get(probe_key(values))
+    def cold_s(self, values: dict[str, Any], device: str) -> float | None:
+        return self._read().get(_key(values, device))
 
-    def remember(self, values: dict[str, Any], seconds: float) -> None:
-        """Keep `seconds` as the cold cost of `values`."""
+    def remember(self, values: dict[str, Any], device: str, seconds: float) -> None:
+        """Keep `seconds` as the cold cost of `values` on `device`."""
         known = self._read()
-        known[probe_key(values)] = round(seconds, 3)
+        known[_key(values, device)] = round(seconds, 3)
         write_cache_record(self.path, known)
 
     def apply(self, result: ProbeResult, values: dict[str, Any]) -> ProbeResult:
@@ -43,8 +43,14 @@ class ColdCompileCosts:
         if not result.ok:
             return result
         if result.compile_cache == "cold" and "first_steps" in result.one_time_s:
-            self.remember(values, result.one_time_s["first_steps"])
+            self.remember(values, result.device, result.one_time_s["first_steps"])
             return result
         if result.compile_cache == "warm":
-            return replace(result, compile_cold_s=self.cold_s(values))
+            return replace(result, compile_cold_s=self.cold_s(values, result.device))
         return result
+
+
+def _key(values: dict[str, Any], device: str) -> str:
+    """A graph's identity: the configuration, and the device it was compiled for (a home
+    folder's cache may be shared by nodes of several kinds)."""
+    return f"{probe_key(values)}|{device}"

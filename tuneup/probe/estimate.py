@@ -190,6 +190,7 @@ def estimate_ladder_seconds(
     pairs_per_stage: float = PAIRS_PER_STAGE,
     baseline_repeats: int = BASELINE_REPEATS,
     confirm_pairs: int = CONFIRM_PAIRS,
+    shares_processes: bool = True,
 ) -> float:
     """The ladder's expected wall time in seconds.
 
@@ -201,6 +202,8 @@ def estimate_ladder_seconds(
             session's record); else the model's guess for `budget`.
         pairs_per_stage: the pairs a stage's decision takes (`pairs_seen`).
         baseline_repeats, confirm_pairs: as the session runs them.
+        shares_processes: probes may share a worker process (one rank each, and
+            fresh processes not asked for); else every probe costs a fresh one.
     """
     model = model or StepModel()
     if costs is None:
@@ -210,7 +213,7 @@ def estimate_ladder_seconds(
         baseline_repeats=baseline_repeats,
         confirm_pairs=confirm_pairs,
         pairs_per_stage=pairs_per_stage,
-        shares_processes=costs.served_s < costs.fresh_s,
+        shares_processes=shares_processes and costs.served_s < costs.fresh_s,
     )
     return shape.seconds(costs)
 
@@ -291,6 +294,7 @@ def trim(
     *,
     costs: ProbeCosts | None = None,
     pairs_per_stage: float = PAIRS_PER_STAGE,
+    shares_processes: bool = True,
 ) -> Trimmed:
     """Drop the last stages, then lower T, until the ladder fits `limit_s`.
 
@@ -304,6 +308,7 @@ def trim(
         limit_s: the time available (see `time_limit`); None keeps everything.
         model: start-up and step-time guesses.
         costs, pairs_per_stage: what this machine measured (under `budget`), when known.
+        shares_processes: as for estimate_ladder_seconds.
     """
     kept = list(plans)
     model = model or StepModel()
@@ -311,7 +316,12 @@ def trim(
     def cost(chosen: list[tuple[str, int]], b: Budget) -> float:
         measured = None if costs is None else rescaled(costs, budget, b, model)
         return estimate_ladder_seconds(
-            [n for _, n in chosen], b, model, costs=measured, pairs_per_stage=pairs_per_stage
+            [n for _, n in chosen],
+            b,
+            model,
+            costs=measured,
+            pairs_per_stage=pairs_per_stage,
+            shares_processes=shares_processes,
         )
 
     if limit_s is None:

@@ -142,6 +142,8 @@ def build_result(
     fields: dict[str, Any] = {}
     start = _last_event(events, StartEvent)
     ranks = (start.world_size if start is not None else None) or 1
+    if start is not None and start.device:
+        fields["device"] = start.device
     warmup = _last_event(events, WarmupEvent)
     if warmup is not None:
         fields.update(

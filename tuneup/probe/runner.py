@@ -58,7 +58,7 @@ from tuneup.probe.outcome import (
     classify,
     transient,
 )
-from tuneup.probe.resident import KeptWorker, ServingLauncher
+from tuneup.probe.resident import KeptWorker, ResidentWorker, ServingLauncher
 from tuneup.probe.types import ProbeResult, ProbeSpec, Status
 
 _TREE_EVERY_S = 0.5  # how often the child's descendants are recorded (a /proc scan: ms)
@@ -263,23 +263,37 @@ class ProbeRunner:
         record.stderr_tail = tail_lines(record.stderr_path, _STDERR_TAIL_LINES)
 
     def _run_served(self, record: ChildRun, deadline: float, key: str) -> None:
-        """Run one probe in a serving worker; give the worker up unless it ended with its result."""
+        """Run one probe in a serving worker; give the worker up unless it ended with its result.
+
+        A kept worker found gone before this probe began (it died between two probes,
+        after the last one's result) is no failure of this probe: the probe runs in a
+        fresh worker instead, once.
+        """
         kept = self._kept
-        resident = kept.for_key(key, record)
-        if resident.proc is None:
-            record.stderr_tail = [resident.start_error]
-            kept.forget()
-            return
-        if not resident.begin(record):  # it died between probes: one fresh attempt
-            kept.close()
+        for attempt in (1, 2):
             resident = kept.for_key(key, record)
-            if resident.proc is None or not resident.begin(record):
-                record.stderr_tail = [resident.start_error or "the serving worker is gone"]
-                kept.close()
+            if resident.proc is None:
+                record.stderr_tail = [resident.start_error]
+                kept.forget()
                 return
+            began = resident.begin(record)
+            if began and (self._serve(record, deadline, resident) or attempt == 2):
+                break
+            if not began:
+                kept.close()
+                if attempt == 2:
+                    record.stderr_tail = ["the serving worker is gone"]
+                    return
+            _forget_attempt(record)
+        record.stderr_tail = tail_lines(record.stderr_path, _STDERR_TAIL_LINES)
+
+    def _serve(self, record: ChildRun, deadline: float, resident: ResidentWorker) -> bool:
+        """Watch one probe in `resident` to its end; False when the worker was gone before
+        the probe began (a reused one that ended without a single event)."""
         proc = resident.proc
         assert proc is not None
         done = False
+        stop_now = False
         try:
             record.ended = self._watch(
                 proc,
@@ -294,19 +308,25 @@ class ProbeRunner:
                 and any(isinstance(e, ResultEvent) for e in record.events)
                 and not has_exited(proc)
             )
+        except BaseException:  # a KeyboardInterrupt in this thread: the probe goes at once
+            stop_now = True
+            raise
         finally:
             if done:
                 record.returncode = 0  # its share of the process ended with the result
             else:
-                # Anything but a result (an error, a crash, a timeout, an interrupt, a
-                # KeyboardInterrupt here): the process goes, and with it whatever the failed
-                # probe left in it. After its error event the worker exits by itself and gets
-                # the grace to do so; one still in its probe is signalled at once.
-                kept.forget()
+                # Anything but a result (an error, a crash, a timeout, an interrupt): the
+                # process goes, and with it whatever the failed probe left in it. After its
+                # error event the worker exits by itself and gets the grace to do so; one
+                # still in its probe is signalled at once.
+                self._kept.forget()
                 ended_itself = record.ended == EXITED and resident.probe_ended.is_set()
-                record.returncode = resident.stop(self.grace_s, gently=ended_itself)
+                grace = 0.0 if stop_now else self.grace_s
+                record.returncode = resident.stop(grace, gently=ended_itself and not stop_now)
             resident.finish(record, done)
-        record.stderr_tail = tail_lines(record.stderr_path, _STDERR_TAIL_LINES)
+        # Not a word from a reused worker that ended: it was gone before the probe began
+        # (any failure of the probe's own says something first: an error, its start).
+        return not (record.served_before > 0 and record.ended == EXITED and not record.events)
 
     def _watch(
         self,
@@ -353,3 +373,12 @@ class ProbeRunner:
                     self.on_event(event)
                 except Exception as exc:  # handed to run(), which re-raises it in its own thread
                     self._callback_error = exc
+
+
+def _forget_attempt(record: ChildRun) -> None:
+    """Clear what a worker that was gone left on `record`, before the probe runs again."""
+    record.events.clear()
+    record.stdout_log.clear()
+    record.returncode = None
+    record.ended = EXITED
+    record.served_before = 0

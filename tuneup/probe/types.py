@@ -199,6 +199,8 @@ class ProbeResult:
     # compile's one-time cost where this machine measured it. "" without torch.compile.
     compile_cache: str = ""
     compile_cold_s: float | None = None
+    # The device it ran on, as the worker named it ("cpu", "NVIDIA H200"); "" unknown.
+    device: str = ""
 
     @property
     def ok(self) -> bool:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from tuneup.bundled import cache_dir
 from tuneup.cluster.job import JobEnv, read_job_env
 from tuneup.cluster.launch import LaunchPlan, LocalLauncher
-from tuneup.config import data_path_knobs, per_process_knobs
+from tuneup.config import data_path_knobs, process_kind
 from tuneup.probe.compile_costs import ColdCompileCosts
 from tuneup.probe.events import Event, EventHandler
 from tuneup.probe.runner import ProbeRunner
@@ -99,8 +99,9 @@ class WorkerBackend:
     (CUDA_VISIBLE_DEVICES narrowed to its first entry), so it measures one GPU.
 
     Processes: the one-rank probes of a one-rank session run in a serving
-    worker (tuneup.worker.serve) that probes with the same per-process knobs
-    (`config.per_process_knobs`) share: a stage's probes, one after another.
+    worker (tuneup.worker.serve) that probes of the same process kind
+    (`config.process_kind`: the device, cuDNN benchmarking) share:
+    a stage's probes, one after another.
     Of FRESH_PROCESS_STAGES, each baseline probe, and the first probe of each
     confirmation pair, is the first probe of a fresh process: nothing ran
     before it there. The pair's second probe follows it (pairs alternate A B,
@@ -155,7 +156,7 @@ class WorkerBackend:
             stop_below_sps=candidate.stop_below_sps,
         )
         shared = single and not self.fresh_processes
-        reuse = _key(values, per_process_knobs(), ranks) if shared else None
+        reuse = _process_key(values, ranks) if shared else None
         # First in a fresh process: a baseline probe, and the first probe of a
         # confirmation pair (its second, and its re-measures, follow it there).
         fresh = stage in FRESH_PROCESS_STAGES and (
@@ -184,6 +185,11 @@ class WorkerBackend:
     def close(self) -> None:
         """Stop the serving worker, if one is kept."""
         self.runner.close()
+
+
+def _process_key(values: dict[str, Any], ranks: int) -> str:
+    """Which worker process a probe of `values` may share (config.process_kind)."""
+    return json.dumps([process_kind(values), ranks], sort_keys=True, default=str)
 
 
 def _key(values: dict[str, Any], knobs: tuple[str, ...], ranks: int) -> str:

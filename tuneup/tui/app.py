@@ -41,7 +41,7 @@ from tuneup.tuning.assembly import (
 )
 from tuneup.tuning.engine import build_engine
 from tuneup.tuning.journal import ResultsDir
-from tuneup.tuning.ladder_record import LadderCosts, LadderRecord
+from tuneup.tuning.ladder_record import LadderCosts, LadderRecord, machine_tag
 
 
 def preset_choices() -> list[tuple[str, str]]:
@@ -152,10 +152,10 @@ class TuneupApp(App[None]):
         if self.review is not None:
             self.open_review(self.review)
 
-    def _recorded(self, preset: str) -> LadderCosts | None:
+    def _recorded(self, preset: str, machine: MachineInfo) -> LadderCosts | None:
         if self.ladder_record is None:
             return None
-        return self.ladder_record.recall(self.trainer, preset)
+        return self.ladder_record.recall(self.trainer, preset, machine_tag(machine))
 
     def on_unmount(self) -> None:
         if self.driver is not None and self.driver.running:

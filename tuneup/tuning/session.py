@@ -34,7 +34,7 @@ from tuneup.trainers.backends import Backend, close_backend
 from tuneup.tuning.grid import grid_search
 from tuneup.tuning.guard import loss_verdict
 from tuneup.tuning.journal import ResultsDir
-from tuneup.tuning.ladder_record import LadderRecord
+from tuneup.tuning.ladder_record import LadderRecord, machine_tag
 from tuneup.tuning.preflight import loader_shm_problem
 from tuneup.tuning.scaling_report import scaling_summary
 from tuneup.tuning.search import staged_search
@@ -300,7 +300,8 @@ class ProbeSession:
             search=self.search,
             baseline_repeats=self.baseline_repeats,
             confirm_pairs=self.confirm_pairs,
-            fresh_processes=self.fresh_processes,
+            shares_processes=not self.fresh_processes and self.machine.world_size == 1,
+            machine=machine_tag(self.machine),
             record=self.record,
         )
 

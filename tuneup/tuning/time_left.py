@@ -40,7 +40,9 @@ class LadderClock:
         plans: the stage plans, in order (their candidate counts shape the ladder).
         search: "staged" or "grid".
         baseline_repeats, confirm_pairs: as the search runs them.
-        fresh_processes: every probe in a process of its own (the user asked).
+        shares_processes: probes may share a worker process (the user did not ask
+            for fresh ones, and a probe runs one rank): else each costs a fresh one.
+        machine: the machine's tag (ladder_record.machine_tag), for the record.
         record: where ladder costs are kept between sessions; None: nowhere.
     """
 
@@ -50,7 +52,8 @@ class LadderClock:
     search: str = "staged"
     baseline_repeats: int = 2
     confirm_pairs: int = 3
-    fresh_processes: bool = False
+    shares_processes: bool = True
+    machine: str = ""
     record: LadderRecord | None = None
     _seen: list[ProbeResult] = field(default_factory=list)
     _stage_probes: Counter = field(default_factory=Counter)
@@ -98,11 +101,16 @@ class LadderClock:
     def keep(self) -> None:
         """This ladder's measured costs, for the next estimate before any probe has run."""
         costs = self.costs()
-        if self.record is None or not costs.measured or self.fresh_processes or self.simulated:
+        if self.record is None or not costs.measured or self.simulated:
+            return
+        if not self.shares_processes:  # the costs of one kind of probe only: no guide
             return
         pairs = pairs_seen(self._decided(CONFIRM_STAGE), prior=self._pairs(None))
         self.record.remember(
-            self.trainer, self.preset.name, LadderCosts(costs, pairs, self.preset.budget)
+            self.trainer,
+            self.preset.name,
+            self.machine,
+            LadderCosts(costs, pairs, self.preset.budget),
         )
 
     def _candidate_counts(self) -> list[int]:
@@ -111,7 +119,7 @@ class LadderClock:
     def _recalled(self) -> LadderCosts | None:
         if self.record is None or self.simulated:
             return None
-        return self.record.recall(self.trainer, self.preset.name)
+        return self.record.recall(self.trainer, self.preset.name, self.machine)
 
     def _guess(self) -> ProbeCosts:
         """StepModel's guess of this ladder's probe costs, or the record of an earlier one."""
@@ -141,6 +149,6 @@ class LadderClock:
 
     def _kinds(self, fresh: float, served: float, costs: ProbeCosts) -> LadderShape:
         """The probes left, each in a process of its own where none is shared."""
-        if self.fresh_processes or costs.served_s >= costs.fresh_s:
+        if not self.shares_processes or costs.served_s >= costs.fresh_s:
             return LadderShape(fresh + served, 0.0)
         return LadderShape(fresh, served)

@@ -9,15 +9,19 @@ afresh from its fixed seed, a new model, optimizer and loader) and streams the
 same events, its ``result`` (or ``error``) ending it. EOF on stdin ends the
 process.
 
-What a probe leaves behind is released before the next starts: the setup
-and its loader (whose worker processes are joined), the CUDA caching
-allocator's blocks and its peak counter, torch.compile's graphs
-(torch._dynamo.reset). What stays is what a process keeps by design and no
-measurement reads: imported modules, the CUDA context, cuDNN's autotuning
-cache (so a shape is autotuned once), compile caches on disk. TF32 is
-switched by torch's backend flags only (NVIDIA_TF32_OVERRIDE would hold for
-every later probe). The runner starts a fresh process for what must not
-share one (the baseline, the confirmation, several ranks, another device).
+What a probe leaves behind is released before the next starts: torch.compile's
+graphs (torch._dynamo.reset), the setup and its loader (whose worker processes
+are joined), the CUDA caching allocator's blocks and its peak counter, DALI's
+unused pools. What stays is what a process keeps by design: imported modules,
+the CUDA context, compile caches on disk, and caches a later probe does read,
+which is why the probes that share a process agree on what fills it
+(config.process_kind): cuDNN's algorithm cache, consulted whatever
+cudnn_benchmark says (a process benchmarks or does not). TorchScript's
+compiled and profiled functions are forgotten (`forget_torchscript`), so each
+probe scripts its model afresh. TF32 is switched by torch's backend flags only
+(NVIDIA_TF32_OVERRIDE would hold for every later probe). The runner starts a
+fresh process for what must not share one (the baseline, the confirmation,
+several ranks).
 
 After a failure (an exception, an OOM) the process writes the ``error``
 event and exits with status 3: the next probe starts in a fresh process,
@@ -31,6 +35,7 @@ import gc
 import os
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import IO
 
@@ -39,30 +44,55 @@ from tuneup.probe.events import EventWriter
 from tuneup.trainer.runtime import TF32_ENV
 from tuneup.worker.main import load_spec, measure, open_events, process_start_time
 
+EXIT_RELEASE_FAILED = 4
+
 
 def release_probe_state() -> None:
-    """Drop what the last probe left in this process, so the next one starts clean."""
-    gc.collect()  # the setup, its loader iterators (and their worker processes) go now
+    """Drop what the last probe left in this process, so the next one starts clean.
+
+    In this order: torch.compile's graphs and TorchScript's compiled functions first
+    (they hold cycles and CUDA-graph pools), then a collection of what the probe made
+    (the setup, its loader iterators and their worker processes), then the
+    allocators' unused blocks.
+    """
+    dynamo = sys.modules.get("torch._dynamo")
+    if dynamo is not None:
+        dynamo.reset()
+    forget_torchscript()
+    gc.collect()
     # What survives is the process's own (modules, caches): frozen, the next collection
     # scans only what the next probe makes (a full scan of torch's objects takes 0.1 s).
     gc.freeze()
     torch = sys.modules.get("torch")
-    if torch is None:
-        return
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
-    dynamo = sys.modules.get("torch._dynamo")
-    if dynamo is not None:
-        dynamo.reset()
+    dali = sys.modules.get("nvidia.dali.backend")
+    release = getattr(dali, "ReleaseUnusedMemory", None)
+    if release is not None:  # DALI's device and pinned pools live as long as the process
+        release()
+
+
+def forget_torchscript() -> None:
+    """Make the next torch.jit.script compile afresh: TorchScript keeps a module class's
+    compiled type, and a function's compiled form, with its profiled and specialised
+    plans, for the process's life; the next probe's scripted model gets new ones."""
+    state = sys.modules.get("torch.jit._state")
+    recursive = sys.modules.get("torch.jit._recursive")
+    for cache in ("_jit_caching_layer", "_jit_function_overload_caching"):
+        getattr(getattr(state, cache, None), "clear", lambda: None)()
+    store = getattr(recursive, "concrete_type_store", None)
+    for cache in ("type_store", "methods_compiled"):
+        getattr(getattr(store, cache, None), "clear", lambda: None)()
 
 
 def serve(control: IO[str], stream: IO[str], started: float) -> int:
     """Run the probes whose spec paths arrive on `control`, one by one, until EOF.
 
     Returns the process's exit status: 0 at EOF, 2 for a spec that cannot be
-    read, 3 after a probe failed, 130 when interrupted.
+    read, 3 after a probe failed, 4 when releasing a finished probe's state
+    failed, 130 when interrupted.
     """
     served = 0
     while True:
@@ -84,7 +114,14 @@ def serve(control: IO[str], stream: IO[str], started: float) -> int:
         if code != ExitCode.OK:
             return code
         served += 1
-        release_probe_state()
+        try:
+            release_probe_state()
+        except Exception:
+            # Before the next spec is read: the runner sees this process end between two
+            # probes and starts the next in a fresh one; no probe is blamed.
+            print("tuneup worker: releasing the last probe's state failed:", file=sys.stderr)
+            traceback.print_exc()
+            return EXIT_RELEASE_FAILED
 
 
 def main(argv: list[str] | None = None) -> int:

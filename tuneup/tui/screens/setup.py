@@ -29,6 +29,7 @@ from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import ProbePreset, load_preset, preset_stage
 from tuneup.probe.estimate import (
     PAIRS_PER_STAGE,
+    ProbeCosts,
     StepModel,
     duration_text,
     estimate_ladder_seconds,
@@ -145,7 +146,7 @@ class SetupScreen(Screen[None]):
         presets: (name, description) of the presets to offer.
         step_model: the estimate's start-up and step-time guesses.
         recorded: what a preset's ladder cost on this machine before (LadderRecord),
-            by preset name: the estimate's costs where known, instead of the guesses.
+            by preset name and layout: the estimate's costs where known, not guesses.
         time_budget_s: the session's time budget, if the user gave one.
         clock: epoch seconds now (tests freeze it).
         gpu_memory_gib: each GPU's memory, when known.
@@ -194,7 +195,7 @@ class SetupScreen(Screen[None]):
         preset_name: str,
         presets: list[tuple[str, str]],
         step_model: StepModel,
-        recorded: Callable[[str], LadderCosts | None] | None = None,
+        recorded: Callable[[str, MachineInfo], LadderCosts | None] | None = None,
         time_budget_s: float | None = None,
         clock: Callable[[], float] = time.time,
         gpu_memory_gib: tuple[float, ...] = (),
@@ -291,21 +292,24 @@ class SetupScreen(Screen[None]):
 
     def measured(self) -> LadderCosts | None:
         """What this preset's ladder cost on this machine before, if it ran here."""
-        return self.recorded(self.preset.name) if self.recorded is not None else None
+        if self.recorded is None:
+            return None
+        return self.recorded(self.preset.name, self.machine)
 
     def estimate_s(self) -> float:
         kept = self.measured()
-        if kept is None:
-            return estimate_ladder_seconds(
-                [len(p.candidates) for p in self.chosen()], self.budget, self.step_model
-            )
         return estimate_ladder_seconds(
             [len(p.candidates) for p in self.chosen()],
             self.budget,
             self.step_model,
-            costs=rescaled(kept.costs, kept.budget, self.budget, self.step_model),
-            pairs_per_stage=kept.pairs_per_stage,
+            costs=None if kept is None else self._costs(kept),
+            pairs_per_stage=kept.pairs_per_stage if kept else PAIRS_PER_STAGE,
+            shares_processes=self.machine.world_size == 1,
         )
+
+    def _costs(self, kept: LadderCosts) -> ProbeCosts:
+        """What a probe cost here, carried to the budget chosen now."""
+        return rescaled(kept.costs, kept.budget, self.budget, self.step_model)
 
     def limit_s(self) -> float | None:
         return time_limit(self.time_budget_s, allocation_left_s(self.job, self.clock()))
@@ -383,11 +387,10 @@ class SetupScreen(Screen[None]):
             self.budget,
             self.limit_s(),
             self.step_model,
-            costs=None if kept is None else rescaled(
-                kept.costs, kept.budget, self.budget, self.step_model
-            ),
+            costs=None if kept is None else self._costs(kept),
             pairs_per_stage=kept.pairs_per_stage if kept else PAIRS_PER_STAGE,
-        )  # fmt: skip
+            shares_processes=self.machine.world_size == 1,
+        )
         stages = self.query_one("#stages", SelectionList)
         for name, _ in plans:
             if name not in trimmed.stages:
