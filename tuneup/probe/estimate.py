@@ -35,7 +35,7 @@ BASELINE_REPEATS = 2
 CONFIRM_PAIRS = 3
 ANCHORS_PER_STAGE = 2  # the incumbent before and after a stage's candidates
 # The pairs a decision takes beyond its screen, before any was seen: cpu-smoke ladders on
-# 2 cores took 4.5 to 7.6 a stage (bench/results/ladder_speed_cpu.json); a quieter machine
+# 2 cores took 4.5 to 7.6 a stage (bench/ladder_speed.py's runs); a quieter machine
 # takes fewer, and a session learns its own (pairs_seen) and keeps it for the next.
 PAIRS_PER_STAGE = 5.0
 PRIOR_WEIGHT = 2.0  # the prior counts as this many stages when the session's own are few
