@@ -119,7 +119,13 @@ from typing import Any
 
 from tuneup.config import TrainConfig
 from tuneup.hardware.types import MachineInfo
-from tuneup.probe.stats import EARLY_STOP_TRIALS, clearly_slower, iqr_pct, median
+from tuneup.probe.stats import (
+    EARLY_STOP_TRIALS,
+    clearly_slower,
+    early_stop_reason,
+    iqr_pct,
+    median,
+)
 from tuneup.probe.types import Candidate, Contention, ProbeResult, Status
 from tuneup.trainer.schedule import initial_lr
 from tuneup.tuning.search_records import StagePlan
@@ -522,12 +528,8 @@ def _stop_early(
     """
     full = trials["full"]
     for n in range(EARLY_STOP_TRIALS, len(full)):
-        if clearly_slower(full[:n], stop_below):
-            why = (
-                f"stopped after {n} of {len(full)} FULL trials: the best, {max(full[:n]):.4g} "
-                f"samples/s, is under the {stop_below:.4g} it had to reach"
-            )
-            return {"full": full[:n]}, why
+        if stop_below is not None and clearly_slower(full[:n], stop_below):
+            return {"full": full[:n]}, early_stop_reason(full[:n], len(full), stop_below)
     return trials, ""
 
 

@@ -35,7 +35,7 @@ def knob(
     choices: Iterable[Any] | None = None,
     group: str = "training",
     tutorial: bool = False,
-    per_process: bool | tuple[Any, ...] = False,
+    per_process: bool = False,
     moves_data: bool = False,
 ) -> Any:
     """Declare a config field with its help, allowed values and group.
@@ -47,8 +47,7 @@ def knob(
         group: heading the knob is listed under.
         tutorial: True for keys kept only so the tutorial's YAML loads unchanged.
         per_process: read once, or kept, by a process: probes that differ in it never
-            share a worker process; a tuple names the values that hold a process alone
-            (the others may share one).
+            share a worker process.
         moves_data: what the loader delivers, or how it reaches the device, depends on
             it (the IO phase measures it again); every knob of the "data" group does.
     """
@@ -181,10 +180,7 @@ class TrainConfig:
         "foreach", "Adam implementation", choices=("foreach", "fused", "apex"), group="performance"
     )
     jit: str = knob(
-        "none",
-        "compile the model",
-        choices=("none", "script", "compile"),
-        group="performance",
+        "none", "compile the model", choices=("none", "script", "compile"), group="performance"
     )
     compile_mode: str = knob(
         "default",
@@ -296,14 +292,11 @@ def knob_names() -> tuple[str, ...]:
 def process_kind(values: Mapping[str, Any]) -> dict[str, Any]:
     """What a worker process that runs `values` is bound to: probes of another kind never
     share it. A knob missing from `values` counts at its default."""
-    kind: dict[str, Any] = {}
-    for f in knob_fields():
-        alone = f.metadata["per_process"]
-        if not alone:
-            continue
-        value = values.get(f.name, _field_default(f))
-        kind[f.name] = value if alone is True or value in alone else None
-    return kind
+    return {
+        f.name: values.get(f.name, _field_default(f))
+        for f in knob_fields()
+        if f.metadata["per_process"]
+    }
 
 
 def data_path_knobs() -> tuple[str, ...]:

@@ -43,6 +43,19 @@ def clearly_slower(rates: Sequence[float], stop_below: float | None) -> bool:
     return max(rates) < stop_below
 
 
+def early_stop_reason(
+    rates: Sequence[float], trials: int, stop_below: float, skipped: Sequence[str] = ()
+) -> str:
+    """Why a probe's FULL trials ended after `rates` of the `trials` asked for (journaled)."""
+    why = (
+        f"stopped after {len(rates)} of {trials} FULL trials: the best, {max(rates):.4g} "
+        f"samples/s, is under the {stop_below:.4g} it had to reach"
+    )
+    if skipped:
+        why += f"; {' and '.join(p.upper() for p in skipped)} not measured"
+    return why
+
+
 def quantile(xs: Sequence[float], q: float) -> float:
     """Quantile with linear interpolation between order statistics (numpy's default)."""
     if not xs:

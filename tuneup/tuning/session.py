@@ -441,9 +441,6 @@ class ProbeSession:
         self._say_time_left(left, costs)
         self.reporter.probe_done(result, reused=reused)
 
-    def _candidate_counts(self) -> list[int]:
-        return [0 if p.skip_reason else len(p.candidates) for p in self.plans]
-
     def _say_time_left(self, left: LadderShape, costs: ProbeCosts) -> None:
         """Tell the reporter the time left; never for a simulated trainer."""
         if not self.clock.simulated:

@@ -58,10 +58,14 @@ class LadderClock:
     _seen: list[ProbeResult] = field(default_factory=list)
     _stage_probes: Counter = field(default_factory=Counter)
 
-    @property
-    def simulated(self) -> bool:
-        """A simulated trainer's probes take no time worth telling."""
-        return load_trainer(self.trainer).simulated
+    def __post_init__(self) -> None:
+        # Asked after every probe: the trainer and an earlier ladder's record are read once.
+        adapter = load_trainer(self.trainer)
+        self.simulated = adapter.simulated  # its probes take no time worth telling
+        self._model = adapter.step_model
+        self._kept = None
+        if self.record is not None and not self.simulated:
+            self._kept = self.record.recall(self.trainer, self.preset.name, self.machine)
 
     def heard(self, stage: str, result: ProbeResult) -> None:
         """One more probe finished (or was taken from the journal)."""
@@ -116,18 +120,12 @@ class LadderClock:
     def _candidate_counts(self) -> list[int]:
         return [0 if p.skip_reason else len(p.candidates) for p in self.plans]
 
-    def _recalled(self) -> LadderCosts | None:
-        if self.record is None or self.simulated:
-            return None
-        return self.record.recall(self.trainer, self.preset.name, self.machine)
-
     def _guess(self) -> ProbeCosts:
         """StepModel's guess of this ladder's probe costs, or the record of an earlier one."""
-        model = load_trainer(self.trainer).step_model
-        kept = self._recalled()
+        kept = self._kept
         if kept is None:
-            return guess_costs(self.preset.budget, model)
-        return rescaled(kept.costs, kept.budget, self.preset.budget, model)
+            return guess_costs(self.preset.budget, self._model)
+        return rescaled(kept.costs, kept.budget, self.preset.budget, self._model)
 
     def _decided(self, stage: str | None) -> list[tuple[int, int]]:
         """(probes, candidates) of the stages decided before `stage` (all, at the confirmation)."""
@@ -143,8 +141,7 @@ class LadderClock:
 
     def _pairs(self, stage: str | None) -> float:
         """The pairs a decision takes: this session's stages so far, else an earlier one's."""
-        kept = self._recalled()
-        prior = kept.pairs_per_stage if kept is not None else PAIRS_PER_STAGE
+        prior = self._kept.pairs_per_stage if self._kept is not None else PAIRS_PER_STAGE
         return pairs_seen(self._decided(stage), prior=prior)
 
     def _kinds(self, fresh: float, served: float, costs: ProbeCosts) -> LadderShape:

@@ -57,7 +57,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuneup.errors import UsageError
-from tuneup.probe.stats import clearly_slower, iqr_pct, median
+from tuneup.probe.stats import clearly_slower, early_stop_reason, iqr_pct, median
 from tuneup.probe.types import PHASES, Budget
 from tuneup.worker.trials import (
     Emit,
@@ -226,18 +226,12 @@ def _measure_phases(
         )
         rates[phase] = [t.samples_per_s for t in trials]
         discarded += trials[0].index - 1 if trials else 0
-
         if full:
             full_trials = trials
             if len(trials) < budget.trials and clearly_slower(rates[phase], stop_below):
-                best = max(rates[phase])
-                why = (
-                    f"stopped after {len(trials)} of {budget.trials} FULL trials: the best, "
-                    f"{best:.4g} samples/s, is under the {stop_below:.4g} it had to reach"
-                )
+                assert stop_below is not None
                 left = [p for p in measure_order(phases) if p != "full"]
-                if left:
-                    why += f"; {' and '.join(p.upper() for p in left)} not measured"
+                why = early_stop_reason(rates[phase], budget.trials, stop_below, left)
                 return _PhaseRates(rates, full_trials, discarded, timed.seconds, why)
     return _PhaseRates(rates, full_trials, discarded, timed.seconds)
 
