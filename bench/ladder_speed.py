@@ -113,7 +113,7 @@ def figures(folder: Path, wall: float, lines: list[tuple[float, str]]) -> dict[s
 
     return {
         "preset": session["preset"],
-        "budget": {k: budget[k] for k in ("trial_steps", "trials", "loss_steps")},
+        "budget": dict(budget),
         "probes": len(measured),
         "trial_share": None if exact is None else round(exact / wall, 3),
         "trial_share_rebuilt": round(rebuilt / wall, 3),
@@ -134,9 +134,12 @@ def figures(folder: Path, wall: float, lines: list[tuple[float, str]]) -> dict[s
 
 
 def rebuilt_trial_seconds(probe: dict[str, Any], budget: dict[str, Any]) -> float:
-    """A probe's timed seconds from its journaled rates (FULL's trials, T x the medians)."""
+    """A probe's timed seconds from its journaled rates (FULL's trials, T x the medians), for
+    a version before trials were timed in seconds; a later one journals them (timed_s)."""
     if probe["status"] != "ok":
         return 0.0
+    if "trial_steps" not in budget:
+        return float(probe.get("timed_s") or 0.0)
     config = probe.get("config") or {}
     samples = int(config.get("global_batch_size") or 0) * int(budget["trial_steps"])
     seconds = sum(samples / r for r in probe.get("full_sps_trials") or [] if r)

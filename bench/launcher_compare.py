@@ -34,14 +34,14 @@ def main() -> None:
 
     from tuneup.cluster.launch import LocalLauncher, TorchrunLauncher
     from tuneup.preset.load import load_preset
+    from tuneup.probe.plan import ProbeSpec, plan_probe
     from tuneup.probe.runner import ProbeRunner
-    from tuneup.probe.types import ProbeSpec
     from tuneup.trainers.backends import probe_config
     from tuneup.tuning.assembly import base_values
 
     preset = load_preset(args.preset)
     values = base_values(preset, "unet", None)
-    spec = ProbeSpec(config=probe_config(values, preset.budget), budget=preset.budget)
+    spec = ProbeSpec(config=probe_config(values, preset.budget), plan=plan_probe(preset.budget))
     launchers = {"local": LocalLauncher(), "torchrun": TorchrunLauncher(args.nproc)}
     runs: dict[str, list[dict]] = {name: [] for name in launchers}
     with tempfile.TemporaryDirectory() as work:

@@ -8,16 +8,18 @@ Disturbances), and reports per scenario:
   GPU node), how many runs give the most common recommendation;
 * **false adoptions**: on a ladder of three knobs with no effect and two with a
   real one (+10%, +5%), the runs whose recommendation holds a no-effect knob;
-* **detection**: the runs whose recommendation holds the +10% and the +5% knob.
+* **detection**: the runs whose recommendation holds the +10% and the +5% knob,
+  and the runs where each was found *or* reported unresolved at the machine's
+  noise (never silently dropped: the target is 19 of 20 on every scenario).
 
 Each run has its own seed (noise, and where the step change falls). Pure
 simulation: a few seconds on a laptop.
 
     python bench/repeatability.py --runs 20 --out bench/results/repeatability_sim.json
 
-Not a test: the targets (19 of 20 the same, no false adoption, +10% found in 19
-of 20) are checked by reading its output; tests/test_repeatability.py runs a
-small version.
+Not a test: the targets (no false adoption; the +5% and +10% knobs found or
+reported unresolved in 19 of 20; on a quiet machine 19 of 20 the same and both
+found) are checked by reading its output; tests/test_sim.py runs a small version.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from tuneup.hardware.types import MachineInfo
 from tuneup.probe.types import Candidate
 from tuneup.tuning.search import staged_search
 from tuneup.tuning.search_records import StagePlan
+from tuneup.tuning.verdicts import unresolved as unresolved_knobs
 
 GPU = MachineInfo(cuda=True, gpu_count=1, cpus_usable=16, dali=True)
 NULL_KNOBS = ("null_a", "null_b", "null_c")
@@ -76,7 +79,7 @@ def effects_ladder() -> list[StagePlan]:
 def one_scenario(name: str, runs: int) -> dict[str, Any]:
     trial_noise, disturbance = SCENARIOS[name]
     recommendations: Counter[tuple[str, ...]] = Counter()
-    false_runs = found_10 = found_5 = 0
+    false_runs = found_10 = found_5 = told_10 = told_5 = 0
     probes: list[int] = []
     unstable = 0
     for seed in range(runs):
@@ -84,7 +87,7 @@ def one_scenario(name: str, runs: int) -> dict[str, Any]:
         outcome = staged_search({}, sim_stage_plans(GPU), sim.measure)
         recommendations[tuple(outcome.path)] += 1
         probes.append(outcome.measured)
-        unstable += bool(outcome.noise and outcome.noise.unstable)
+        unstable += bool(outcome.noise and outcome.noise.full.unstable)
 
         sim = SimTrainer(
             seed=1000 + seed,
@@ -93,10 +96,15 @@ def one_scenario(name: str, runs: int) -> dict[str, Any]:
             disturbance=disturbance(seed),
             effects=EFFECTS,
         )
-        chosen = staged_search({}, effects_ladder(), sim.measure).best_values
+        outcome = staged_search({}, effects_ladder(), sim.measure)
+        chosen = outcome.best_values
+        unresolved = {d.stage for d in outcome.stage_decisions if d.unresolved}
+        unresolved |= {u["candidate"].split("=")[0] for u in unresolved_knobs(outcome)}
         false_runs += any(chosen.get(k) for k in NULL_KNOBS)
         found_10 += bool(chosen.get("real_10"))
         found_5 += bool(chosen.get("real_5"))
+        told_10 += bool(chosen.get("real_10")) or "real_10" in unresolved
+        told_5 += bool(chosen.get("real_5")) or "real_5" in unresolved
     common, count = recommendations.most_common(1)[0]
     return {
         "scenario": name,
@@ -109,6 +117,8 @@ def one_scenario(name: str, runs: int) -> dict[str, Any]:
         "false_adoption_runs": false_runs,
         "found_10pct": found_10,
         "found_5pct": found_5,
+        "found_or_unresolved_10pct": told_10,
+        "found_or_unresolved_5pct": told_5,
         "flagged_unstable": unstable,
         "probes_median": sorted(probes)[len(probes) // 2],
     }
@@ -121,13 +131,18 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     rows = [one_scenario(name, args.runs) for name in args.scenarios.split(",")]
-    header = f"{'scenario':<14}{'same':>6}{'false':>7}{'+10%':>6}{'+5%':>5}{'probes':>8}"
+    header = (
+        f"{'scenario':<14}{'same':>6}{'false':>7}{'+10%':>6}{'+5%':>6}"
+        f"{'+10% told':>10}{'+5% told':>9}{'probes':>8}"
+    )
     print(header)
+    n = args.runs
     for row in rows:
         print(
-            f"{row['scenario']:<14}{row['same_recommendation']:>4}/{row['runs']}"
-            f"{row['false_adoption_runs']:>5}/{row['runs']}{row['found_10pct']:>4}/{row['runs']}"
-            f"{row['found_5pct']:>3}/{row['runs']}{row['probes_median']:>6}"
+            f"{row['scenario']:<14}{row['same_recommendation']:>4}/{n}"
+            f"{row['false_adoption_runs']:>5}/{n}{row['found_10pct']:>4}/{n}"
+            f"{row['found_5pct']:>4}/{n}{row['found_or_unresolved_10pct']:>7}/{n}"
+            f"{row['found_or_unresolved_5pct']:>6}/{n}{row['probes_median']:>6}"
         )
     record("repeatability", args.out, scenarios=rows)
 

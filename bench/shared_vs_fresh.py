@@ -30,8 +30,9 @@ from _record import record
 from tuneup.bundled import cache_dir
 from tuneup.cluster.launch import LocalLauncher
 from tuneup.preset.load import load_preset
+from tuneup.probe.plan import ProbeSpec, plan_probe
 from tuneup.probe.runner import ProbeRunner
-from tuneup.probe.types import ProbeResult, ProbeSpec
+from tuneup.probe.types import ProbeResult
 from tuneup.trainer.datacache import ensure_synthetic_data
 from tuneup.trainers.backends import probe_config
 
@@ -68,7 +69,7 @@ def main() -> None:
     runner = ProbeRunner(LocalLauncher(), Path(tempfile.mkdtemp()) / "probes")
 
     def probe(values: dict[str, Any], shared: bool) -> ProbeResult:
-        spec = ProbeSpec(config=probe_config(values, preset.budget), budget=preset.budget)
+        spec = ProbeSpec(config=probe_config(values, preset.budget), plan=plan_probe(preset.budget))
         result = runner.run("compare", {}, spec, reuse="cpu" if shared else None)
         if not result.ok:
             raise SystemExit(f"a probe failed: {result.status.value}: {result.reason}")

@@ -67,7 +67,8 @@ def main() -> None:
     parser.add_argument("--box", type=int, default=96)
     parser.add_argument("--workers", type=int, default=0)
     parser.add_argument("--loader", default="inmem")
-    parser.add_argument("--trial-steps", type=int, default=10)
+    parser.add_argument("--trial-steps", type=int, default=10, help="the bare loop's trial")
+    parser.add_argument("--trial-s", type=float, default=0.2, help="the worker's trial")
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", type=Path)
@@ -78,8 +79,9 @@ def main() -> None:
 
     from tuneup.cluster.launch import LocalLauncher
     from tuneup.probe.events import ResultEvent, parse_events
+    from tuneup.probe.plan import ProbeSpec, plan_probe
     from tuneup.probe.runner import ProbeRunner
-    from tuneup.probe.types import Budget, ProbeSpec
+    from tuneup.probe.types import Budget
     from tuneup.trainer.synth import synthesize
 
     work = Path(tempfile.mkdtemp())
@@ -101,16 +103,15 @@ def main() -> None:
         "val_path": str(data.val_path),
     }
     budget = Budget(
-        warmup_min_steps=3,
-        warmup_max_steps=30,
-        trial_steps=args.trial_steps,
-        trials=args.trials,
+        trial_s=args.trial_s,
+        min_trials=args.trials,
+        max_trials=args.trials,
         loss_steps=5,
         limit_s=1200,
     )
     runner = ProbeRunner(LocalLauncher(), work / "probes")
     worker, bare, direct = [], [], []
-    spec = ProbeSpec(config=values, budget=budget, phases=("full",), seed=0)
+    spec = ProbeSpec(config=values, plan=plan_probe(budget, whole=False), seed=0)
     spec_path = work / "direct-spec.json"
     spec_path.write_text(json.dumps(spec.to_dict()))
     for repeat in range(args.repeats):

@@ -110,6 +110,7 @@ adoptions and detection rates with them.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -119,14 +120,10 @@ from typing import Any
 
 from tuneup.config import TrainConfig
 from tuneup.hardware.types import MachineInfo
-from tuneup.probe.stats import (
-    EARLY_STOP_TRIALS,
-    clearly_slower,
-    early_stop_reason,
-    iqr_pct,
-    median,
-)
-from tuneup.probe.types import Candidate, Contention, ProbeResult, Status
+from tuneup.probe.estimate import ProbeCosts, probe_seconds
+from tuneup.probe.plan import MeasurementPlan, plan_for
+from tuneup.probe.stats import clearly_slower, early_stop_reason, iqr_pct, median
+from tuneup.probe.types import Budget, Candidate, Contention, ProbeResult, Status
 from tuneup.trainer.schedule import initial_lr
 from tuneup.tuning.search_records import StagePlan
 
@@ -155,7 +152,6 @@ DALI_IO = 790.0
 GPU_RATE = 416.0
 CPU_RATE = 3.2
 LOSS_STEPS = 20
-TRIAL_STEPS = 10
 DEFAULT_LR = 2e-4
 UNSTABLE_LR = 5e-3
 
@@ -195,6 +191,54 @@ class Disturbance:
         return factor, burst
 
 
+@dataclass(frozen=True)
+class SimCosts:
+    """What a simulated probe's parts take, in seconds (module docstring, Time): priced by
+    the estimate's own model (tuneup.probe.estimate.probe_seconds).
+
+    Attributes:
+        spawn_s: a fresh worker process, to its set-up built.
+        setup_s: a probe's set-up in a warm worker.
+        first_s: the first steps of a configuration whose kernels are new to the process.
+    """
+
+    spawn_s: float = 30.0
+    setup_s: float = 3.0
+    first_s: float = 5.0
+
+    def start_s(self, fresh: bool) -> float:
+        return self.spawn_s if fresh else self.setup_s
+
+    def one_time(self, knobs: dict[str, Any], fresh: bool, new: bool) -> dict[str, float]:
+        """The probe's one-time costs: its start, and where its kernels are new, their first
+        steps with what the knobs add (loader workers, DALI's pipeline, compilation, capture)."""
+        costs = {("spawn" if fresh else "setup"): self.start_s(fresh)}
+        if fresh or new:
+            costs["first_steps"] = self.first_s
+            costs.update(_one_time(knobs))
+        return costs
+
+    def probe_costs(
+        self, step_s: dict[str, float], trials: dict[str, float], first_s: float
+    ) -> ProbeCosts:
+        """One probe's costs in the estimate's terms: a fresh start runs to its first step
+        done, a warm one pays its first steps where they are new (`first_s`)."""
+        return ProbeCosts(self.spawn_s + first_s, self.setup_s, first_s, step_s, trials)
+
+
+def _one_time(k: dict[str, Any]) -> dict[str, float]:
+    costs = {"worker_spawn": 0.5 * k["num_data_workers"]}
+    if k["data_loader_config"] == "dali-lowmem":
+        costs["dali_build"] = 30.0
+    if k["jit"] == "compile":
+        costs["compile"] = 60.0
+    elif k["jit"] == "script":
+        costs["compile"] = 5.0
+    if k["cuda_graphs"]:
+        costs["graph_capture"] = 4.0
+    return costs
+
+
 def _defaults() -> dict[str, Any]:
     return {name: getattr(TrainConfig(), name) for name in MODELED_KNOBS}
 
@@ -213,7 +257,10 @@ class SimTrainer:
     Args:
         seed: seeds the measurement noise (the surface itself is fixed).
         noise: relative standard deviation of one trial (0.03: 3%).
-        trials: T, trials per phase.
+        trials: the most trials a phase takes (when `budget` is not given).
+        budget: the probe budget, as a session gives it (its trials, trial length and
+            warm-up price the probes; `plan_for` decides what each measures).
+        costs: what a probe's start, set-up and first steps take (SimCosts).
         cores: CPU cores of the node, shared by its ranks' loader workers.
         gpu_memory_gb: memory of the simulated GPU (0 or cuda=False: no GPU).
         cuda: whether the simulated machine has a GPU.
@@ -240,12 +287,15 @@ class SimTrainer:
         straggler: int | None = None,
         disturbance: Disturbance | None = None,
         effects: dict[str, float] | None = None,
+        budget: Budget | None = None,
+        costs: SimCosts | None = None,
     ) -> None:
         if noise < 0 or trials < 1 or cores < 1 or world_size < 1:
             raise ValueError("noise must be >= 0, trials, cores and world_size >= 1")
         self.seed = seed
         self.noise = noise
-        self.trials = trials
+        self.budget = budget or Budget(max_trials=trials, min_trials=min(2, trials))
+        self.costs = costs or SimCosts()
         self.cores = cores
         self.gpu_memory_gb = gpu_memory_gb
         self.cuda = cuda
@@ -258,6 +308,9 @@ class SimTrainer:
         self.calls = 0
         self.measured = 0  # probes that ran (the disturbances' clock)
         self._repeats: dict[str, int] = {}
+        self._started = False  # a (simulated) worker process is running
+        self._warm: set[str] | None = None  # the configurations it ran
+        self._served = 0
 
     @property
     def rank_cores(self) -> int:
@@ -364,7 +417,7 @@ class SimTrainer:
         self.measured += 1
 
     def measure(self, stage: str, candidate: Candidate, values: dict[str, Any]) -> ProbeResult:
-        """Answer like a real probe (a `Measure` for the search)."""
+        """Answer like a real probe (a `Measure` for the search), by the probe's plan."""
         self.calls += 1
         ranks = candidate.ranks or self.world_size
         k = self.knobs(values)
@@ -372,24 +425,18 @@ class SimTrainer:
         problem = self.problem(values, ranks)
         if problem is not None:
             status, reason = problem
+            self._process_ended()
             return ProbeResult(
                 stage, variant, dict(values), status, f"simulated: {reason}", ranks=ranks
             )
+        plan = plan_for(self.budget, candidate)
         key = _noise_key(k, ranks) + _effects_key(self.effects, values)
         repeat = self._repeats.get(key, 0)
         self._repeats[key] = repeat + 1
-        rng = random.Random(_digest(f"{self.seed}|{repeat}|{key}"))
         sps = self.expected_sps(values, ranks)
         factor, burst = self.disturbance.factor(self.seed, self.measured)
         self.measured += 1
-        trials = {
-            phase: [
-                rate * factor * math.exp(self.noise * rng.gauss(0.0, 1.0))
-                for _ in range(self.trials)
-            ]
-            for phase, rate in sps.items()
-        }
-        trials, stopped = _stop_early(trials, candidate.stop_below_sps)
+        trials, stopped = self._draw(plan, sps, factor, f"{self.seed}|{repeat}|{key}", k)
         contention = None
         if burst and self.disturbance.burst_detected:
             share = 1.0 - self.disturbance.burst_factor
@@ -398,27 +445,34 @@ class SimTrainer:
                 usable_cpus=self.cores,
                 note=f"simulated: other processes used {100 * share:.0f}% of the CPUs",
             )
-        losses = self.losses(values, ranks)
-        one_time = self._one_time(k)
-        warmup_s = sum(one_time.values()) + 5.0
-        batch = _batch(k, ranks) * ranks
-        wall = warmup_s + sum(
-            batch * TRIAL_STEPS / t for phase_trials in trials.values() for t in phase_trials
+        losses = self.losses(values, ranks) if plan.loss_steps else []
+        fresh, new = self._process_for(k)
+        one_time = self.one_time(k, fresh, new)
+        costs = self.costs.probe_costs(
+            {p: _batch(k, ranks) * ranks / max(r, 1e-9) for p, r in sps.items()},
+            {p: float(len(t)) for p, t in trials.items()},
+            first_s=sum(v for n, v in one_time.items() if n not in ("spawn", "setup")),
         )
-        full = median(trials["full"])
-        rank_sps, stragglers = self._ranks(full, ranks)
+        wall = probe_seconds(
+            dataclasses.replace(plan, phases=tuple(trials)), costs, fresh=fresh, new=new
+        )
+        timed = sum(len(t) * max(plan.trial_s, costs.step(p)) for p, t in trials.items())
+        full = median(trials["full"]) if trials.get("full") else None
+        rank_sps, stragglers = self._ranks(full, ranks) if full is not None else ([], [])
         return ProbeResult(
             stage=stage,
             variant=variant,
             config=dict(values),
             status=Status.OK,
-            io_sps=median(trials["io"]) if "io" in trials else None,
-            synthetic_sps=median(trials["synthetic"]) if "synthetic" in trials else None,
+            io_sps=median(trials["io"]) if trials.get("io") else None,
+            synthetic_sps=median(trials["synthetic"]) if trials.get("synthetic") else None,
             full_sps=full,
-            full_sps_trials=trials["full"],
-            iqr_pct=iqr_pct(trials["full"]),
-            warmup_s=warmup_s,
-            timed_s=wall - warmup_s,
+            full_sps_trials=trials.get("full", []),
+            io_sps_trials=trials.get("io", []),
+            synthetic_sps_trials=trials.get("synthetic", []),
+            iqr_pct=iqr_pct(trials["full"]) if trials.get("full") else None,
+            warmup_s=max(0.0, wall - timed),
+            timed_s=timed,
             one_time_s=one_time,
             loss_start=losses[0] if losses else None,
             loss_end=losses[-1] if losses else None,
@@ -431,7 +485,72 @@ class SimTrainer:
             stragglers=stragglers,
             contention=contention,
             stopped_early=stopped,
+            served_before=0 if fresh else self._served,
+            plan={**plan.to_dict(), "steps": {p: plan.trial_steps(costs.step(p)) for p in trials}},
         )
+
+    def _draw(
+        self,
+        plan: MeasurementPlan,
+        sps: dict[str, float],
+        factor: float,
+        seed: str,
+        knobs: dict[str, Any],
+    ) -> tuple[dict[str, list[float]], str]:
+        """Each planned phase's trials, drawn until the plan has enough (the worker's rule),
+        its judged phase cut short where the worker would stop it early."""
+        trials: dict[str, list[float]] = {}
+        for phase in plan.phases:
+            rng = random.Random(_digest(f"{seed}|{phase}"))
+            noise = self.trial_noise(phase, knobs)
+            jitter = self.probe_noise(phase, knobs)
+            rate = sps[phase] * factor * math.exp(jitter * rng.gauss(0.0, 1.0))
+            drawn: list[float] = []
+            while not plan.enough_trials(drawn):
+                drawn.append(rate * math.exp(noise * rng.gauss(0.0, 1.0)))
+                judged = phase == plan.judged
+                if judged and clearly_slower(drawn, plan.stop_below_sps):
+                    assert plan.stop_below_sps is not None
+                    trials[phase] = drawn
+                    left = [p for p in plan.phases if p not in trials]
+                    return trials, early_stop_reason(drawn, phase, plan.stop_below_sps, left)
+            trials[phase] = drawn
+        return trials, ""
+
+    def one_time(self, knobs: dict[str, Any], fresh: bool, new: bool) -> dict[str, float]:
+        """The probe's one-time costs (SimCosts.one_time)."""
+        return self.costs.one_time(knobs, fresh, new)
+
+    def trial_noise(self, phase: str, knobs: dict[str, Any]) -> float:
+        """One trial's relative noise in `phase` (the same in every phase here)."""
+        return self.noise
+
+    def probe_noise(self, phase: str, knobs: dict[str, Any]) -> float:
+        """A probe's own noise in `phase`, on top of its trials' (none here: Disturbance's
+        probe_noise moves every phase alike)."""
+        return 0.0
+
+    def is_new(self, knobs: dict[str, Any], fresh: bool) -> bool:
+        """Whether a configuration's kernels are new to the (simulated) worker: here, any
+        configuration it did not run before."""
+        if fresh or self._warm is None:
+            self._warm = set()
+        key = json.dumps(knobs, sort_keys=True, default=str)
+        new = key not in self._warm
+        self._warm.add(key)
+        return new
+
+    def _process_for(self, knobs: dict[str, Any]) -> tuple[bool, bool]:
+        """Whether this probe starts the (simulated) process, and whether its kernels are new
+        there: a backend that shares one worker does so the whole ladder long."""
+        fresh = not self._started
+        self._started = True
+        self._served = 0 if fresh else self._served + 1
+        return fresh, self.is_new(knobs, fresh)
+
+    def _process_ended(self) -> None:
+        """A probe failed: the runner ends its process, the next starts a fresh one."""
+        self._started = False
 
     def losses(self, values: dict[str, Any], ranks: int | None = None) -> list[float]:
         """The fixed-seed loss curve (see Losses in the module docstring)."""
@@ -505,33 +624,6 @@ class SimTrainer:
         adam = 0.012 if k["optimizer_impl"] == "foreach" else 0.002
         return batch / (batch / rate + launches + adam)
 
-    def _one_time(self, k: dict[str, Any]) -> dict[str, float]:
-        costs = {"worker_spawn": 0.5 * k["num_data_workers"]}
-        if k["data_loader_config"] == "dali-lowmem":
-            costs["dali_build"] = 30.0
-        if k["jit"] == "compile":
-            costs["compile"] = 60.0
-        elif k["jit"] == "script":
-            costs["compile"] = 5.0
-        if k["cuda_graphs"]:
-            costs["graph_capture"] = 4.0
-        return costs
-
-
-def _stop_early(
-    trials: dict[str, list[float]], stop_below: float | None
-) -> tuple[dict[str, list[float]], str]:
-    """The trials a real worker would have run when told to stop below `stop_below`.
-
-    The same draws, cut where the worker would cut them: FULL after the first
-    trials that are clearly slower, no other phase (the worker's phases.py rule).
-    """
-    full = trials["full"]
-    for n in range(EARLY_STOP_TRIALS, len(full)):
-        if stop_below is not None and clearly_slower(full[:n], stop_below):
-            return {"full": full[:n]}, early_stop_reason(full[:n], len(full), stop_below)
-    return trials, ""
-
 
 def _batch(k: dict[str, Any], ranks: int = 1) -> int:
     """The per-rank batch: local_batch_size, else the global batch shared out."""
@@ -581,27 +673,36 @@ def sim_stage_plans(machine: MachineInfo) -> list[StagePlan]:
     optimizers = [Candidate("optimizer=fused", {"optimizer_impl": "fused"})]
     if machine.cuda and machine.apex:
         optimizers.append(Candidate("optimizer=apex", {"optimizer_impl": "apex"}))
+    # Judged as the built-in stages are (plugins/stages.py): the loader on IO, the model's
+    # arithmetic on SYNTHETIC, the batch on FULL.
+    io, syn = "io", "synthetic"
     return [
-        StagePlan("workers", workers),
-        StagePlan("loader", loaders),
-        StagePlan("tf32", [Candidate("tf32=off", {"tf32": False})], no_gpu),
+        StagePlan("workers", workers, judged=io),
+        StagePlan("loader", loaders, judged=io),
+        StagePlan("tf32", [Candidate("tf32=off", {"tf32": False})], no_gpu, judged=syn),
         StagePlan(
             "amp",
             [
                 Candidate("amp=fp16", {"amp_mode": "fp16"}),
                 Candidate("amp=bf16", {"amp_mode": "bf16"}),
             ],
+            judged=syn,
         ),
-        StagePlan("optimizer", optimizers),
+        StagePlan("optimizer", optimizers, judged=syn),
         StagePlan(
             "jit",
             [
                 Candidate("jit=script", {"jit": "script"}),
                 Candidate("jit=compile", {"jit": "compile"}),
             ],
+            judged=syn,
         ),
-        StagePlan("cuda_graphs", [Candidate("cuda_graphs=on", {"cuda_graphs": True})], no_gpu),
-        StagePlan("channels_last", [Candidate("channels_last=on", {"channels_last": True})]),
+        StagePlan(
+            "cuda_graphs", [Candidate("cuda_graphs=on", {"cuda_graphs": True})], no_gpu, judged=syn
+        ),
+        StagePlan(
+            "channels_last", [Candidate("channels_last=on", {"channels_last": True})], judged=syn
+        ),
         StagePlan(
             "batch_size",
             [

@@ -26,6 +26,14 @@ from tuneup.hardware.types import MachineInfo
 from tuneup.probe.stages import Proposal, Stage, current, runs_on_cuda
 from tuneup.probe.types import Candidate
 
+# Each stage declares the phase its knobs move (judged_on: IO for the loader, SYNTHETIC for
+# the model's arithmetic, FULL for the batch and DDP, which move both) and the gain it
+# typically brings (expected_gain), what a time budget keeps first. The gains are priors
+# from the tutorial's A100 figures (unet-workload.md: 2 -> 8 workers +217%, DALI +44%,
+# AMP +57% SYNTHETIC, fused Adam +4%, JIT +7% SYNTHETIC, DDP buffers and buckets +3.5%)
+# and the first H200 run (channels_last +3.5% SYNTHETIC); TF32 off is measured for what
+# TF32 is worth and is expected to lose.
+
 # The tutorial's order; a preset's stage plan may reorder or drop stages.
 DEFAULT_ORDER = (
     "workers",
@@ -77,6 +85,8 @@ WORKERS = WorkersStage(
         "the ranks of its node) are not tried."
     ),
     knobs=("num_data_workers",),
+    judged_on="io",
+    expected_gain=1.0,
     candidates=tuple(Candidate(f"{n} workers", {"num_data_workers": n}) for n in (2, 4, 8, 16)),
 )
 
@@ -99,6 +109,8 @@ TF32 = CudaOnlyStage(
     ),
     knobs=("tf32",),
     needs=("cuda",),
+    judged_on="synthetic",
+    expected_gain=0.0,
     candidates=(Candidate("off", {"tf32": False}),),
 )
 
@@ -133,6 +145,8 @@ AMP = AmpStage(
         "The fixed-seed loss is checked against the baseline's."
     ),
     knobs=("amp_mode", "channels_last"),
+    judged_on="synthetic",
+    expected_gain=0.5,
     candidates=(
         Candidate("bf16", {"amp_mode": "bf16"}),
         Candidate("fp16", {"amp_mode": "fp16"}),
@@ -158,6 +172,8 @@ OPTIMIZER = OptimizerStage(
         "importable on a GPU (it cannot run inside a CUDA graph)."
     ),
     knobs=("optimizer_impl",),
+    judged_on="synthetic",
+    expected_gain=0.04,
     candidates=(
         Candidate("fused", {"optimizer_impl": "fused"}),
         Candidate("apex", {"optimizer_impl": "apex"}),
@@ -192,6 +208,8 @@ JIT = JitStage(
         "CPU torch.compile needs a C++ compiler."
     ),
     knobs=("jit", "compile_mode"),
+    judged_on="synthetic",
+    expected_gain=0.05,
     candidates=(Candidate("script", {"jit": "script"}), Candidate("compile", {"jit": "compile"})),
 )
 
@@ -235,6 +253,8 @@ CUDA_GRAPHS = CudaGraphsStage(
     ),
     knobs=("cuda_graphs", "amp_mode", "optimizer_impl"),
     needs=("cuda",),
+    judged_on="synthetic",
+    expected_gain=0.03,
     candidates=(Candidate("on", {"cuda_graphs": True}),),
 )
 
@@ -247,6 +267,8 @@ CHANNELS_LAST = Stage(
         "(and oneDNN on the CPU) pick tensor-core friendly convolution kernels."
     ),
     knobs=("channels_last",),
+    judged_on="synthetic",
+    expected_gain=0.035,
     candidates=(Candidate("on", {"channels_last": True}),),
 )
 
@@ -312,6 +334,8 @@ BATCH_SIZE = BatchSizeStage(
         "oom."
     ),
     knobs=("global_batch_size", "local_batch_size", "lr_schedule", "base_batch_size"),
+    judged_on="full",
+    expected_gain=0.05,
 )
 
 
@@ -377,6 +401,8 @@ DATA = DataStage(
         "in free GPU memory."
     ),
     knobs=("data_loader_config", "num_data_workers"),
+    judged_on="io",
+    expected_gain=0.4,
     candidates=tuple(
         Candidate(kind, {"data_loader_config": kind})
         for kind in ("lowmem", "inmem", "dali-lowmem", "gpu")
@@ -469,6 +495,8 @@ DDP = DdpStage(
         "local_batch_size",
     ),
     needs=("multi_rank",),
+    judged_on="full",
+    expected_gain=0.03,
     candidates=(
         *(Candidate(f"bucket {mb} MB", {"bucket_cap_mb": mb}) for mb in BUCKET_SIZES_MB),
         Candidate("broadcast_buffers off", {"broadcast_buffers": False}),

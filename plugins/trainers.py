@@ -12,9 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tuneup.probe.estimate import StepModel
+from tuneup.probe.types import PHASES
 from tuneup.trainers.adapters import TrainerAdapter, TrainerContext
 from tuneup.trainers.backends import Backend, WorkerBackend
 
+from .sim import SimCosts
 from .sim import SimTrainer as Surface
 
 
@@ -43,7 +45,7 @@ class SimTrainer(TrainerAdapter):
     """
 
     def backend(self, ctx: TrainerContext) -> Backend:
-        return Surface(seed=ctx.seed, world_size=ctx.world_size)
+        return Surface(seed=ctx.seed, world_size=ctx.world_size, budget=ctx.budget)
 
 
 UNET = UnetTrainer(
@@ -53,6 +55,7 @@ UNET = UnetTrainer(
     data_files=True,
     gpu_telemetry=True,
     in_app=True,
+    phases=PHASES,
     # A guess for a GPU node until probes measure it: a process start with CUDA, data and
     # autotuning; a step of the full U-Net at batch 64 (the tutorial's A100 took 0.17 s in
     # fp32, 0.1 s with AMP; newer GPUs less); a stage's probes share a process.
@@ -65,6 +68,13 @@ SIM = SimTrainer(
     tunes="the synthetic surface",
     simulated=True,
     in_app=True,
-    # It answers at once.
-    step_model=StepModel(startup_s=0.1, step_s=0.001),
+    phases=PHASES,
+    # It answers at once, but prices its probes in simulated seconds (SimCosts: a GPU
+    # node's process start and set-up, a step of the U-Net): what a time budget counts.
+    step_model=StepModel(
+        startup_s=SimCosts().spawn_s + SimCosts().first_s,
+        step_s=0.1,
+        served_startup_s=SimCosts().setup_s,
+        first_s=SimCosts().first_s,
+    ),
 )

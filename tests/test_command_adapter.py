@@ -453,7 +453,9 @@ def test_a_workers_ladder_on_the_tutorial_script_recommends_eight_workers(script
     )
     backend = load_trainer("command").backend(ctx)
     base = {"num_data_workers": 1}
-    plans = stage_plans(("workers",), MachineInfo(cpus_usable=16), base)
+    plans = stage_plans(
+        ("workers",), MachineInfo(cpus_usable=16), base, phases=load_trainer("command").phases
+    )
     outcome = staged_search(base, plans, backend, confirm_pairs=1)
     # The stage's probes: its candidates, and the incumbent (no variant) measured around them.
     tried = {p.variant.get("num_data_workers") for p in outcome.probes if p.stage == "workers"}

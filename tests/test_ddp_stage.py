@@ -220,8 +220,9 @@ def test_summary_figures_match_the_journaled_probes(ladder):
         for p in journal
         if p.config == incumbent and p.ranks == 4 and p.stage != "confirm" and p.ok
     ]
-    full = median([p.full_sps for p in runs])
-    synthetic = median([p.synthetic_sps for p in runs])
+    full = median([p.full_sps for p in runs if p.full_sps])
+    # the stage is judged on FULL: its own probes measure FULL alone, the rest all phases
+    synthetic = median([p.synthetic_sps for p in runs if p.synthetic_sps])
     assert ddp["ranks"] == 4 and ddp["overhead_phase"] == "synthetic"
     assert ddp["overhead_pct"] == pytest.approx(100 * (1 - synthetic / noddp.synthetic_sps))
     assert ddp["efficiency_pct"] == pytest.approx(100 * full / (4 * one_rank.full_sps))
@@ -318,10 +319,10 @@ def test_plain_reporter_says_how_the_probes_launch():
 # --- real processes: 2 CPU ranks over gloo under torchrun ----------------------------------
 
 REAL_BUDGET = {
-    "warmup_min_steps": 2,
-    "warmup_max_steps": 3,
-    "trial_steps": 2,
-    "trials": 3,
+    "trial_s": 0.05,
+    "min_trials": 3,
+    "max_trials": 3,
+    "warmup_cap_s": 0.5,
     "loss_steps": 4,
     "limit_s": 150,  # torchrun and two ranks importing torch take 20-30 s on 2 cores
 }

@@ -1,4 +1,4 @@
-"""The ladder-duration estimate: the documented model, the fit sentence, and trimming."""
+"""The ladder-duration estimate: the documented model, the fit sentence, the time budget's plan."""
 
 from __future__ import annotations
 
@@ -7,163 +7,209 @@ import dataclasses
 import pytest
 
 from tuneup.probe.estimate import (
-    PAIRS_PER_STAGE,
+    CONFIRM,
+    WHOLE,
+    Habits,
+    LadderShape,
     ProbeCosts,
+    ProbeKind,
+    StageShape,
     StepModel,
-    estimate_ladder_seconds,
     fits,
     guess_costs,
+    kind_seconds,
     ladder_shape,
-    measured_costs,
     pairs_seen,
-    probe_count,
+    parse_duration,
     probe_seconds,
-    rescaled,
     time_left_text,
-    trim,
 )
-from tuneup.probe.types import Budget, ProbeResult, Status
+from tuneup.probe.plan import plan_probe
+from tuneup.probe.types import PHASES, Budget, ProbeResult, Status
+from tuneup.tuning.planner import plan_ladder
+from tuneup.tuning.time_left import measured_costs
 
-BUDGET = Budget(warmup_max_steps=10, trial_steps=5, trials=4, loss_steps=10, limit_s=600)
-MODEL = StepModel(startup_s=20.0, step_s=0.5)
+BUDGET = Budget(trial_s=0.5, min_trials=2, max_trials=4, warmup_cap_s=10, loss_steps=10)
+COSTS = ProbeCosts(
+    spawn_s=40.0,
+    setup_s=2.0,
+    first_s=10.0,
+    step_s={"io": 0.2, "synthetic": 0.05, "full": 0.25},
+    trials={"io": 4.0, "synthetic": 2.0, "full": 3.0},
+)
 
 
-def test_one_probe_is_startup_plus_every_step_it_may_run() -> None:
-    steps = 10 + 10 + 3 * 4 * 5
-    assert probe_seconds(BUDGET, MODEL) == 20.0 + steps * 0.5
+def test_a_probe_costs_its_start_loss_steps_warmups_and_trials_by_hand() -> None:
+    syn = plan_probe(BUDGET, judged="synthetic", whole=False)
+    # warm set-up 2 + loss 10 x 0.25 + warm-up (first step 0.05 + 2 windows of 0.125 s)
+    # + 2 trials of 0.5 s
+    assert probe_seconds(syn, COSTS) == pytest.approx(2 + 2.5 + (0.05 + 0.25) + 1.0)
+    # new kernels to the warm worker add their first steps; a fresh process its start
+    assert probe_seconds(syn, COSTS, new=True) == pytest.approx(5.8 + 10.0)
+    assert probe_seconds(syn, COSTS, fresh=True) == pytest.approx(5.8 - 2.0 + 40.0)
+
+
+def test_a_probe_of_io_alone_records_no_loss_and_never_pays_a_models_first_steps() -> None:
+    io = plan_probe(BUDGET, judged="io", whole=False)
+    # 2 + warm-up (0.2 + 2 windows of max(0.125, 2 x 0.2)) + 4 trials of 0.5 s
+    assert probe_seconds(io, COSTS) == pytest.approx(2 + 0.2 + 0.8 + 2.0)
 
 
 def test_a_probe_never_costs_more_than_its_limit() -> None:
-    slow = StepModel(startup_s=20.0, step_s=100.0)
-    assert probe_seconds(BUDGET, slow) == BUDGET.limit_s
+    slow = dataclasses.replace(COSTS, spawn_s=10_000.0)
+    assert probe_seconds(plan_probe(BUDGET), slow, fresh=True) == BUDGET.limit_s
 
 
-def test_probes_are_baselines_screens_pairs_and_the_confirmation() -> None:
-    # 2 baselines + 10 candidates + per stage 2 anchors and five pairs + 3 confirm pairs
-    assert probe_count([4, 3, 3]) == 2 + 10 + 3 * (2 + 10) + 6
-    assert probe_count([4, 0, 3]) == 2 + 7 + 2 * (2 + 10) + 6  # a skipped stage costs nothing
-    assert probe_count([0, 0]) == 2  # nothing to try: only the baseline runs
-    assert probe_count([4, 3, 3], pairs_per_stage=1) == 2 + 10 + 3 * (2 + 2) + 6
+def test_a_trainer_that_shares_no_process_pays_every_start() -> None:
+    alone = dataclasses.replace(COSTS, shares=False)
+    syn = plan_probe(BUDGET, judged="synthetic", whole=False)
+    assert probe_seconds(syn, alone) == probe_seconds(syn, COSTS, fresh=True)
 
 
-def test_baselines_and_each_confirmation_pair_start_a_process_and_the_rest_share_one() -> None:
-    shape = ladder_shape([4, 3])
-    assert shape.fresh == 2 + 3
-    assert shape.served == (4 + 12) + (3 + 12) + 3
-    alone = ladder_shape([4, 3], shares_processes=False)
-    assert (alone.fresh, alone.served) == (shape.fresh + shape.served, 0)
+def test_the_ladder_is_counted_in_probes_of_each_kind() -> None:
+    stages = [StageShape("workers", 3, "io"), StageShape("amp", 2, "synthetic")]
+    habits = Habits(pairs_per_stage=1.0, adopt_rate=0.5)
+    shape = ladder_shape(stages, baseline_repeats=2, confirm_pairs=2, habits=habits)
+    counts = shape.counts
+    assert counts[ProbeKind(WHOLE, fresh=True, new=True)] == 1  # the first baseline probe
+    assert counts[ProbeKind(WHOLE)] == pytest.approx(1 + 0.5 + 0.5)  # repeat and checks
+    # the anchors (before the screen unless the stage before adopted, after it) and pairs
+    assert counts[ProbeKind(("synthetic",))] == pytest.approx(0.5 + 1 + 2)
+    # a loader's screen trains nothing: no first steps of new kernels
+    assert counts[ProbeKind(("io",))] == pytest.approx(3 + 3.5)
+    assert counts[ProbeKind(("synthetic",), new=True)] == 2  # a new config's screen
+    assert counts[CONFIRM] == 4
+    assert shape.probes == 2 + (3 + 3.5 + 0.5) + (2 + 3.5 + 0.5) + 4
 
 
-def test_a_shared_process_spares_the_start_up_in_the_guess() -> None:
-    shared = guess_costs(BUDGET, StepModel(startup_s=20.0, step_s=0.5, served_startup_s=1.0))
-    assert shared.fresh_s == probe_seconds(BUDGET, MODEL)
-    assert shared.served_s == shared.fresh_s - 19.0
-    assert not shared.measured
-    assert guess_costs(BUDGET, MODEL).served_s == guess_costs(BUDGET, MODEL).fresh_s
-
-
-def ran(
-    wall: float, served_before: int, spawn: float | None = None, ok: bool = True
-) -> ProbeResult:
-    one_time = {"spawn": spawn} if spawn is not None else {}
-    status = Status.OK if ok else Status.CRASH
-    return ProbeResult(
-        "s", {}, {}, status, wall_s=wall, served_before=served_before, one_time_s=one_time
-    )
-
-
-def test_measured_costs_are_the_medians_of_each_kind_of_probe() -> None:
-    guess = ProbeCosts(100.0, 10.0)
-    results = [
-        ran(3.0, 0),
-        ran(2.6, 0),
-        ran(2.8, 0),
-        ran(0.6, 1),
-        ran(0.5, 2),
-        ran(9.0, 3, ok=False),
-    ]
-    costs = measured_costs(results, guess)
-    assert (costs.fresh_s, costs.served_s, costs.measured) == (2.8, 0.55, True)
-    assert measured_costs([], guess) == guess
-
-
-def test_a_kind_not_measured_yet_is_derived_from_the_other() -> None:
-    shares = ProbeCosts(40.0, 15.0)
-    fresh_only = measured_costs([ran(3.0, 0, spawn=2.0), ran(2.8, 0, spawn=1.8)], shares)
-    assert fresh_only.fresh_s == 2.9 and fresh_only.served_s == pytest.approx(1.0)
-    # A trainer that shares no process: its probes all cost what a fresh one does.
-    alone = measured_costs([ran(3.0, 0, spawn=2.0)], ProbeCosts(40.0, 40.0))
-    assert alone.served_s == alone.fresh_s == 3.0
-    served_only = measured_costs([ran(0.5, 1)], shares)
-    assert served_only.fresh_s == 0.5 + 25.0
-
-
-def test_pairs_seen_learn_from_decided_stages_and_start_at_the_prior() -> None:
-    assert pairs_seen([]) == PAIRS_PER_STAGE
-    # A stage of 1 candidate that took 13 probes: 2 anchors, 1 screen, 5 pairs.
-    assert pairs_seen([(13, 1)], prior=3.0, weight=2.0) == pytest.approx((6 + 5) / 3)
-    many = [(13, 1)] * 20
-    assert pairs_seen(many) == pytest.approx(5.0, abs=0.2)
-    assert pairs_seen([(0, 0)]) == PAIRS_PER_STAGE  # a skipped stage says nothing
-
-
-def test_the_estimate_uses_what_this_machine_measured() -> None:
-    costs = ProbeCosts(2.8, 0.6, measured=True)
-    seconds = estimate_ladder_seconds([1, 2], BUDGET, MODEL, costs=costs, pairs_per_stage=4)
-    shape = ladder_shape([1, 2], pairs_per_stage=4)
-    assert seconds == pytest.approx(shape.fresh * 2.8 + shape.served * 0.6)
-
-
-def test_measured_costs_follow_the_budget_by_the_models_ratio() -> None:
-    costs = ProbeCosts(3.0, 1.0, measured=True)
-    halved = dataclasses.replace(BUDGET, trials=2)
-    moved = rescaled(costs, BUDGET, halved, MODEL)
-    ratio = probe_seconds(halved, MODEL) / probe_seconds(BUDGET, MODEL)
-    assert moved.fresh_s == pytest.approx(3.0 * ratio) and moved.measured
-    assert rescaled(costs, BUDGET, BUDGET, MODEL) == costs
-
-
-def test_the_time_left_says_when_it_is_only_a_guess() -> None:
-    assert time_left_text(75, measured=True) == "about 1 min 15 s left"
-    assert time_left_text(1500, measured=True) == "about 25 min left"
-    assert time_left_text(30, measured=False).endswith("(a guess until the first probes finish)")
+def test_a_ladder_with_nothing_to_adopt_is_its_baseline_alone() -> None:
+    shape = ladder_shape([StageShape("tf32", 0, "synthetic")], baseline_repeats=2)
+    assert shape.probes == 2 and CONFIRM not in shape.counts
 
 
 def test_more_candidates_take_longer() -> None:
-    short = estimate_ladder_seconds([2, 2], BUDGET, MODEL)
-    longer = estimate_ladder_seconds([2, 2, 3], BUDGET, MODEL)
-    assert longer > short
-    assert short == probe_count([2, 2]) * probe_seconds(BUDGET, MODEL)
+    short = ladder_shape([StageShape("a", 1)]).seconds(BUDGET, COSTS)
+    long = ladder_shape([StageShape("a", 4)]).seconds(BUDGET, COSTS)
+    assert long > short
+
+
+def test_habits_learn_from_decided_stages_and_start_at_the_prior() -> None:
+    assert pairs_seen([]) == Habits()
+    # a stage of 2 candidates that took 8 probes and adopted: 2 screens, its anchors
+    # (0.5 before + 1 after), its check, and the rest in pairs
+    learned = pairs_seen([(8, 2, True)], prior=Habits(1.0, 0.5), weight=1.0)
+    assert learned.pairs_per_stage == pytest.approx((1.0 + (8 - 2 - 1.5 - 1) / 2) / 2)
+    assert learned.adopt_rate == pytest.approx(0.75)
+
+
+def test_measured_costs_come_from_the_probes_and_price_them_as_they_ran() -> None:
+    fresh = ProbeResult(
+        "baseline",
+        {},
+        {"global_batch_size": 8},
+        Status.OK,
+        full_sps=32.0,
+        synthetic_sps=160.0,
+        io_sps=40.0,
+        full_sps_trials=[32.0] * 3,
+        synthetic_sps_trials=[160.0] * 2,
+        io_sps_trials=[40.0] * 4,
+        one_time_s={"spawn": 5.0, "first_steps": 20.0},
+        wall_s=40.0,
+        plan=plan_probe(BUDGET).to_dict(),
+    )
+    served = dataclasses.replace(fresh, one_time_s={"setup": 1.5}, served_before=1, wall_s=9.0)
+    costs = measured_costs([(fresh, True), (served, False)], BUDGET, COSTS)
+    assert costs.measured
+    assert costs.spawn_s == 25.0  # a fresh start runs to its first step done
+    assert costs.setup_s == 1.5
+    assert costs.step_s == pytest.approx({"io": 0.2, "synthetic": 0.05, "full": 0.25})
+    assert costs.trials == {"io": 4.0, "synthetic": 2.0, "full": 3.0}
+    assert costs.first_s == COSTS.first_s  # no warm probe of a new configuration yet
+    # the model with each probe's own figures against its wall: what it cannot see
+    assert 0.5 <= costs.scale <= 3.0
+
+
+def test_the_guess_prices_every_phase_at_the_step_model() -> None:
+    guess = guess_costs(BUDGET, StepModel(startup_s=30, step_s=0.1, served_startup_s=5))
+    assert guess.step_s == {p: 0.1 for p in PHASES}
+    assert guess.shares and not guess.measured
+    assert not guess_costs(BUDGET, StepModel()).shares
+
+
+def test_the_time_left_says_when_it_is_only_a_guess() -> None:
+    assert time_left_text(125, measured=True) == "about 2 min 05 s left"
+    assert time_left_text(20 * 60, measured=False) == (
+        "about 20 min left (a guess until the first probes finish)"
+    )
 
 
 def test_fits_names_the_limit_it_breaks() -> None:
-    ok, message = fits(600, budget_s=3600, allocation_left_s=7200)
-    assert ok and "10 min" in message and "1 h 00 min" in message
-    over, message = fits(4000, budget_s=3600, allocation_left_s=None)
-    assert not over and "time budget" in message
-    over, message = fits(4000, budget_s=None, allocation_left_s=3000)
-    assert not over and "left in the allocation" in message
+    assert fits(300, 600, None) == (True, "estimated 5 min, fits the 10 min budget")
+    ok, message = fits(900, 600, 3600)
+    assert not ok and "over the 10 min time budget" in message
+    ok, message = fits(900, None, 600)
+    assert not ok and "more than the 10 min left in the allocation" in message
 
 
-def test_trim_drops_the_last_stages_until_it_fits() -> None:
-    plans = [("workers", 3), ("amp", 2), ("batch_size", 4)]
-    full = estimate_ladder_seconds([3, 2, 4], BUDGET, MODEL)
-    trimmed = trim(plans, BUDGET, full - 1, MODEL)
-    assert trimmed.fits
-    assert trimmed.stages == ("workers", "amp")
-    assert trimmed.estimate_s <= full - 1
-    assert trimmed.budget.trials == BUDGET.trials
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("90s", 90), ("10m", 600), ("1.5h", 5400), ("1h30m", 5400), ("01:00:00", 3600), ("5:30", 330)],
+)
+def test_durations_read_as_people_write_them(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
 
 
-def test_trim_lowers_the_trials_when_the_baseline_alone_is_too_long() -> None:
-    plans = [("workers", 3)]
-    baseline_only = estimate_ladder_seconds([], BUDGET, MODEL)
-    trimmed = trim(plans, BUDGET, baseline_only - 1, MODEL)
-    assert trimmed.stages == ()
-    assert trimmed.budget.trials < BUDGET.trials
-    assert trimmed.fits
+@pytest.mark.parametrize(
+    ("text", "words"), [("10", "no unit"), ("10x", "not a duration"), ("0m", "no time")]
+)
+def test_a_duration_without_its_unit_says_how_to_write_one(text: str, words: str) -> None:
+    with pytest.raises(ValueError, match=words):
+        parse_duration(text)
 
 
-def test_trim_with_no_limit_keeps_everything() -> None:
-    plans = [("workers", 3), ("amp", 2)]
-    assert trim(plans, BUDGET, None, MODEL).stages == ("workers", "amp")
+STAGES = [
+    StageShape("workers", 3, "io", 1.0),
+    StageShape("tf32", 1, "synthetic", 0.0),
+    StageShape("amp", 3, "synthetic", 0.5),
+    StageShape("jit", 2, "synthetic", 0.05),
+]
+
+
+def test_a_ladder_that_fits_keeps_everything() -> None:
+    plan = plan_ladder(STAGES, BUDGET, COSTS, None)
+    assert plan.stages == ("workers", "tf32", "amp", "jit") and not plan.left_out
+    assert plan.budget == BUDGET and plan.fits
+
+
+def test_a_tight_budget_shortens_the_trials_then_leaves_out_the_least_gain_per_second() -> None:
+    whole = plan_ladder(STAGES, BUDGET, COSTS, None).estimate_s
+    tight = plan_ladder(STAGES, BUDGET, COSTS, whole * 0.6)
+    assert tight.fits and tight.estimate_s <= whole * 0.6
+    assert tight.budget.trial_s == pytest.approx(BUDGET.trial_s / 4)  # shortened first
+    left = [name for name, _, _ in tight.left_out]
+    assert left[0] == "tf32" or "tf32" in left  # it expects nothing: the first to go
+    assert "workers" in tight.stages  # the largest expected gain stays
+    assert "left out to fit" in (tight.reason(left[0]) or "")
+    assert any("left out" in line for line in tight.lines(4))
+
+
+def test_a_budget_too_small_for_the_baseline_says_so() -> None:
+    plan = plan_ladder(STAGES, BUDGET, COSTS, 10.0)
+    assert not plan.fits and plan.stages == ()
+    assert "stops at the budget" in plan.lines(4)[-1]
+
+
+def test_a_kind_is_priced_by_the_plan_it_stands_for() -> None:
+    # a configuration's first probe records its loss; a later one of the same seed need not
+    new = ProbeKind(("synthetic",), new=True)
+    assert kind_seconds(new, BUDGET, COSTS) == pytest.approx(
+        probe_seconds(plan_probe(BUDGET, judged="synthetic", whole=False), COSTS, new=True)
+    )
+    again = plan_probe(BUDGET, judged="synthetic", whole=False, loss=False)
+    assert kind_seconds(ProbeKind(("synthetic",)), BUDGET, COSTS) == pytest.approx(
+        probe_seconds(again, COSTS)
+    )
+    assert LadderShape({ProbeKind(("io",)): 2.0}).seconds(BUDGET, COSTS) == pytest.approx(
+        2 * kind_seconds(ProbeKind(("io",)), BUDGET, COSTS)
+    )

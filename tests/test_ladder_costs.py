@@ -6,8 +6,8 @@ from pathlib import Path
 
 from tuneup.hardware.types import MachineInfo
 from tuneup.probe.compile_costs import ColdCompileCosts
-from tuneup.probe.estimate import ProbeCosts
-from tuneup.probe.types import Budget, ProbeResult, Status
+from tuneup.probe.estimate import Habits, ProbeCosts
+from tuneup.probe.types import ProbeResult, Status
 from tuneup.tuning.ladder_record import LadderCosts, LadderRecord, machine_tag
 
 VALUES = {"jit": "compile", "amp_mode": "bf16"}
@@ -58,7 +58,17 @@ def test_a_damaged_cost_file_reads_as_empty(tmp_path: Path) -> None:
 
 def test_the_ladder_record_keeps_each_trainer_and_presets_costs(tmp_path: Path) -> None:
     record = LadderRecord(tmp_path)
-    kept = LadderCosts(ProbeCosts(2.8, 0.6, measured=True), 4.5, Budget(trials=3), "2026-11-26")
+    costs = ProbeCosts(
+        spawn_s=2.8,
+        setup_s=0.6,
+        first_s=1.5,
+        step_s={"io": 0.01, "synthetic": 0.02, "full": 0.03},
+        trials={"io": 4.0, "synthetic": 3.0, "full": 4.0},
+        scale=1.1,
+        measured=True,
+        recorded=True,
+    )
+    kept = LadderCosts(costs, Habits(4.5, 0.4), "2026-11-26")
     record.remember("unet", "cpu-smoke", "1 x 2 CPUs", kept)
 
     assert LadderRecord(tmp_path).recall("unet", "cpu-smoke", "1 x 2 CPUs") == kept

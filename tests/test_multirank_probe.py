@@ -23,7 +23,7 @@ from tuneup.trainers.backends import WorkerBackend
 pytestmark = pytest.mark.slow
 
 BUDGET = Budget(
-    warmup_min_steps=1, warmup_max_steps=2, trial_steps=2, trials=3, loss_steps=2, limit_s=120
+    trial_s=0.01, min_trials=3, max_trials=3, warmup_cap_s=0.2, loss_steps=2, limit_s=120
 )
 # This machine as the job: no SLURM, no GPU, whatever the test runner's environment says.
 LOCAL_JOB = read_job_env({}, gpu_count=0)

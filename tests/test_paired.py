@@ -24,13 +24,18 @@ def test_one_pair_never_adopts_however_large_the_gain():
 def test_a_gain_within_the_noise_is_not_adopted_and_a_loss_is_rejected_early():
     noisy = judge(pairs_of(1.05, 1.04), sigma=0.05, needed=0.02)
     assert noisy.verdict is Verdict.MORE  # 5% with 5% pair noise: not shown yet
-    # at max_pairs, a comparison below the needed gain ends; one above it goes on (3x at most)
+    # at max_pairs, a comparison below the needed gain that the noise cannot rule out is
+    # left unresolved, with its estimate; one above it goes on (3x at most), then is too
     flat = judge(pairs_of(1.01, 1.00, 1.02, 1.01), sigma=0.05, needed=0.02, max_pairs=4)
-    assert flat.verdict is Verdict.REJECT and "not shown faster" in flat.why
+    assert flat.verdict is Verdict.UNRESOLVED
+    assert "unresolved at this machine's noise: 1.010x over 4 pairs" in flat.why
     promising = pairs_of(1.05, 1.04, 1.05, 1.06)
     assert judge(promising, sigma=0.05, needed=0.02, max_pairs=4).verdict is Verdict.MORE
     capped = judge(promising * 3, sigma=0.05, needed=0.02, max_pairs=4)
-    assert capped.verdict is Verdict.REJECT and capped.pairs == 12
+    assert capped.verdict is Verdict.UNRESOLVED and capped.pairs == 12
+    # where the noise is small enough the same figures rule the gain out: not faster
+    ruled_out = judge(pairs_of(1.01, 1.00, 1.01, 1.00), sigma=0.002, needed=0.02, max_pairs=4)
+    assert ruled_out.verdict is Verdict.REJECT
     loss = judge(pairs_of(0.8), sigma=0.02, needed=0.02)
     assert loss.verdict is Verdict.REJECT and loss.why.startswith("not faster")
 

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tuneup.errors import UsageError
+from tuneup.probe.plan import MeasurementPlan, plan_probe
 from tuneup.probe.stats import clearly_slower, iqr_pct, median, quantile
 from tuneup.probe.types import Budget
-from tuneup.worker.phases import check_budget, run_probe
+from tuneup.worker.phases import run_probe
 from tuneup.worker.trials import leading_outlier, rank_rates, run_trials
-from tuneup.worker.warmup import WarmupTracker, warm_up, within
+from tuneup.worker.warmup import warm_up, within
 from tuneup.worker.workload import BatchStream
 
 
@@ -95,6 +97,20 @@ class Events:
         return [r for r in self.records if r["event"] == kind]
 
 
+def plan(
+    phases: tuple[str, ...] = ("full",),
+    *,
+    judged: str | None = None,
+    stop_below: float | None = None,
+    **budget: Any,
+) -> MeasurementPlan:
+    """A plan of `phases` under a budget of the given fields (a test's own phases)."""
+    defaults = {"trial_s": 1.0, "min_trials": 3, "max_trials": 3, "loss_steps": 0}
+    made = plan_probe(Budget(**{**defaults, **budget}), stop_below_sps=stop_below)
+    judged = judged or ("full" if "full" in phases else phases[0])
+    return dataclasses.replace(made, phases=tuple(phases), judged=judged)
+
+
 def test_statistics_match_hand_computed_values() -> None:
     assert median([4.0, 1.0, 3.0, 2.0]) == pytest.approx(2.5)
     assert quantile([1.0, 2.0, 3.0, 4.0, 5.0], 0.25) == pytest.approx(2.0)
@@ -108,40 +124,96 @@ def test_within_is_relative_and_symmetric() -> None:
     assert not within(1.0, 1.06, 0.05) and not within(1.06, 1.0, 0.05)
 
 
-def test_warmup_ends_at_the_first_pair_of_agreeing_windows() -> None:
+def test_warmup_times_the_first_step_alone_then_stops_at_two_agreeing_windows() -> None:
     timer = FakeTimer()
     # step 1 pays 1 s of compilation, then every step takes 0.1 s
     workload = FakeWorkload(timer, [1.1, 0.1])
     events = Events()
-    budget = Budget(warmup_min_steps=3, warmup_max_steps=30, loss_steps=0)
-    tracker, losses = warm_up(workload, budget, timer=timer, emit=events)
-    # windows of 3: 0.433 s/step, then 0.1, then 0.1 -> stable after the third
-    assert tracker.steps == 9
-    assert tracker.stable
-    assert tracker.steady_step_s == pytest.approx(0.1)
+    tracker, losses = warm_up(
+        lambda n, keep: workload.full(n, keep), plan(trial_s=1.0), timer=timer, emit=events
+    )
+    # windows: 1 step (1.1 s), then a quarter trial of 0.1 s steps (2 steps), twice
+    assert tracker.step_times == pytest.approx([1.1, 0.1, 0.1])
+    assert tracker.steps == 5
+    assert tracker.stable and tracker.steady_step_s == pytest.approx(0.1)
+    assert tracker.excess_s == pytest.approx(1.0)
     assert losses == [] and events.of("loss") == []
 
 
-def test_warmup_stops_at_the_cap_when_never_stable() -> None:
+def test_warmup_stops_at_its_time_cap_when_never_steady() -> None:
     timer = FakeTimer()
     workload = FakeWorkload(timer, [0.1 * 1.5**i for i in range(50)])  # always slowing down
-    budget = Budget(warmup_min_steps=3, warmup_max_steps=10, loss_steps=0)
-    tracker, _ = warm_up(workload, budget, timer=timer, emit=Events())
-    assert tracker.steps == 10  # windows of 3, 3, 3 and a last one cut to 1
+    tracker, _ = warm_up(
+        lambda n, keep: workload.full(n, keep),
+        plan(trial_s=1.0, warmup_cap_s=5.0),
+        timer=timer,
+        emit=Events(),
+    )
     assert not tracker.stable
+    assert 5.0 <= tracker.seconds < 5.0 + 10.0  # it stops at the first window past the cap
 
 
 def test_loss_steps_run_first_even_past_the_warmup_cap_and_are_read_once() -> None:
     timer = FakeTimer()
     workload = FakeWorkload(timer, [0.1])  # stable from the start
     events = Events()
-    budget = Budget(warmup_min_steps=3, warmup_max_steps=4, loss_steps=7)
-    tracker, losses = warm_up(workload, budget, timer=timer, emit=events)
-    assert tracker.steps == 7  # windows 3, 3, 1: the cap rises to the loss steps
+    tracker, losses = warm_up(
+        lambda n, keep: workload.full(n, keep),
+        plan(trial_s=1.0, warmup_cap_s=0.01),
+        timer=timer,
+        emit=events,
+        loss_steps=7,
+        read_losses=workload.read_losses,
+    )
+    assert tracker.steps >= 7
     assert workload.reads == 1
     assert losses == pytest.approx([1.0 / n for n in range(1, 8)])
     assert [e["step"] for e in events.of("loss")] == list(range(1, 8))
     assert [e["value"] for e in events.of("loss")] == losses
+
+
+def test_a_trial_lasts_trial_s_whatever_the_step_time() -> None:
+    # a 60 ms GPU step and a 0.5 s loader-bound one are timed alike: 1 s a trial
+    for step_s, steps in ((0.06, 17), (0.5, 2)):
+        timer = FakeTimer()
+        workload = FakeWorkload(timer, [step_s])
+        trials = run_trials(
+            "full",
+            workload.full,
+            plan(trial_s=1.0),
+            steps=1,  # a bad first guess: the next trials follow the measured step
+            samples_per_batch=8,
+            timer=timer,
+            emit=Events(),
+        )
+        assert [t.batches for t in trials][1:] == [steps, steps]
+        assert all(t.samples_per_s == pytest.approx(8 / step_s) for t in trials)
+
+
+def test_trials_stop_once_they_agree_and_take_the_most_when_they_do_not() -> None:
+    timer = FakeTimer()
+    workload = FakeWorkload(timer, [0.1])  # steady to the last digit
+    agreeing = run_trials(
+        "synthetic",
+        workload.synthetic,
+        plan(("synthetic",), min_trials=2, max_trials=5, trial_noise=0.01),
+        steps=10,
+        samples_per_batch=1,
+        timer=timer,
+        emit=Events(),
+    )
+    assert len(agreeing) == 2
+    noisy = FakeWorkload(timer, [0.1, 0.13, 0.1, 0.12, 0.1, 0.14] * 10)
+    disagreeing = run_trials(
+        "synthetic",
+        noisy.synthetic,
+        plan(("synthetic",), min_trials=2, max_trials=5, trial_noise=0.01),
+        steps=1,
+        samples_per_batch=1,
+        timer=timer,
+        emit=Events(),
+    )
+    assert len(disagreeing) == 5
 
 
 def test_trials_sync_only_at_their_edges_and_count_global_samples() -> None:
@@ -151,7 +223,7 @@ def test_trials_sync_only_at_their_edges_and_count_global_samples() -> None:
     trials = run_trials(
         "full",
         workload.full,
-        trials=4,
+        plan(trial_s=3.0, min_trials=4, max_trials=4),
         steps=6,
         samples_per_batch=8,
         timer=timer,
@@ -171,7 +243,7 @@ def test_the_slowest_rank_sets_the_rate() -> None:
     trials = run_trials(
         "synthetic",
         workload.synthetic,
-        trials=1,
+        plan(("synthetic",), min_trials=1, max_trials=1),
         steps=2,
         samples_per_batch=4,
         timer=timer,
@@ -185,12 +257,10 @@ def test_every_rank_s_seconds_are_kept_and_the_slowest_sets_the_job_s_rate() -> 
     timer = FakeTimer()
     workload = FakeWorkload(timer, [0.5])  # this rank: 1 s a trial of 2 steps
     events = Events()
-    budget = Budget(warmup_min_steps=1, warmup_max_steps=1, trial_steps=2, trials=3, loss_steps=0)
     # Four ranks of 2 samples each; rank 2 takes 30% longer than the others.
     result = run_probe(
         workload,
-        budget,
-        ("full",),
+        plan(trial_s=1.0, warmup_cap_s=0.1),
         samples_per_batch=8,
         timer=timer,
         emit=events,
@@ -211,9 +281,8 @@ def test_every_rank_s_seconds_are_kept_and_the_slowest_sets_the_job_s_rate() -> 
 def test_one_rank_is_its_own_rank_rate_and_trials_carry_no_rank_list() -> None:
     timer = FakeTimer()
     events = Events()
-    budget = Budget(warmup_min_steps=1, warmup_max_steps=1, trial_steps=2, trials=3, loss_steps=0)
     result = run_probe(
-        FakeWorkload(timer, [0.5]), budget, ("full",), samples_per_batch=4, timer=timer, emit=events
+        FakeWorkload(timer, [0.5]), plan(), samples_per_batch=4, timer=timer, emit=events
     )
 
     assert "rank_seconds" not in events.of("trial")[0]
@@ -237,65 +306,95 @@ def test_stragglers_are_ranks_beyond_the_threshold_over_the_median_rank() -> Non
     assert rank_rates([], local_batch=2) == ([], [])
 
 
-def test_probe_emits_loss_warmup_trials_result_in_order() -> None:
+def test_probe_emits_loss_warmup_trials_result_in_order_and_records_its_plan() -> None:
     timer = FakeTimer()
     timer.t = 100.0
     workload = FakeWorkload(timer, [1.1, 0.1], io_s=0.02)
     events = Events()
-    budget = Budget(warmup_min_steps=3, warmup_max_steps=30, trial_steps=5, trials=3, loss_steps=4)
     result = run_probe(
         workload,
-        budget,
-        ("full", "io"),
+        plan(("full", "io"), trial_s=0.5, loss_steps=4),
         samples_per_batch=4,
         timer=timer,
         emit=events,
         start_costs={"spawn": 2.0},
     )
     kinds = events.kinds()
-    assert kinds == ["loss"] * 4 + ["warmup"] + ["trial"] * 6 + ["result"]
+    assert kinds[:4] == ["loss"] * 4 and kinds[-1] == "result"
+    assert kinds.index("warmup") < kinds.index("trial")
     assert [e["phase"] for e in events.of("trial")] == ["full"] * 3 + ["io"] * 3
     assert workload.prepared == ["full", "io"]
 
     warmup = events.of("warmup")[0]
-    assert warmup["steps"] == 9 and warmup["steady_step_s"] == pytest.approx(0.1)
-    # 9 warm-up steps took 1.1 + 8 * 0.1 = 1.9 s, 0.9 s of it at the steady rate
+    assert warmup["steady_step_s"] == pytest.approx(0.1)
+    # the first step took 1.1 s against 0.1 s steady: 1 s of one-time work
     assert warmup["one_time_s"] == pytest.approx({"spawn": 2.0, "first_steps": 1.0})
     assert warmup["break_even_steps"] == pytest.approx(3.0 / 0.1)
-    assert warmup["seconds"] == pytest.approx(1.9)
 
-    assert result["full_sps"] == pytest.approx(5 * 4 / 0.5)
-    assert result["io_sps"] == pytest.approx(5 * 4 / 0.1)
+    assert result["full_sps"] == pytest.approx(4 / 0.1)  # 5 steps of 0.1 s a trial
+    assert result["io_sps"] == pytest.approx(4 / 0.02)
     assert result["synthetic_sps"] is None
     assert result["full_sps_trials"] == pytest.approx([40.0] * 3)
-    assert result["iqr_pct"] == pytest.approx(0.0)
+    assert result["io_sps_trials"] == pytest.approx([200.0] * 3)
     assert result["losses"] == pytest.approx([1.0, 1 / 2, 1 / 3, 1 / 4])
     assert result["loss_start"] == 1.0 and result["loss_end"] == pytest.approx(0.25)
     assert result["scaler_overflows"] == 2 and result["mem_peak_mb"] == 512.0
-    assert events.of("result")[0]["full_sps"] == result["full_sps"]
+    recorded = result["plan"]
+    assert recorded["phases"] == ["full", "io"] and recorded["trial_s"] == 0.5
+    assert recorded["steps"] == {"full": 5, "io": 25}  # what half a second held
+    assert set(recorded["warmup_s"]) == {"full", "io"}
 
 
-def test_tracker_needs_one_window_even_with_no_warmup_budget() -> None:
-    tracker = WarmupTracker(window=3, max_steps=0, tolerance=0.05)
-    assert not tracker.done
-    tracker.add(tracker.next_window(), 0.3)
-    assert tracker.steps == 1 and tracker.done
+def test_a_probe_of_io_alone_trains_nothing_and_records_no_loss() -> None:
+    budget = Budget(loss_steps=8)
+    io_alone = plan_probe(budget, judged="io", whole=False)
+    assert io_alone.phases == ("io",) and io_alone.loss_steps == 0
+    timer = FakeTimer()
+    workload = FakeWorkload(timer, [0.1], io_s=0.02)
+    result = run_probe(workload, io_alone, samples_per_batch=1, timer=timer, emit=Events())
+    assert workload.steps == 0  # the model never ran
+    assert result["losses"] == [] and result["full_sps"] is None
+
+
+def test_a_probe_of_synthetic_alone_runs_its_loss_steps_on_the_real_loop_first() -> None:
+    timer = FakeTimer()
+    workload = FakeWorkload(timer, [0.1])
+    events = Events()
+    syn = plan_probe(Budget(loss_steps=5, trial_s=0.5), judged="synthetic", whole=False)
+    assert syn.phases == ("synthetic",)
+    result = run_probe(workload, syn, samples_per_batch=1, timer=timer, emit=events)
+    assert len(result["losses"]) == 5 and workload.reads == 1
+    assert {e["phase"] for e in events.of("trial")} == {"synthetic"}
+    assert result["plan"]["loss_s"] == pytest.approx(0.5)
+
+
+def test_a_plan_measures_the_phase_that_judges_it_or_every_phase() -> None:
+    budget = Budget()
+    assert plan_probe(budget).phases == ("full", "io", "synthetic")
+    assert plan_probe(budget, carried=("io",)).phases == ("full", "synthetic")
+    assert plan_probe(budget, judged="io", whole=False, carried=("io",)).phases == ("io",)
+    assert plan_probe(budget, judged="synthetic", available=("full",)).judged == "full"
+    assert plan_probe(budget, loss=False).loss_steps == 0
+    looser = plan_probe(budget, trial_noise=0.05)
+    assert looser.trial_noise == 0.05 and plan_probe(budget, trial_noise=0.0001).trial_noise == (
+        budget.trial_noise
+    )
 
 
 @pytest.mark.parametrize(
-    ("budget", "phases", "words"),
+    ("fields", "words"),
     [
-        (Budget(trials=0), ("full",), "trials"),
-        (Budget(trial_steps=0), ("full",), "trial_steps"),
-        (Budget(loss_steps=-1), ("full",), "loss_steps"),
-        (Budget(), ("full", "disk"), "'disk'"),
+        ({"max_trials": 0}, "max_trials"),
+        ({"min_trials": 3, "max_trials": 2}, "min_trials"),
+        ({"trial_s": 0.0}, "trial_s"),
+        ({"loss_steps": -1}, "loss_steps"),
     ],
 )
-def test_bad_budgets_and_phases_are_refused(
-    budget: Budget, phases: tuple[str, ...], words: str
-) -> None:
+def test_bad_plans_are_refused(fields: dict[str, Any], words: str) -> None:
     with pytest.raises(UsageError, match=words):
-        check_budget(budget, phases)
+        dataclasses.replace(plan_probe(Budget()), **fields).check()
+    with pytest.raises(UsageError, match="'disk'"):
+        dataclasses.replace(plan_probe(Budget()), phases=("full", "disk")).check()
 
 
 def test_batch_stream_starts_a_new_epoch_when_the_loader_runs_out() -> None:
@@ -329,11 +428,9 @@ def test_probe_losses_match_tuneup_train_step_for_step(
     setup = build_training(cfg, DistEnv())
     timer = DeviceTimer(setup.device)
     events = Events()
-    budget = Budget(warmup_min_steps=2, warmup_max_steps=2, trial_steps=2, trials=1, loss_steps=6)
     result = run_probe(
         SetupWorkload(setup, timer),
-        budget,
-        ("io", "synthetic", "full"),
+        plan(("full", "io", "synthetic"), trial_s=0.01, min_trials=1, max_trials=1, loss_steps=6),
         samples_per_batch=setup.global_batch,
         timer=timer,
         emit=events,
@@ -349,65 +446,85 @@ def test_a_slow_first_trial_is_dropped_and_replaced_not_reported() -> None:
     workload = FakeWorkload(timer, [20.0 / 6] * 6 + [0.5])
     events = Events()
     trials = run_trials(
-        "full", workload.full, trials=3, steps=6, samples_per_batch=8, timer=timer, emit=events
+        "full",
+        workload.full,
+        plan(trial_s=3.0),
+        steps=6,
+        samples_per_batch=8,
+        timer=timer,
+        emit=events,
     )
     assert [t.index for t in trials] == [2, 3, 4]  # trial 1 dropped, trial 4 run instead
     assert all(t.seconds == pytest.approx(3.0) for t in trials)
     assert len(events.of("trial")) == 4  # every trial is still an event
 
 
-def test_trials_are_extended_at_most_t_times() -> None:
+def test_trials_are_extended_at_most_max_trials_times() -> None:
     timer = FakeTimer()
     slower = [4.0, 3.0, 2.0, 1.5, 1.0, 0.5]  # every trial much slower than the next
     workload = FakeWorkload(timer, [*slower, 0.5])
     trials = run_trials(
-        "full", workload.full, trials=3, steps=1, samples_per_batch=1, timer=timer, emit=Events()
+        "full",
+        workload.full,
+        plan(trial_s=0.01),
+        steps=1,
+        samples_per_batch=1,
+        timer=timer,
+        emit=Events(),
     )
     assert max(t.index for t in trials) <= 6
     assert not leading_outlier([10.0, 10.2, 9.9]) and leading_outlier([5.0, 10.2, 9.9])
 
 
-def test_the_result_counts_the_trials_it_dropped() -> None:
+def test_the_result_counts_the_trials_it_dropped_and_how_long_it_measured() -> None:
     timer = FakeTimer()
-    workload = FakeWorkload(timer, [0.5, 0.5, 5.0, 0.5])  # loss and warm-up, then a stall
-    budget = Budget(warmup_min_steps=1, warmup_max_steps=3, trial_steps=1, trials=3, loss_steps=1)
-    result = run_probe(workload, budget, ("full",), samples_per_batch=1, timer=timer, emit=Events())
+    # the first step and a warm-up window of 2 steps that agree, then a stall in trial 1
+    workload = FakeWorkload(timer, [0.5] * 3 + [5.0, 0.5])
+    result = run_probe(
+        workload,
+        plan(trial_s=0.5, warmup_cap_s=2.0),
+        samples_per_batch=1,
+        timer=timer,
+        emit=Events(),
+    )
     assert result["trials_discarded"] == 1
     assert result["full_sps_trials"] == pytest.approx([2.0, 2.0, 2.0])
-
-
-def test_the_result_says_how_long_it_measured_dropped_trials_included() -> None:
-    timer = FakeTimer()
-    workload = FakeWorkload(timer, [0.5, 0.5, 5.0, 0.5])  # loss and warm-up, then a stall
-    budget = Budget(warmup_min_steps=1, warmup_max_steps=3, trial_steps=1, trials=3, loss_steps=1)
-    result = run_probe(workload, budget, ("full",), samples_per_batch=1, timer=timer, emit=Events())
     assert result["timed_s"] == pytest.approx(5.0 + 3 * 0.5)
 
 
-BUDGET_3X5 = Budget(warmup_min_steps=2, warmup_max_steps=2, trial_steps=5, trials=3, loss_steps=2)
-
-
-def test_a_probe_clearly_short_of_its_bar_stops_after_two_full_trials() -> None:
+def test_a_probe_clearly_short_of_its_bar_stops_after_two_trials_of_its_judged_phase() -> None:
     timer = FakeTimer()
     workload = FakeWorkload(timer, [0.1])  # 4 samples a step: 40 samples/s
     events = Events()
     result = run_probe(
         workload,
-        BUDGET_3X5,
-        ("io", "synthetic", "full"),
+        plan(("full", "io", "synthetic"), trial_s=0.5, loss_steps=2, stop_below=50.0),
         samples_per_batch=4,
         timer=timer,
         emit=events,
-        stop_below=50.0,
     )
     assert [e["phase"] for e in events.of("trial")] == ["full", "full"]
     assert result["full_sps"] == pytest.approx(40.0)
     assert result["io_sps"] is None and result["synthetic_sps"] is None
     assert result["stopped_early"] == (
-        "stopped after 2 of 3 FULL trials: the best, 40 samples/s, is under the 50 it had to "
+        "stopped after 2 FULL trials: the best, 40 samples/s, is under the 50 it had to "
         "reach; IO and SYNTHETIC not measured"
     )
     assert result["timed_s"] == pytest.approx(1.0)
+
+
+def test_a_bar_on_synthetic_stops_synthetic_and_never_full() -> None:
+    timer = FakeTimer()
+    events = Events()
+    result = run_probe(
+        FakeWorkload(timer, [0.1]),
+        plan(("synthetic",), judged="synthetic", trial_s=0.5, stop_below=50.0),
+        samples_per_batch=4,
+        timer=timer,
+        emit=events,
+    )
+    assert [e["phase"] for e in events.of("trial")] == ["synthetic", "synthetic"]
+    assert result["stopped_early"].startswith("stopped after 2 SYNTHETIC trials")
 
 
 def test_a_probe_that_reaches_its_bar_is_measured_whole() -> None:
@@ -415,12 +532,10 @@ def test_a_probe_that_reaches_its_bar_is_measured_whole() -> None:
     workload = FakeWorkload(timer, [0.1])
     result = run_probe(
         workload,
-        BUDGET_3X5,
-        ("io", "full"),
+        plan(("full", "io"), trial_s=0.5, stop_below=39.0),
         samples_per_batch=4,
         timer=timer,
         emit=Events(),
-        stop_below=39.0,
     )
     assert result["stopped_early"] == ""
     assert len(result["full_sps_trials"]) == 3 and result["io_sps"] is not None
@@ -494,11 +609,9 @@ def test_no_phase_reads_a_queue_another_phase_filled(load_s, compute_s, full_rat
     timer = FakeTimer()
     workload = QueuedLoader(timer, load_s=load_s, compute_s=compute_s, depth=16)
     events = Events()
-    budget = Budget(warmup_min_steps=4, warmup_max_steps=40, trial_steps=4, trials=3, loss_steps=0)
     run_probe(
         workload,
-        budget,
-        ("io", "synthetic", "full"),
+        plan(("io", "synthetic", "full"), trial_s=8.0, warmup_cap_s=40.0),
         samples_per_batch=1,
         timer=timer,
         emit=events,

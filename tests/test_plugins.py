@@ -421,7 +421,8 @@ def test_the_builtin_trainers_declare_what_tuneup_does_for_them():
     unet, sim, command = (load_trainer(n) for n in ("unet", "sim", "command"))
     assert unet.data_files and unet.gpu_telemetry and unet.in_app and not unet.simulated
     assert sim.simulated and sim.in_app and not (sim.data_files or sim.gpu_telemetry)
-    assert sim.step_model.step_s < unet.step_model.step_s
+    # the sim answers at once but prices its probes like a GPU node's (what --budget counts)
+    assert sim.step_model.startup_s >= unet.step_model.startup_s
     assert command.section and "command" in command.exports and not command.in_app
 
 
@@ -447,3 +448,19 @@ def test_no_core_module_imports_a_plugin():
                 names = [node.module or ""]
             offenders += [f"{path.name}: {n}" for n in names if n.split(".")[0] == "tuneup_plugins"]
     assert offenders == []
+
+
+def test_a_trainer_that_declares_no_phases_has_every_stage_judged_on_full():
+    from tuneup.hardware.types import MachineInfo
+    from tuneup.tuning.session import stage_plans
+
+    class FullOnly(TrainerAdapter):  # a plugin written before phases were declared
+        def backend(self, ctx):
+            raise NotImplementedError
+
+    gpu = MachineInfo(cuda=True, gpu_count=1, cpus_usable=16)
+    names = ("workers", "amp", "batch_size")
+    mine = stage_plans(names, gpu, {}, phases=FullOnly("mine", "mine").phases)
+    unet = stage_plans(names, gpu, {}, phases=load_trainer("unet").phases)
+    assert [p.judged for p in mine] == ["full", "full", "full"]
+    assert [p.judged for p in unet] == ["io", "synthetic", "full"]

@@ -113,7 +113,7 @@ BROKEN = {
             "workers",
             {"batch_size": {"amp_mode": ["bf16"]}},
         ],
-        "budget": {"trails": 3, "limit_s": -1},
+        "budget": {"trails": 3, "limit_s": -1, "trial_steps": 20},
         "hints": {"gpus_per_node": "four", "time": 3600, "cpu_per_task": 3, "slurm": {"qoss": 1}},
         "lauch": {},
     },
@@ -136,7 +136,9 @@ def test_a_preset_with_mistakes_lists_every_problem() -> None:
         "probe.stages.amp: config key 'amp_mode': 'fp9'",
         "stage 'workers' is listed twice",
         "stage batch_size does not set 'amp_mode'",
-        "probe.budget.trails: unknown key: did you mean 'trials'?",
+        "probe.budget.trails: unknown key: did you mean 'trial_s'?",
+        "probe.budget.trial_steps: trials are timed in seconds now, not counted in steps: use "
+        "trial_s",
         "probe.budget.limit_s: must be a positive number",
         "probe.hints.gpus_per_node: must be a whole number",
         "probe.hints.time: must be text",
@@ -310,7 +312,7 @@ def test_the_cli_prints_every_problem_and_exits_2(config_env: dict[str, str]) ->
         env={**os.environ, **config_env},
     )
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert "has 15 problems:" in done.stderr and done.stderr.count("\n  ") == 15
+    assert "has 16 problems:" in done.stderr and done.stderr.count("\n  ") == 16
 
 
 # --- warnings on this machine -----------------------------------------------------------------

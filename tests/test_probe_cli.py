@@ -219,8 +219,12 @@ def test_a_stage_re_proposes_on_what_earlier_stages_adopted() -> None:
             candidate.values,
             values,
             Status.OK,
+            io_sps=1000.0,
+            synthetic_sps=100 * fast,
             full_sps=100 * fast,
             full_sps_trials=[100 * fast] * 5,
+            synthetic_sps_trials=[100 * fast] * 5,
+            io_sps_trials=[1000.0] * 5,
             losses=[1.0, 0.5],
         )
 
@@ -257,3 +261,37 @@ def test_probe_help_names_the_auto_pick_and_only_presets_that_exist(capsys) -> N
     bundled = {p.stem for p in (Path(__file__).parent.parent / "presets").glob("*.yaml")}
     assert named & bundled and named <= bundled | {"jean-zay"}
     assert auto_pick([], 2, cuda=False).name == "cpu-smoke"  # what "none" says
+
+
+def _walls(out: Path) -> float:
+    lines = (out / "journal.jsonl").read_text().splitlines()
+    return sum(json.loads(line)["wall_s"] for line in lines if line.strip())
+
+
+def test_a_time_budget_is_kept_and_says_what_it_left_out(tmp_path: Path, capsys) -> None:
+    from tuneup.cli import main
+
+    # the sim's probes take simulated GPU seconds: a budget is kept on that clock
+    whole = tmp_path / "whole"
+    assert main(["probe", "--trainer", "sim", "--out", str(whole)]) == 0
+    budget = 0.45 * _walls(whole)
+    out = tmp_path / "budgeted"
+    assert main(["probe", "--trainer", "sim", "--budget", f"{budget:.0f}s", "--out", str(out)]) == 0
+    said = capsys.readouterr()
+    summary = json.loads((out / "summary.json").read_text())
+    kept = summary["time_budget"]
+    assert kept["limit_s"] == pytest.approx(round(budget), abs=1)
+    assert _walls(out) <= budget  # no probe started that the budget could not hold
+    assert kept["left_out"], "half the time cannot hold the whole ladder"
+    reasons = {s["stage"]: s["reason"] for s in summary["stages"]}
+    assert all("time budget" in reasons[name] for name in kept["left_out"])
+    assert "left out for the time budget: " + ", ".join(kept["left_out"]) in " ".join(
+        said.out.split()
+    )
+    assert summary["partial"] is None  # it ended with an answer, not a stopped ladder
+
+
+def test_a_budget_that_is_not_a_duration_is_a_one_line_error(tmp_path: Path) -> None:
+    done = tuneup("probe", "--trainer", "sim", "--budget", "3x", "--out", str(tmp_path / "b"))
+    assert done.returncode == 2 and done.stderr.strip().count("\n") == 0
+    assert "'3x' is not a duration" in done.stderr and not (tmp_path / "b").exists()

@@ -27,10 +27,10 @@ from tuneup.tuning.search_records import StagePlan
 from tuneup.tuning.session import ProbeSession
 
 BUDGET = {
-    "warmup_min_steps": 2,
-    "warmup_max_steps": 4,
-    "trial_steps": 3,
-    "trials": 3,
+    "trial_s": 0.02,
+    "min_trials": 3,
+    "max_trials": 3,
+    "warmup_cap_s": 0.3,
     "loss_steps": 8,
     "limit_s": 20,
 }

@@ -128,7 +128,9 @@ def test_the_full_window_runs_from_the_first_trials_start_to_the_last_trials_end
     start, end, processed = full_window(EVENTS)
     assert (start, end) == (120.0, 130.0)
     assert processed == pytest.approx(5 * 2.0 * 50.0)
-    assert full_window(EVENTS[:3]) is None  # no FULL trial: no window
+    # a probe of one phase alone (a stage's screen) is joined over that phase's trials
+    assert full_window(EVENTS[:3])[:2] == (100.0, 110.0)
+    assert full_window(EVENTS[:1]) is None  # no trial: no window
 
 
 def test_a_probe_gets_the_figures_of_the_gpu_it_ran_on_during_full():
@@ -173,8 +175,14 @@ def test_a_ddp_probe_counts_as_many_gpus_as_its_world_size():
     assert result.power_mean_w == pytest.approx(450.0)
 
 
-def test_no_full_trials_or_no_readings_leave_the_fields_empty():
-    no_full = joined(recorded_sampler(node_rounds()), EVENTS[:3], ok_result())
+def test_a_probe_of_synthetic_alone_gets_the_gpu_figures_of_its_synthetic_trials():
+    synthetic = joined(recorded_sampler(node_rounds()), EVENTS[:3], ok_result())
+    assert synthetic.gpu_util_mean == pytest.approx(100.0)  # SYNTHETIC's 100 %
+    assert synthetic.power_mean_w == pytest.approx(400.0)
+
+
+def test_no_trials_or_no_readings_leave_the_fields_empty():
+    no_full = joined(recorded_sampler(node_rounds()), EVENTS[:1], ok_result())
     later = [dataclasses.replace(e, time=e.time + 1000.0) for e in EVENTS]
     outside = joined(recorded_sampler(node_rounds()), later, ok_result())
     for result in (no_full, outside):

@@ -22,8 +22,9 @@ import pytest
 from tuneup.cluster.launch import LocalLauncher
 from tuneup.probe.events import ErrorEvent, Event, ResultEvent, StartEvent
 from tuneup.probe.outcome import EXITED, build_result, classify
+from tuneup.probe.plan import ProbeSpec, plan_probe
 from tuneup.probe.runner import ProbeRunner
-from tuneup.probe.types import Budget, ProbeSpec, Status
+from tuneup.probe.types import Budget, Status
 
 FAKE_WORKER = Path(__file__).with_name("fake_worker.py")
 REAL_WORKER = Path(__file__).resolve().parents[1] / "tuneup" / "worker" / "main.py"
@@ -47,7 +48,9 @@ class FakeLauncher:
 
 
 def make_spec(**config: Any) -> ProbeSpec:
-    return ProbeSpec(config={"global_batch_size": 4, **config}, budget=Budget(limit_s=20.0))
+    return ProbeSpec(
+        config={"global_batch_size": 4, **config}, plan=plan_probe(Budget(limit_s=20.0))
+    )
 
 
 def alive(pid: int) -> bool:
@@ -309,9 +312,9 @@ def test_local_launcher_runs_the_worker_module_unbuffered(tmp_path):
 def test_real_worker_tiny_cpu_probe_is_ok(tmp_path, tiny_config):
     recorder = Recorder()
     budget = Budget(
-        warmup_min_steps=1, warmup_max_steps=2, trial_steps=2, trials=2, loss_steps=2, limit_s=120
+        trial_s=0.01, min_trials=2, max_trials=2, warmup_cap_s=0.2, loss_steps=2, limit_s=120
     )
-    spec = ProbeSpec(config=tiny_config().to_dict(), budget=budget)
+    spec = ProbeSpec(config=tiny_config().to_dict(), plan=plan_probe(budget))
     runner = ProbeRunner(LocalLauncher(), tmp_path, on_event=recorder)
 
     result = runner.run("baseline", {}, spec)

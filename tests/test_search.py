@@ -12,11 +12,12 @@ from tuneup.hardware.types import MachineInfo
 from tuneup.probe.stats import iqr_pct, median, noise_margin
 from tuneup.probe.types import Candidate, ProbeResult, Status
 from tuneup.tuning.grid import grid_search
-from tuneup.tuning.paired import NoiseTracker
+from tuneup.tuning.paired import NoiseTracker, PhaseNoise, Verdict, noise_group
 from tuneup.tuning.search import staged_search
-from tuneup.tuning.search_records import StagePlan
+from tuneup.tuning.search_records import StageCut, StagePlan
 from tuneup.tuning.search_runner import SearchRunner, Series
 from tuneup.tuning.stage import run_stage
+from tuneup.tuning.verdicts import headline
 
 GPU = MachineInfo(cuda=True, gpu_count=1, cpus_usable=16, dali=True)
 TIGHT = (-0.002, -0.001, 0.0, 0.001, 0.002)  # trial pattern of a quiet machine
@@ -373,8 +374,11 @@ def test_a_screen_may_stop_early_well_below_the_incumbent_a_pair_never():
 
 
 def test_no_early_stop_on_a_machine_with_unexplained_bursts():
-    noise = NoiseTracker(repeats=[0.0] * 8 + [0.5, -0.5])  # two wild repeats in ten
-    assert noise.bursty
+    noise = PhaseNoise()
+    noise.trackers[noise_group("full", {"speed": 100.0})] = NoiseTracker(
+        repeats=[0.0] * 8 + [0.5, -0.5]  # two wild repeats in ten
+    )
+    assert noise.of("full", {"speed": 100.0}).bursty
     measure = Hints()
     runner = SearchRunner(measure, None, noise)
 
@@ -399,3 +403,22 @@ def test_early_stop_leaves_the_sim_ladders_recommendations_as_they_were():
         assert with_stop.best_values == without.best_values
         stopped += sum(1 for p in with_stop.probes if p.stopped_early)
     assert stopped > 0  # the slow loaders' screens did stop early
+
+
+def test_a_confirmation_the_time_budget_cuts_short_ends_unresolved_with_the_baseline():
+    fake = Fake()
+    confirm_probes = []
+
+    def measure(stage, cand, values):
+        if stage == "confirm":
+            confirm_probes.append(cand.label)
+            if len(confirm_probes) > 2:  # one pair, then the budget runs out
+                raise StageCut("5 s left in the time budget")
+        return fake(stage, cand, values)
+
+    outcome = staged_search({"speed": 100.0}, [speed_stage("s", 103.0)], measure, confirm_pairs=2)
+    conf = outcome.confirmation
+    assert conf is not None and len(conf.attempts) == 1  # no shorter path tried after a cut
+    assert conf.attempts[0].evidence.verdict is Verdict.UNRESOLVED
+    assert conf.upheld is None and outcome.best_values == {"speed": 100.0}
+    assert "time budget ran out before the interleaved confirmation decided" in headline(outcome)

@@ -13,12 +13,13 @@ import pytest
 
 from tuneup.cluster.launch import LocalLauncher
 from tuneup.probe.events import Event, StartEvent
+from tuneup.probe.plan import ProbeSpec, plan_probe
 from tuneup.probe.runner import ProbeRunner
-from tuneup.probe.types import Budget, ProbeResult, ProbeSpec, Status
+from tuneup.probe.types import Budget, ProbeResult, Status
 from tuneup.worker.serve import serve
 
 BUDGET = Budget(
-    warmup_min_steps=1, warmup_max_steps=2, trial_steps=2, trials=2, loss_steps=3, limit_s=120
+    trial_s=0.01, min_trials=2, max_trials=2, warmup_cap_s=0.2, loss_steps=3, limit_s=120
 )
 
 
@@ -32,7 +33,7 @@ class Pids:
 
 
 def probe(runner: ProbeRunner, values: dict[str, Any], *, key: str | None = "cpu") -> ProbeResult:
-    spec = ProbeSpec(config={**values, "Nsamples": 256}, budget=BUDGET)
+    spec = ProbeSpec(config={**values, "Nsamples": 256}, plan=plan_probe(BUDGET))
     return runner.run("stage", {}, spec, reuse=key)
 
 
@@ -91,10 +92,10 @@ def test_a_failure_in_a_served_process_costs_that_probe_alone(
 @pytest.mark.slow
 def test_serve_reads_spec_paths_until_eof_and_stops_after_a_failure(tmp_path, tiny_values):
     good = tmp_path / "good.json"
-    good.write_text(json.dumps(ProbeSpec(config=tiny_values, budget=BUDGET).to_dict()))
+    good.write_text(json.dumps(ProbeSpec(config=tiny_values, plan=plan_probe(BUDGET)).to_dict()))
     bad = tmp_path / "bad.json"
     refused = {**tiny_values, "cuda_graphs": True, "amp_mode": "fp16"}  # refused anywhere
-    bad.write_text(json.dumps(ProbeSpec(config=refused, budget=BUDGET).to_dict()))
+    bad.write_text(json.dumps(ProbeSpec(config=refused, plan=plan_probe(BUDGET)).to_dict()))
 
     done = subprocess.run(
         [sys.executable, "-m", "tuneup.worker", "--serve"],

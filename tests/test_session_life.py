@@ -34,6 +34,7 @@ import argparse, subprocess, sys, time
 from pathlib import Path
 parser = argparse.ArgumentParser()
 parser.add_argument("--amp_mode", default="none")
+parser.add_argument("--optimizer_impl", default="foreach")
 parser.add_argument("--hang", required=True)
 args = parser.parse_args()
 hang = Path(args.hang)
@@ -41,8 +42,9 @@ if args.amp_mode == "bf16" and hang.exists():
     subprocess.Popen(["sleep", "1000"])  # what a launcher would leave behind
     hang.with_suffix(".started").touch()
     time.sleep(1000)
+speed = 200.0 if args.optimizer_impl == "fused" else 100.0
 for epoch in range(4):
-    sps = 30.0 if epoch == 0 else 100.0
+    sps = 30.0 if epoch == 0 else speed
     print(f"Time taken for epoch {epoch + 1} is 0.1 sec, avg {sps:.3f} samples/sec",
           file=sys.stderr)
     print(f"Avg train loss={0.1 / (epoch + 1):.6f}", file=sys.stderr)
@@ -69,9 +71,10 @@ def tuneup_run(*args: str, env: dict[str, str] | None = None, timeout: float = 1
 
 
 class Hanging:
-    """A `command` preset whose bf16 probe hangs (with a child `sleep`) while the flag exists."""
+    """A `command` preset whose bf16 probe hangs (with a child `sleep`) while the flag exists;
+    fused Adam runs twice as fast as the default."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, stages: list[Any] | None = None) -> None:
         self.root = root
         script = root / "train.py"
         script.write_text(textwrap.dedent(SCRIPT).lstrip(), encoding="utf-8")
@@ -85,13 +88,16 @@ class Hanging:
                     "name": "life",
                     "train": {"amp_mode": "none"},
                     "probe": {
-                        "stages": [{"amp": {"amp_mode": ["bf16"]}}],
+                        "stages": stages or [{"amp": {"amp_mode": ["bf16"]}}],
                         "budget": {"limit_s": 60},
                     },
                     "command": {
                         "run": [sys.executable, str(script), "--hang", str(self.flag)],
                         "cwd": str(root),
-                        "flags": {"amp_mode": "--amp_mode {value}"},
+                        "flags": {
+                            "amp_mode": "--amp_mode {value}",
+                            "optimizer_impl": "--optimizer_impl {value}",
+                        },
                     },
                 }
             ),
@@ -160,7 +166,9 @@ def test_a_stop_signal_mid_probe_journals_says_how_to_resume_and_leaves_nothing(
     assert wait_until(lambda: group_gone(proc.pid), 5)
     assert wait_until(lambda: not find_leftovers(hanging.out / "probes"), 5)
     assert hanging.journal() == finished  # valid, and the cut probe is not in it
-    assert not (hanging.out / "summary.json").exists()
+    summary = json.loads((hanging.out / "summary.json").read_text())  # the answer so far
+    assert summary["partial"]["not_run"] == ["amp"]
+    assert summary["recommendation"]["headline"].startswith("partial (stopped by ")
     last = hanging.log.read_text().splitlines()[-1]
     assert "continue with: tuneup probe --resume" in last
     assert shlex.split(last.split("--resume ", 1)[1]) == [str(hanging.out)]
@@ -168,6 +176,36 @@ def test_a_stop_signal_mid_probe_journals_says_how_to_resume_and_leaves_nothing(
     resumed = hanging.resume()
     assert resumed.returncode == 0, resumed.stderr
     assert resumed.stderr.count("[from journal]") == len(finished)
+
+
+def test_a_ladder_stopped_mid_stage_exports_its_best_so_far_marked_partial(
+    tmp_path: Path,
+) -> None:
+    hanging = Hanging(tmp_path, stages=["optimizer", "amp"])
+    try:
+        proc = hanging.start()
+        hanging.hung(proc)  # in stage amp, after the optimizer stage adopted fused Adam
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 143
+    finally:
+        stop_leftovers(find_leftovers(hanging.out / "probes"), grace_s=0.5)
+    log = hanging.log.read_text()
+    assert "the best configuration so far is in" in log and "(partial;" in log
+    summary = json.loads((hanging.out / "summary.json").read_text())
+    assert summary["recommendation"]["changes"] == {"optimizer_impl": "fused"}
+    assert summary["partial"]["why"] == "stopped by SIGTERM during stage amp"
+    assert summary["partial"]["not_run"] == ["amp"]  # begun, not finished
+    assert "not yet confirmed against the baseline" in summary["recommendation"]["headline"]
+
+    flags = tuneup_run("export", str(hanging.out), "--format", "command")
+    assert flags.returncode == 0, flags.stderr
+    assert "--optimizer_impl fused" in flags.stdout
+    assert "stopped before its end" in flags.stderr and "--resume" in flags.stderr
+
+    resumed = hanging.resume()
+    assert resumed.returncode == 0, resumed.stderr
+    final = json.loads((hanging.out / "summary.json").read_text())
+    assert final["partial"] is None and final["confirmation"] is not None
 
 
 def test_sigkill_of_tuneup_leaves_no_child_and_resume_stops_any_leftover(
@@ -276,7 +314,9 @@ def test_an_app_session_resumed_by_the_cli_reuses_every_probe_on_the_same_data(
     _drive(driver, stop_after=6)
     app.built.close()
     journal = (out / "journal.jsonl").read_text().splitlines()
-    assert len(journal) == 6 and not (out / "summary.json").exists()
+    assert len(journal) == 6
+    stopped = json.loads((out / "summary.json").read_text())
+    assert stopped["partial"]["why"].startswith("stopped")  # the best so far, marked partial
 
     resumed = tuneup_run("probe", "--resume", str(out))
     assert resumed.returncode == 0, resumed.stderr
@@ -286,6 +326,7 @@ def test_an_app_session_resumed_by_the_cli_reuses_every_probe_on_the_same_data(
     assert {p["config"]["train_path"] for p in probes} == {str(data.resolve())}
     session = json.loads((out / "session.json").read_text())
     assert session["base_config"]["train_path"] == str(data.resolve())
+    assert json.loads((out / "summary.json").read_text())["partial"] is None  # finished now
 
 
 def test_a_cli_session_resumed_in_the_app_reuses_every_probe(tmp_path: Path) -> None:

@@ -94,8 +94,11 @@ def test_trials_are_seeded_noisy_and_fresh_on_each_repeat():
 
 
 def test_result_carries_what_the_journal_needs():
-    result = probe(SimTrainer(trials=7), {"jit": "compile"})
-    assert result.ok and len(result.full_sps_trials) == 7
+    result = probe(SimTrainer(trials=7, noise=0.2), {"jit": "compile"})
+    assert result.ok and len(result.full_sps_trials) == 7  # trials that disagree: the most
+    quiet = probe(SimTrainer(trials=7, noise=0.0), {"jit": "compile"})
+    assert len(quiet.full_sps_trials) == 2  # trials that agree: the fewest
+    assert quiet.plan["phases"] == ["full", "io", "synthetic"] and quiet.plan["max_trials"] == 7
     assert result.io_sps and result.synthetic_sps and result.full_sps and result.iqr_pct >= 0
     assert result.one_time_s["compile"] > 0 and result.warmup_s > result.one_time_s["compile"]
     assert len(result.losses) == 20 and result.loss_end < result.loss_start

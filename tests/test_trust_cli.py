@@ -167,7 +167,7 @@ def test_a_real_steady_gain_under_noise_is_adopted_and_confirmed(
     conf = summary["confirmation"]
     assert conf["status"] == "confirmed" and conf["path"] == ["amp_mode=bf16"]
     gain = summary["speedup"]
-    assert gain["pairs"] >= 3 and 1.15 < gain["value"] < 1.45
+    assert gain["pairs"] >= 2 and 1.15 < gain["value"] < 1.45
     assert gain["ci_low"] > 1.02  # the whole interval clears the floor
     assert summary["recommendation"]["headline"].startswith("recommendation: amp_mode=bf16: ")
     assert "--amp_mode bf16" in export_flags(out, capsys)

@@ -186,7 +186,8 @@ def test_quit_while_running_asks_then_stops_with_the_journal_intact(tmp_path: Pa
     lines = (tmp_path / "run" / "journal.jsonl").read_text().splitlines()
     stages = [json.loads(line)["stage"] for line in lines]
     assert stages and stages[0] == "baseline" and "confirm" not in stages
-    assert not (tmp_path / "run" / "summary.json").exists()
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["partial"]["why"].startswith("stopped by the user")  # the answer so far
 
 
 def test_e_on_the_results_screen_writes_exports_that_load_back(tmp_path: Path) -> None:

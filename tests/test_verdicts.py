@@ -52,6 +52,9 @@ def test_stage_lines_say_what_won_and_why_not():
     lines = stage_summary(outcome)
     assert len(lines) == len(stages)
     by_stage = dict(line.split(": ", 1) for line in lines)
+    # a stage judged on its phase says which, unless FULL decided it in the usual way
+    assert "workers (decided on IO)" in by_stage or "workers (decided on FULL)" in by_stage
+    by_stage = {name.split(" (decided")[0]: text for name, text in by_stage.items()}
     assert by_stage["workers"].startswith("workers=8 wins") and "+" in by_stage["workers"]
     assert by_stage["tf32"].startswith("no candidate is faster")
     assert by_stage["nccl"] == "skipped: needs 2+ GPUs"

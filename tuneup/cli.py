@@ -264,9 +264,9 @@ def _add_probe(commands: argparse._SubParsersAction) -> None:
         "probe",
         help="measure each knob in short isolated probes and recommend the fastest config",
         description="Run a preset's ladder of probes headless: a baseline, then each stage's "
-        "variants on top of the best so far, each in a child process with a time limit (a "
-        "stage's probes share one), then an interleaved A/B confirmation in fresh processes. "
-        "Results are journaled as they arrive.",
+        "variants on top of the best so far, each measuring the phase its knob moves, in a "
+        "warm worker process with a time limit, then an interleaved A/B confirmation. "
+        "Results are journaled as they arrive; a stopped ladder leaves a partial summary.",
     )
     probe.add_argument(
         "--preset",
@@ -314,8 +314,16 @@ def _add_probe(commands: argparse._SubParsersAction) -> None:
     probe.add_argument(
         "--fresh-processes",
         action="store_true",
-        help="start every probe in a process of its own (slower: by default a stage's "
-        "probes share one, while the baseline and each confirmation pair start afresh)",
+        help="start every probe in a process of its own (slower: by default the ladder's "
+        "probes share one warm worker, and a fresh one starts only where a knob or a "
+        "failure demands it)",
+    )
+    probe.add_argument(
+        "--budget",
+        metavar="TIME",
+        help="the ladder's time budget (10m, 90s, 1h30m or HH:MM:SS; default: the time "
+        "left in the SLURM allocation, else none): it says before the first probe what "
+        "fits and what it leaves out, keeps to it, and confirms the best it found",
     )
     probe.set_defaults(handler=_run_probe)
 
@@ -478,9 +486,16 @@ def _run_train(args: argparse.Namespace) -> int:
 def _run_probe(args: argparse.Namespace) -> int:
     # loaded when the subcommand runs, so that --help stays instant
     from tuneup.commands.probe import run_probe_command
+    from tuneup.probe.estimate import parse_duration
 
     if args.resume is not None and args.out is not None:
         raise UsageError("--resume continues DIR in place: leave out --out")
+    budget_s = None
+    if args.budget is not None:
+        try:
+            budget_s = parse_duration(args.budget)
+        except ValueError as exc:
+            raise UsageError(f"--budget: {exc}") from None
     return run_probe_command(
         preset_name=args.preset,
         stages=args.stages,
@@ -493,6 +508,7 @@ def _run_probe(args: argparse.Namespace) -> int:
         nproc=args.nproc,
         nodes=args.nodes,
         fresh_processes=args.fresh_processes or None,
+        budget_s=budget_s,
     )
 
 

@@ -104,8 +104,9 @@ def main() -> None:
     configs = configs_for(mode, [c for c in args.configs.split(",") if c])
 
     from tuneup.cluster.launch import LocalLauncher
+    from tuneup.probe.plan import ProbeSpec, plan_probe
     from tuneup.probe.runner import ProbeRunner
-    from tuneup.probe.types import Budget, ProbeSpec
+    from tuneup.probe.types import Budget
     from tuneup.trainer.synth import synthesize
 
     work = Path(tempfile.mkdtemp(prefix="tuneup-honesty-"))
@@ -126,10 +127,9 @@ def main() -> None:
             }
         )
         budget = Budget(
-            warmup_min_steps=3 if args.cpu else 5,
-            warmup_max_steps=10 if args.cpu else 30,
-            trial_steps=trial_steps,
-            trials=args.trials,
+            trial_s=0.1 if args.cpu else 0.5,
+            min_trials=args.trials,
+            max_trials=args.trials,
             loss_steps=3 if args.cpu else 5,
             limit_s=120 if args.cpu else 300,
         )
@@ -155,7 +155,8 @@ def main() -> None:
                 row: dict[str, Any] = {"repeat": repeat, "config": name, "order": list(order)}
                 for side in order:
                     if side == "worker":
-                        _worker(runner, ProbeSpec(values, budget, ("full",), 0), row)
+                        plan = plan_probe(budget, whole=False)  # FULL alone
+                        _worker(runner, ProbeSpec(values, plan, 0), row)
                     else:
                         _bare(values, steps, 10 if not args.cpu else 3, row)
                 if row.get("worker_full_sps") and row.get("bare_sps"):

@@ -314,11 +314,11 @@ def ladder_preset(ctx: Context) -> dict[str, Any]:
                 "num_data_workers": 1,  # a DataLoader child, for the orphans step to look for
             }
         )
-        budget = {"warmup_min_steps": 1, "warmup_max_steps": 3, "trial_steps": 3, "trials": 3}
+        budget = {"trial_s": 0.02, "min_trials": 2, "max_trials": 3, "warmup_cap_s": 0.3}
         budget.update({"loss_steps": 3, "limit_s": 60})
     else:
         preset["train"].update({"data_loader_config": "gpu", "num_data_workers": 0})
-        budget = {"warmup_min_steps": 5, "warmup_max_steps": 30, "trial_steps": 10, "trials": 3}
+        budget = {"trial_s": 0.5, "min_trials": 2, "max_trials": 3, "warmup_cap_s": 10}
         budget.update({"loss_steps": 10, "limit_s": 300})
     preset["probe"]["budget"] = budget
     preset["probe"]["stages"] = LADDER_STAGES[ctx.mode].split(",")

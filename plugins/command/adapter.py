@@ -17,7 +17,7 @@ from tuneup.trainers.adapters import TrainerAdapter, TrainerContext
 from tuneup.trainers.backends import Backend
 
 from . import export
-from .run import CommandBackend, check_runnable
+from .run import COMMAND_PHASES, CommandBackend, check_runnable
 from .section import SECTION, parse_command_section, section_problems
 
 
@@ -66,5 +66,6 @@ COMMAND = CommandTrainer(
     "from its output (the tutorial's epoch lines or benchy's summary by default)",
     tunes="your own command",
     section=True,
+    phases=COMMAND_PHASES,
     exports=export.EXPORT_FILES,
 )

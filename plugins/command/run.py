@@ -19,12 +19,16 @@ from typing import Any
 from tuneup.cluster.launch import LocalLauncher
 from tuneup.errors import UsageError
 from tuneup.probe.outcome import EXITED, TIMEOUT, signal_reason, with_detail
+from tuneup.probe.plan import ProbeSpec, plan_for
 from tuneup.probe.runner import ProbeRunner
-from tuneup.probe.types import Budget, Candidate, ProbeResult, ProbeSpec, Status
+from tuneup.probe.types import Budget, Candidate, ProbeResult, Status
 
 from .invocation import Invocation, UnsupportedKnob, build_invocation
 from .output import measurements, no_throughput_reason, parse_output
 from .section import CommandSpec
+
+COMMAND_PHASES = ("full",)
+"""What a command's probe measures apart: its throughput as the command prints it (FULL)."""
 
 _OOM = re.compile(r"out of memory|OutOfMemoryError", re.IGNORECASE)
 _OOM_SCAN_LINES = 40
@@ -195,7 +199,10 @@ class CommandBackend:
         except UnsupportedKnob as exc:
             return ProbeResult(stage, variant, dict(values), Status.UNSUPPORTED, str(exc))
         launcher = _CommandLauncher(invocation, self.spec.cwd, self.python)
-        probe = ProbeSpec(config=dict(values), budget=self.budget, seed=self.seed)
+        # The command measures what it measures (its epochs, or benchy's phases): the
+        # plan records that FULL judges it and bounds the run with the budget's limit.
+        plan = plan_for(self.budget, candidate, available=COMMAND_PHASES)
+        probe = ProbeSpec(config=dict(values), plan=plan, seed=self.seed)
         outcome = self.runner.run(
             stage, variant, probe, limit_s=self.spec.limit_s, launcher=launcher
         )

@@ -7,10 +7,19 @@ from pathlib import Path
 
 from tuneup.errors import ExitCode
 from tuneup.export.session import read_session_export, render_session
+from tuneup.tuning.journal import ResultsDir, quoted
 
 
 def run_export_command(folder: Path, fmt: str, output: Path | None, edition: str = "sc22") -> int:
     text = render_session(read_session_export(folder), fmt, edition)
+    partial = ResultsDir(folder).summary().partial
+    if partial is not None:
+        print(
+            f"tuneup: note: the session stopped before its end ({partial.why}): this is its "
+            "best configuration so far, upheld by its stages' pairs but not confirmed against "
+            f"the baseline; finish it with: tuneup probe --resume {quoted(folder)}",
+            file=sys.stderr,
+        )
     if output is None:
         sys.stdout.write(text)
     else:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tuneup.cluster.signals import StopSignals
+from tuneup.cluster.signals import StopSignals, signal_name
 from tuneup.commands.progress import PlainReporter, RichReporter, final_table
 from tuneup.errors import ExitCode
 from tuneup.hardware.machine import machine_info
@@ -32,6 +32,7 @@ def run_probe_command(
     nproc: int | None = None,
     nodes: int | None = None,
     fresh_processes: bool | None = None,
+    budget_s: float | None = None,
 ) -> int:
     request = SessionRequest(
         preset=preset_name,
@@ -42,6 +43,7 @@ def run_probe_command(
         nproc=nproc,
         nodes=nodes,
         fresh_processes=fresh_processes,
+        time_budget_s=budget_s,
     )
     reporter = _reporter(as_json)
     machine = machine_info()
@@ -58,14 +60,16 @@ def run_probe_command(
         try:
             for line in ([] if as_json else built.notes) + built.alerts:
                 print(f"tuneup: {line}", file=sys.stderr)
-            stop.arm(built.interrupt)
+            stop.arm(lambda: built.interrupt(f"stopped by {signal_name(stop.signum or 2)}"))
             built.session.start(resume=built.resumed)
             outcome = built.session.run()
         except OutOfTime as exc:
+            _say(f"tuneup: stopped; {_partial(folder)}")
             _say(f"tuneup: {exc}; {_finished_and_resume(folder, 'in a new allocation')}")
             return ExitCode.OUT_OF_TIME
         except SessionInterrupted:
-            _say(f"tuneup: interrupted; {_finished_and_resume(folder)}")
+            _say(f"tuneup: interrupted; {_partial(folder)}")
+            _say(f"tuneup: {_finished_and_resume(folder)}")
             return stop.exit_code
         finally:
             built.close()
@@ -91,6 +95,16 @@ def _say(line: str) -> None:
     """A last line on stderr; after SIGHUP the terminal may be gone (EIO), and that is fine."""
     with contextlib.suppress(OSError):
         print(line, file=sys.stderr, flush=True)
+
+
+def _partial(folder: Path) -> str:
+    """What the stopped ladder left to use now: its partial summary, when it wrote one."""
+    if not (folder / "summary.json").is_file():
+        return "no configuration was measured yet"
+    return (
+        f"the best configuration so far is in {quoted(folder / 'summary.json')} (partial; "
+        f"export it with: tuneup export {quoted(folder)} --format yaml)"
+    )
 
 
 def _finished_and_resume(folder: Path, where: str = "") -> str:

@@ -82,6 +82,8 @@ def parse_preset(data: Any, source: str, *, default_name: str | None = None) -> 
     problems += found
     launch, found = schema.check_launch(probe.get("launch"))
     problems += found
+    costs, found = schema.check_costs(probe.get("costs"))
+    problems += found
     if problems:
         raise problems_error(source, problems)
     name = data.get("name") or default_name or source
@@ -96,6 +98,7 @@ def parse_preset(data: Any, source: str, *, default_name: str | None = None) -> 
         stage_candidates=candidates,
         launch=Launch(**launch),
         sections=sections,
+        costs=costs,
     )
 
 
@@ -252,6 +255,8 @@ def preset_to_dict(preset: ProbePreset) -> dict[str, Any]:
     launch = {k: v for k, v in vars(preset.launch).items() if v is not None}
     if launch:
         probe["launch"] = launch
+    if preset.costs is not None:
+        probe["costs"] = dict(preset.costs)
     data: dict[str, Any] = {"name": preset.name, "description": preset.description}
     if preset.synthetic_data is not None:
         data["synthetic_data"] = dict(preset.synthetic_data)

@@ -17,11 +17,21 @@ from tuneup.cluster.site import SITE_HINT_KEYS, hint_problem
 from tuneup.config import build_config
 from tuneup.errors import UsageError
 from tuneup.probe.stages import load_stage, stage_names
-from tuneup.probe.types import Budget, Candidate
+from tuneup.probe.types import PHASES, STEP_COUNTED_BUDGET, Budget, Candidate
 
 PRESET_KEYS = ("name", "description", "train", "synthetic_data", "probe")
 """The core keys of a preset; a trainer may read one more, named after it (preset.sections)."""
-PROBE_KEYS = ("stages", "budget", "hints", "launch")
+PROBE_KEYS = ("stages", "budget", "hints", "launch", "costs")
+COST_KEYS = (
+    "spawn_s",
+    "setup_s",
+    "first_s",
+    "step_s",
+    "trials",
+    "pairs_per_stage",
+    "adopt_rate",
+    "source",
+)
 SYNTH_KEYS = ("box", "val_box", "seed")
 LAUNCH_KEYS = ("nproc", "nodes")
 # Hints for the cluster model (tuneup.cluster.scaling) rather than sbatch: network GB/s
@@ -155,17 +165,30 @@ def check_launch(raw: Any) -> tuple[dict[str, int], list[str]]:
 
 # --- probe.budget -----------------------------------------------------------------------------
 
-_AT_LEAST_ONE = ("trial_steps", "trials", "warmup_max_steps")
+_AT_LEAST_ONE = ("min_trials", "max_trials")
 
 
 def check_budget(raw: Any) -> tuple[dict[str, Any], list[str]]:
-    """Budget fields by name and type; steps are whole numbers, times and tolerances numbers."""
+    """Budget fields by name and type: trial counts whole numbers, times and tolerances numbers.
+
+    A key of the step-counted budget tuneup had before (trial_steps, ...) is named
+    with what replaced it.
+    """
     if raw is None:
         return {}, []
     if not isinstance(raw, Mapping):
         return {}, [f"probe.budget: must be a mapping, got {type_name(raw)}"]
     defaults = Budget().to_dict()
-    problems = unknown_keys(raw, defaults, "probe.budget.")
+    problems = []
+    for key in raw:
+        if key in STEP_COUNTED_BUDGET:
+            problems.append(
+                f"probe.budget.{key}: trials are timed in seconds now, not counted in steps: "
+                f"use {STEP_COUNTED_BUDGET[key]}"
+            )
+    problems += unknown_keys(
+        {k: v for k, v in raw.items() if k not in STEP_COUNTED_BUDGET}, defaults, "probe.budget."
+    )
     values: dict[str, Any] = {}
     for key, value in raw.items():
         if key not in defaults:
@@ -177,17 +200,54 @@ def check_budget(raw: Any) -> tuple[dict[str, Any], list[str]]:
                     f"probe.budget.{key}: must be a whole number of at least {least}, got {value!r}"
                 )
                 continue
-        elif not is_number(value) or value <= 0:
+        elif not is_number(value) or value < 0 or (value == 0 and key not in _MAY_BE_ZERO):
             problems.append(f"probe.budget.{key}: must be a positive number, got {value!r}")
             continue
         values[key] = float(value) if isinstance(defaults[key], float) else value
     merged = {**defaults, **values}
-    if merged["warmup_min_steps"] > merged["warmup_max_steps"]:
+    if merged["min_trials"] > merged["max_trials"]:
         problems.append(
-            f"probe.budget: warmup_min_steps ({merged['warmup_min_steps']}) is more than "
-            f"warmup_max_steps ({merged['warmup_max_steps']})"
+            f"probe.budget: min_trials ({merged['min_trials']}) is more than "
+            f"max_trials ({merged['max_trials']})"
         )
     return values, problems
+
+
+_MAY_BE_ZERO = ("trial_noise", "warmup_tolerance")
+
+
+# --- probe.costs ------------------------------------------------------------------------------
+
+
+def check_costs(raw: Any) -> tuple[dict[str, Any] | None, list[str]]:
+    """What a probe's parts cost on the machine the preset is for, as recorded there: the
+    estimate's figures before this machine has measured its own (tuneup.probe.estimate)."""
+    if raw is None:
+        return None, []
+    if not isinstance(raw, Mapping):
+        return None, [f"probe.costs: must be a mapping ({', '.join(COST_KEYS)})"]
+    problems = unknown_keys(raw, COST_KEYS, "probe.costs.")
+    for key in ("spawn_s", "setup_s", "first_s", "pairs_per_stage"):
+        value = raw.get(key, 0.0)
+        if not is_number(value) or value < 0:
+            problems.append(f"probe.costs.{key}: must be a number of 0 or more, got {value!r}")
+    rate = raw.get("adopt_rate", 0.5)
+    if not is_number(rate) or not 0 <= rate <= 1:
+        problems.append(f"probe.costs.adopt_rate: must be a share from 0 to 1, got {rate!r}")
+    for key in ("step_s", "trials"):
+        block = raw.get(key, {})
+        if not isinstance(block, Mapping):
+            problems.append(f"probe.costs.{key}: must map io, synthetic, full to numbers")
+            continue
+        for phase, value in block.items():
+            if phase not in PHASES or not is_number(value) or value <= 0:
+                problems.append(
+                    f"probe.costs.{key}.{phase}: must be a phase ({', '.join(PHASES)}) with a "
+                    f"positive number, got {value!r}"
+                )
+    if "source" in raw and not isinstance(raw["source"], str):
+        problems.append("probe.costs.source: must be text (where the figures were measured)")
+    return dict(raw), problems
 
 
 # --- probe.hints ------------------------------------------------------------------------------

@@ -45,6 +45,9 @@ class ProbePreset:
         origin: where it was found: "bundled", "user: PATH" or "file: PATH".
         sections: the trainers' own sections, by trainer name (each checked by its
             adapter's `check_section`).
+        costs: what a probe's parts cost on the machine the preset is for, as recorded
+            there (`probe.costs`: its source says where and when); the estimate's
+            figures before this machine has measured its own. None: the trainer's guess.
     """
 
     name: str
@@ -59,3 +62,4 @@ class ProbePreset:
     launch: Launch = field(default_factory=Launch)
     sections: dict[str, dict[str, Any]] = field(default_factory=dict)
     origin: str = ""
+    costs: dict[str, Any] | None = None

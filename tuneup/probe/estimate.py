@@ -1,23 +1,42 @@
-"""How long a ladder will take: a documented model, fed by what this machine measured.
+"""How long a probe and a ladder take: one documented model, fed by what is known.
 
-The model, so the number can be checked by hand:
+The same model prices a probe wherever a price is wanted: the estimate
+before the first probe (fed by the trainer's guess, or by what an earlier
+ladder cost here), the time left after each probe (fed by this ladder's own
+probes), the time budget's plan, and the GPU twin (fed by a recorded GPU's
+figures, bench/gpu_twin.py). So the number can be checked by hand:
 
-* probes = baseline repeats (2) + for every stage with candidates: its
-  candidates, the incumbent measured before and after them (2), and the pairs
-  its decision takes (`pairs_per_stage`, 2 probes each) + 2 x confirm pairs (3)
-  (none of these when no stage has candidates). Until a session has decided a
-  stage, a stage takes PAIRS_PER_STAGE pairs; then what its stages took
-  (`pairs_seen`: a close call on a noisy machine takes many more).
-* probes come in two kinds (`LadderShape`): those that start a process (each
-  baseline probe, the first of each confirmation pair, every probe of a trainer
-  that cannot share one) and those a serving process runs (a stage's probes,
-  the second of each confirmation pair).
-* a probe's cost (`ProbeCosts`): before any probe ran, StepModel's guess:
-  start-up + (loss steps + the warm-up cap + 3 phases x T trials x K steps) x
-  the step time, never more than the budget's per-probe limit, and for a probe
-  in a serving process its own (smaller) start-up. As soon as probes finish,
-  the median wall time of each kind on this machine (`measured_costs`): start
-  and set-up, warm-up, trials and all, as they really were.
+A probe (`probe_seconds`) of plan P (tuneup.probe.plan) costs
+
+* its start: ``spawn_s`` in a fresh process (to its first step done: the
+  interpreter, torch, CUDA's context, and the first step's plans and kernels),
+  ``setup_s`` in a warm one;
+* ``first_s`` in a warm process when its configuration's kernels are new there
+  (knobs that change cuDNN's plans: precision, layout, batch; a compilation),
+  the first steps' cost beyond steady steps: a mean over such probes, since a
+  few of them (TF32 off, torch.compile) cost far more than the rest;
+* the loss steps: ``loss_steps`` FULL steps, in a configuration's first probe
+  (later ones of the same seed would record the same curve);
+* for each phase: its warm-up (its first step, then two windows of a quarter
+  trial, never past the plan's cap) and its trials (``trials`` of the phase,
+  each at least ``trial_s`` and at least one step);
+
+all of it times ``scale``, what this machine's probes really took over what
+the model said (1 until a probe has finished).
+
+A ladder (`ladder_shape`) is counted in probes of each kind (`ProbeKind`:
+its phases, whether it starts a process, whether its kernels are new):
+the baseline repeats (every phase; the first starts the process); for each
+stage with candidates, judged on phase J: its candidates once each (J alone,
+new kernels unless J is IO), the incumbent before and after them, the pairs
+its decision takes (``pairs_per_stage``, 2 probes each, J alone) and, for the
+share of stages that adopt something (``adopt_rate``), the adopted
+configuration's check of every phase; then the confirmation's pairs (FULL).
+The incumbent is measured before the candidates unless the stage before
+adopted (its check was the incumbent's latest probe), and after them unless
+there is only one (`anchors`).
+Until a session has decided a stage, a stage takes PAIRS_PER_STAGE pairs and
+adopts with ADOPT_RATE; then what its own stages took (`pairs_seen`).
 
 Pure: values in, values out.
 """
@@ -25,197 +44,288 @@ Pure: values in, values out.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
-from dataclasses import dataclass
+import math
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
+from tuneup.probe.plan import MIN_WINDOW_STEPS, MeasurementPlan, plan_probe
 from tuneup.probe.stats import median
-from tuneup.probe.types import PHASES, Budget, ProbeResult
+from tuneup.probe.types import PHASES, Budget
 
 BASELINE_REPEATS = 2
-CONFIRM_PAIRS = 3
-ANCHORS_PER_STAGE = 2  # the incumbent before and after a stage's candidates
-# The pairs a decision takes beyond its screen, before any was seen: cpu-smoke ladders on
-# 2 cores took 4.5 to 7.6 a stage (bench/ladder_speed.py's runs); a quieter machine
-# takes fewer, and a session learns its own (pairs_seen) and keeps it for the next.
-PAIRS_PER_STAGE = 5.0
+CONFIRM_PAIRS = 2
+
+
+def anchors(candidates: int, adopt_rate: float) -> float:
+    """The incumbent's probes around a stage's screen: before it, unless the stage before
+    adopted (its check measured the new incumbent last), and after it, unless there is one
+    candidate (its screen already pairs with the probe before)."""
+    return (1.0 - adopt_rate) + (1.0 if candidates > 1 else 0.0)
+
+
+# The pairs a decision takes beyond its screen, before any was seen: a quiet GPU decides on
+# the screen's own pair or one more; a noisy 2-core machine on several. A session learns
+# its own (pairs_seen) and keeps it for the next.
+PAIRS_PER_STAGE = 1.5
+ADOPT_RATE = 0.5  # the share of stages that adopt a candidate, before any was decided
 PRIOR_WEIGHT = 2.0  # the prior counts as this many stages when the session's own are few
-MIN_TRIALS = 2  # below two trials there is no spread to judge the noise by
+WARM_WINDOWS = 2  # a phase's warm-up: its first step, then two windows that agree
+SCALE_BOUNDS = (0.5, 3.0)  # what measured probes may scale the model by
 
 
 @dataclass(frozen=True)
 class StepModel:
-    """The guessed cost of a probe: seconds to start one, and seconds per training step.
+    """A trainer's guess of its probes' costs, until a ladder has measured them.
 
-    `served_startup_s`: seconds to start a probe in a process that ran one
-    before (the trainer shares processes); None: every probe starts its own.
+    Attributes:
+        startup_s: starting a fresh process, to its first step done.
+        step_s: a steady training step (each phase alike, as a guess).
+        served_startup_s: a probe's set-up in a process that ran one before; None:
+            the trainer shares no process, every probe starts its own.
+        first_s: a configuration's first steps beyond steady steps in a warm process,
+            where its kernels are new there (compilation, cuDNN's plans).
     """
 
     startup_s: float = 30.0
     step_s: float = 0.5
     served_startup_s: float | None = None
+    first_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class ProbeKind:
+    """A kind of probe, as the ladder model counts them.
+
+    Attributes:
+        phases: what it measures.
+        fresh: it starts a process of its own.
+        new: its configuration's kernels are new to its process.
+    """
+
+    phases: tuple[str, ...]
+    fresh: bool = False
+    new: bool = False
 
 
 @dataclass(frozen=True)
 class ProbeCosts:
-    """Seconds of wall time one probe takes: one that starts its process, one a serving
-    process runs; `measured` when they come from this machine's probes, not a guess."""
+    """What a probe's parts cost on this machine, in seconds (the module docstring's model).
 
-    fresh_s: float
-    served_s: float
+    Attributes:
+        spawn_s, setup_s: a probe's start in a fresh process (its first steps
+            included), and in a warm one.
+        first_s: first steps beyond steady in a warm process, where a configuration's
+            kernels are new there (a mean).
+        step_s: a steady step of each phase.
+        trials: the trials each phase takes (expected: a fraction is fine).
+        scale: what this machine's probes took over what the model said.
+        shares: probes share processes (else every probe is fresh).
+        measured: the figures come from this machine's probes, not a guess.
+        recorded: the figures describe a whole ladder's probes (an earlier ladder's record
+            here, or a preset's `probe.costs` from the machine it is for), not a guess.
+    """
+
+    spawn_s: float
+    setup_s: float
+    first_s: float
+    step_s: Mapping[str, float]
+    trials: Mapping[str, float] = field(default_factory=dict)
+    scale: float = 1.0
+    shares: bool = True
     measured: bool = False
+    recorded: bool = False
+
+    def step(self, phase: str) -> float:
+        return self.step_s.get(phase) or self.step_s.get("full") or 0.0
+
+
+def guess_costs(budget: Budget, model: StepModel) -> ProbeCosts:
+    """The trainer's guess, under `budget`: every phase at its step, trials as the most."""
+    shares = model.served_startup_s is not None
+    return ProbeCosts(
+        spawn_s=model.startup_s,
+        setup_s=model.served_startup_s if shares else model.startup_s,  # type: ignore[arg-type]
+        first_s=model.first_s,
+        step_s={p: model.step_s for p in PHASES},
+        trials={p: float(budget.max_trials) for p in PHASES},
+        shares=shares,
+    )
+
+
+def recorded_costs(recorded: Mapping[str, Any], budget: Budget, shares: bool = True) -> ProbeCosts:
+    """A preset's `probe.costs` (figures recorded on the machine it is for) as ProbeCosts;
+    a phase it does not give takes FULL's step, and trials the budget's most."""
+    step = {str(k): float(v) for k, v in dict(recorded.get("step_s") or {}).items()}
+    full = step.get("full") or max(step.values(), default=0.5)
+    trials = {str(k): float(v) for k, v in dict(recorded.get("trials") or {}).items()}
+    return ProbeCosts(
+        spawn_s=float(recorded.get("spawn_s", 30.0)),
+        setup_s=float(recorded.get("setup_s", recorded.get("spawn_s", 30.0))),
+        first_s=float(recorded.get("first_s", 0.0)),
+        step_s={p: step.get(p, full) for p in PHASES},
+        trials={p: trials.get(p, float(budget.max_trials)) for p in PHASES},
+        shares=shares,
+        recorded=True,
+    )
+
+
+def probe_seconds(
+    plan: MeasurementPlan, costs: ProbeCosts, *, fresh: bool = False, new: bool = False
+) -> float:
+    """One probe's wall time (the module docstring's model), never over the plan's limit."""
+    fresh = fresh or not costs.shares
+    seconds = costs.spawn_s if fresh else costs.setup_s
+    if new and not fresh:
+        seconds += costs.first_s
+    if plan.loss_steps:
+        seconds += plan.loss_steps * costs.step("full")
+    for phase in plan.phases:
+        step = costs.step(phase)
+        window = max(plan.window_s, MIN_WINDOW_STEPS * step)
+        warm = step + WARM_WINDOWS * window
+        if phase == "full" and plan.loss_steps:  # the loss steps are its first windows
+            warm = window
+        trials = costs.trials.get(phase, float(plan.max_trials))
+        seconds += min(plan.warmup_cap_s, warm) + trials * max(plan.trial_s, step)
+    return min(plan.limit_s, seconds * costs.scale)
+
+
+def kind_seconds(kind: ProbeKind, budget: Budget, costs: ProbeCosts) -> float:
+    """A probe of `kind` under `budget`: the loss steps for a configuration's first probe
+    alone (`new`, or the process's first: the same seed gives the same curve after)."""
+    judged = "full" if len(kind.phases) != 1 else kind.phases[0]
+    plan = plan_probe(
+        budget, judged=judged, whole=len(kind.phases) > 1, loss=kind.new or kind.fresh
+    )
+    plan = dataclasses.replace(plan, phases=kind.phases)
+    return probe_seconds(plan, costs, fresh=kind.fresh, new=kind.new)
 
 
 @dataclass(frozen=True)
 class LadderShape:
     """The probes a ladder runs (or has left), by kind: expected counts, so fractional."""
 
-    fresh: float
-    served: float
+    counts: Mapping[ProbeKind, float] = field(default_factory=dict)
 
     @property
     def probes(self) -> int:
-        return round(self.fresh + self.served)
+        return round(sum(self.counts.values()))
 
-    def seconds(self, costs: ProbeCosts) -> float:
-        return self.fresh * costs.fresh_s + self.served * costs.served_s
+    def seconds(self, budget: Budget, costs: ProbeCosts) -> float:
+        return sum(n * kind_seconds(k, budget, costs) for k, n in self.counts.items() if n > 0)
 
-
-def probe_steps(budget: Budget) -> int:
-    """Steps one probe runs at most: the loss record, the warm-up cap and every phase's trials."""
-    return (
-        budget.loss_steps
-        + budget.warmup_max_steps
-        + len(PHASES) * budget.trials * budget.trial_steps
-    )
+    def __add__(self, other: LadderShape) -> LadderShape:
+        total: defaultdict[ProbeKind, float] = defaultdict(float)
+        for shape in (self, other):
+            for kind, n in shape.counts.items():
+                total[kind] += n
+        return LadderShape(dict(total))
 
 
-def probe_seconds(budget: Budget, model: StepModel) -> float:
-    """One probe's wall time in a process of its own, capped by the budget's per-probe limit."""
-    return min(budget.limit_s, model.startup_s + probe_steps(budget) * model.step_s)
+@dataclass(frozen=True)
+class StageShape:
+    """A stage as the ladder model sees it: its candidates, the phase that judges it, and
+    the gain it is expected to bring (what a time budget keeps first)."""
+
+    name: str
+    candidates: int
+    judged: str = "full"
+    expected_gain: float = 0.0
 
 
-def guess_costs(budget: Budget, model: StepModel) -> ProbeCosts:
-    """StepModel's guess of both kinds of probe (the same when the trainer shares no process)."""
-    fresh = probe_seconds(budget, model)
-    if model.served_startup_s is None:
-        return ProbeCosts(fresh, fresh)
-    served = min(budget.limit_s, model.served_startup_s + probe_steps(budget) * model.step_s)
-    return ProbeCosts(fresh, served)
+@dataclass(frozen=True)
+class Habits:
+    """How decisions go here: pairs a stage's decision takes, and how often a stage adopts."""
+
+    pairs_per_stage: float = PAIRS_PER_STAGE
+    adopt_rate: float = ADOPT_RATE
 
 
-def measured_costs(results: Sequence[ProbeResult], fallback: ProbeCosts) -> ProbeCosts:
-    """The median wall time of each kind among the probes that ran ok; `fallback` where none.
-
-    A kind not measured yet is derived from the other: a served probe costs a
-    fresh one less its process start (`spawn`), where the trainer shares processes
-    at all (`fallback` says: its served cost is below its fresh one); a fresh one
-    costs a served one plus the guessed difference.
-    """
-    ran = [r for r in results if r.ok and r.wall_s > 0]
-    fresh = [r.wall_s for r in ran if r.served_before == 0]
-    served = [r.wall_s for r in ran if r.served_before > 0]
-    if not fresh and not served:
-        return fallback
-    shares = fallback.served_s < fallback.fresh_s
-    if fresh and served:
-        return ProbeCosts(median(fresh), median(served), measured=True)
-    if fresh:
-        spawns = [r.one_time_s["spawn"] for r in ran if "spawn" in r.one_time_s]
-        start = median(spawns) if spawns and shares else 0.0
-        return ProbeCosts(median(fresh), max(median(fresh) - start, 0.0), measured=True)
-    gap = fallback.fresh_s - fallback.served_s
-    return ProbeCosts(median(served) + gap, median(served), measured=True)
+WHOLE = PHASES
+CONFIRM = ProbeKind(("full",))
 
 
-def stage_probes(candidates: int, pairs_per_stage: float) -> float:
-    """Probes one stage with candidates is expected to take: screen, anchors and pairs."""
-    return candidates + ANCHORS_PER_STAGE + 2 * pairs_per_stage
+def confirmation_pairs(confirm_pairs: int, habits: Habits) -> float:
+    """The pairs the confirmation is expected to take: at least its fewest, and as many as
+    a stage's decision took here (the same noise decides both)."""
+    return max(float(confirm_pairs), habits.pairs_per_stage) if confirm_pairs else 0.0
 
 
-def pairs_seen(
-    stages: Sequence[tuple[int, int]],
-    prior: float = PAIRS_PER_STAGE,
-    weight: float = PRIOR_WEIGHT,
-) -> float:
-    """The pairs a stage's decision takes here, from the stages decided so far.
-
-    Args:
-        stages: (probes it took, its candidates) of each decided stage with candidates.
-        prior: the pairs assumed before any stage was decided.
-        weight: how many stages the prior counts as, so one stage does not swing it.
-    """
-    seen = [max(0.0, (n - c - ANCHORS_PER_STAGE) / 2) for n, c in stages if c > 0]
-    return (prior * weight + sum(seen)) / (weight + len(seen))
+def stage_shape(stage: StageShape, habits: Habits) -> LadderShape:
+    """The probes one stage with candidates is expected to take."""
+    if stage.candidates <= 0:
+        return LadderShape()
+    judged = (stage.judged,)
+    new = stage.judged != "io"
+    counts: defaultdict[ProbeKind, float] = defaultdict(float)
+    counts[ProbeKind(judged, new=new)] += stage.candidates
+    counts[ProbeKind(judged)] += anchors(stage.candidates, habits.adopt_rate)
+    counts[ProbeKind(judged)] += 2 * habits.pairs_per_stage
+    counts[ProbeKind(WHOLE)] += habits.adopt_rate
+    return LadderShape(dict(counts))
 
 
 def ladder_shape(
-    candidate_counts: Sequence[int],
+    stages: Sequence[StageShape],
     *,
     baseline_repeats: int = BASELINE_REPEATS,
     confirm_pairs: int = CONFIRM_PAIRS,
-    pairs_per_stage: float = PAIRS_PER_STAGE,
-    shares_processes: bool = True,
+    habits: Habits | None = None,
+    baseline_done: int = 0,
 ) -> LadderShape:
-    """The probes a ladder runs, by kind (the module docstring's model)."""
-    active = [n for n in candidate_counts if n > 0]
-    if not active:
-        return LadderShape(baseline_repeats, 0.0)  # nothing to adopt: no confirmation, no pairs
-    stages = sum(stage_probes(n, pairs_per_stage) for n in active)
-    shape = LadderShape(baseline_repeats + confirm_pairs, stages + confirm_pairs)
-    return shape if shares_processes else LadderShape(shape.fresh + shape.served, 0.0)
+    """The probes a ladder runs, by kind (the module docstring's model).
+
+    `baseline_done`: baseline probes already run (none left to start the process).
+    """
+    habits = habits or Habits()
+    counts: defaultdict[ProbeKind, float] = defaultdict(float)
+    left = max(0, baseline_repeats - baseline_done)
+    if left:
+        fresh = baseline_done == 0
+        counts[ProbeKind(WHOLE, fresh=fresh, new=fresh)] += 1
+        counts[ProbeKind(WHOLE)] += left - 1
+    shape = LadderShape(dict(counts))
+    active = [s for s in stages if s.candidates > 0]
+    for stage in active:
+        shape = shape + stage_shape(stage, habits)
+    if active and confirm_pairs:
+        shape = shape + LadderShape({CONFIRM: 2.0 * confirmation_pairs(confirm_pairs, habits)})
+    return shape
 
 
-def probe_count(
-    candidate_counts: Sequence[int],
-    *,
-    baseline_repeats: int = BASELINE_REPEATS,
-    confirm_pairs: int = CONFIRM_PAIRS,
-    pairs_per_stage: float = PAIRS_PER_STAGE,
-) -> int:
-    """Probes the ladder runs: baselines, each stage's screen and pairs, the confirmation."""
-    return ladder_shape(
-        candidate_counts,
-        baseline_repeats=baseline_repeats,
-        confirm_pairs=confirm_pairs,
-        pairs_per_stage=pairs_per_stage,
-    ).probes
-
-
-def estimate_ladder_seconds(
-    candidate_counts: Sequence[int],
-    budget: Budget,
-    model: StepModel | None = None,
-    *,
-    costs: ProbeCosts | None = None,
-    pairs_per_stage: float = PAIRS_PER_STAGE,
-    baseline_repeats: int = BASELINE_REPEATS,
-    confirm_pairs: int = CONFIRM_PAIRS,
-    shares_processes: bool = True,
-) -> float:
-    """The ladder's expected wall time in seconds.
+def pairs_seen(
+    stages: Sequence[tuple[int, int, bool]],
+    prior: Habits | None = None,
+    weight: float = PRIOR_WEIGHT,
+) -> Habits:
+    """How decisions go here, from the stages decided so far.
 
     Args:
-        candidate_counts: each chosen stage's number of candidates (0 for a skipped one).
-        budget: the preset's per-probe budget (T, K, warm-up cap, loss steps, limit).
-        model: start-up and step-time guesses; `StepModel()` when None.
-        costs: what probes cost on this machine, when measured (`measured_costs`, or a
-            session's record); else the model's guess for `budget`.
-        pairs_per_stage: the pairs a stage's decision takes (`pairs_seen`).
-        baseline_repeats, confirm_pairs: as the session runs them.
-        shares_processes: probes may share a worker process (one rank each, and
-            fresh processes not asked for); else every probe costs a fresh one.
+        stages: (probes it took, its candidates, whether it adopted) of each decided
+            stage with candidates.
+        prior: what is assumed before any stage was decided.
+        weight: how many stages the prior counts as, so one stage does not swing it.
     """
-    model = model or StepModel()
-    if costs is None:
-        costs = guess_costs(budget, model)
-    shape = ladder_shape(
-        candidate_counts,
-        baseline_repeats=baseline_repeats,
-        confirm_pairs=confirm_pairs,
-        pairs_per_stage=pairs_per_stage,
-        shares_processes=shares_processes and costs.served_s < costs.fresh_s,
-    )
-    return shape.seconds(costs)
+    prior = prior or Habits()
+    seen = [
+        (max(0.0, (n - c - anchors(c, prior.adopt_rate) - (1 if adopted else 0)) / 2), adopted)
+        for n, c, adopted in stages
+        if c > 0
+    ]
+    pairs = (prior.pairs_per_stage * weight + sum(p for p, _ in seen)) / (weight + len(seen))
+    adopt = (prior.adopt_rate * weight + sum(1.0 for _, a in seen if a)) / (weight + len(seen))
+    return Habits(pairs, adopt)
+
+
+def scale_of(walls: Sequence[tuple[float, float]]) -> float:
+    """What probes really took over what the model said: the median ratio, bounded."""
+    ratios = [wall / modeled for wall, modeled in walls if wall > 0 and modeled > 0]
+    if not ratios:
+        return 1.0
+    low, high = SCALE_BOUNDS
+    return min(high, max(low, median(ratios)))
 
 
 def duration_text(seconds: float) -> str:
@@ -229,6 +339,50 @@ def duration_text(seconds: float) -> str:
     if minutes < 60:
         return f"{minutes} min"
     return f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in "90s", "10m", "1.5h", "1h30m" or SLURM's "HH:MM:SS" / "MM:SS".
+
+    Raises:
+        ValueError: anything else, with what would be understood.
+    """
+    raw = text.strip().lower().replace(" ", "")
+    fix = "give it with a unit (90s, 10m, 1h30m) or as HH:MM:SS"
+    if not raw:
+        raise ValueError(f"an empty duration: {fix}")
+    if ":" in raw:
+        parts = raw.split(":")
+        if len(parts) > 3 or not all(p.isdigit() for p in parts):
+            raise ValueError(f"{text!r} is not a duration: {fix}")
+        seconds = 0.0
+        for part in parts:
+            seconds = seconds * 60 + int(part)
+        return _positive(seconds, text, fix)
+    seconds, number = 0.0, ""
+    for char in raw:
+        if char.isdigit() or char == ".":
+            number += char
+        elif char in _UNITS and number:
+            try:
+                seconds += float(number) * _UNITS[char]
+            except ValueError:
+                raise ValueError(f"{text!r} is not a duration: {fix}") from None
+            number = ""
+        else:
+            raise ValueError(f"{text!r} is not a duration: {fix}")
+    if number:
+        raise ValueError(f"{text!r} has no unit: {fix}")
+    return _positive(seconds, text, fix)
+
+
+def _positive(seconds: float, text: str, fix: str) -> float:
+    if not seconds > 0:
+        raise ValueError(f"{text!r} is no time at all: {fix}")
+    return seconds
 
 
 def time_left_text(seconds: float, measured: bool) -> str:
@@ -262,73 +416,5 @@ def fits(
     return True, f"{said}" + (f", fits {' and '.join(limits)}" if limits else "")
 
 
-@dataclass(frozen=True)
-class Trimmed:
-    """What `trim` kept: the stage names, the budget (T may be lower) and the new estimate."""
-
-    stages: tuple[str, ...]
-    budget: Budget
-    estimate_s: float
-    fits: bool
-
-
-def rescaled(
-    costs: ProbeCosts, measured_at: Budget, budget: Budget, model: StepModel
-) -> ProbeCosts:
-    """Costs measured under one budget, carried to another by the model's ratio of the two."""
-    if budget == measured_at:
-        return costs
-    then, now = guess_costs(measured_at, model), guess_costs(budget, model)
-    return dataclasses.replace(
-        costs,
-        fresh_s=costs.fresh_s * now.fresh_s / then.fresh_s,
-        served_s=costs.served_s * now.served_s / then.served_s,
-    )
-
-
-def trim(
-    plans: Sequence[tuple[str, int]],
-    budget: Budget,
-    limit_s: float | None,
-    model: StepModel | None = None,
-    *,
-    costs: ProbeCosts | None = None,
-    pairs_per_stage: float = PAIRS_PER_STAGE,
-    shares_processes: bool = True,
-) -> Trimmed:
-    """Drop the last stages, then lower T, until the ladder fits `limit_s`.
-
-    The last stages go first because the ladder's order puts the cheapest,
-    most reliable wins early. When even the baseline alone does not fit, T is
-    lowered down to `MIN_TRIALS`; `fits` is False if that is still too long.
-
-    Args:
-        plans: (stage name, candidate count) in ladder order.
-        budget: the per-probe budget.
-        limit_s: the time available (see `time_limit`); None keeps everything.
-        model: start-up and step-time guesses.
-        costs, pairs_per_stage: what this machine measured (under `budget`), when known.
-        shares_processes: as for estimate_ladder_seconds.
-    """
-    kept = list(plans)
-    model = model or StepModel()
-
-    def cost(chosen: list[tuple[str, int]], b: Budget) -> float:
-        measured = None if costs is None else rescaled(costs, budget, b, model)
-        return estimate_ladder_seconds(
-            [n for _, n in chosen],
-            b,
-            model,
-            costs=measured,
-            pairs_per_stage=pairs_per_stage,
-            shares_processes=shares_processes,
-        )
-
-    if limit_s is None:
-        return Trimmed(tuple(n for n, _ in kept), budget, cost(kept, budget), True)
-    while kept and cost(kept, budget) > limit_s:
-        kept.pop()
-    while cost(kept, budget) > limit_s and budget.trials > MIN_TRIALS:
-        budget = dataclasses.replace(budget, trials=budget.trials - 1)
-    estimate = cost(kept, budget)
-    return Trimmed(tuple(n for n, _ in kept), budget, estimate, estimate <= limit_s)
+def finite_or(value: float | None, default: float) -> float:
+    return value if value is not None and math.isfinite(value) and value > 0 else default

@@ -27,7 +27,17 @@ from types import MappingProxyType
 from typing import IO, Any, ClassVar
 
 from tuneup.errors import UsageError
-from tuneup.probe.jsonvalues import EMPTY, as_list, count, empty, number, number_map, numbers, text
+from tuneup.probe.jsonvalues import (
+    EMPTY,
+    as_list,
+    count,
+    empty,
+    frozen_map,
+    number,
+    number_map,
+    numbers,
+    text,
+)
 from tuneup.probe.types import ERROR_KINDS, EVENT_KINDS
 
 MESSAGE_LIMIT = 2000
@@ -139,6 +149,7 @@ class ResultEvent(Event):
     stopped_early: str = ""  # why the trials ended early; empty when they did not
     timed_s: float | None = None  # seconds in timed trials (what measuring cost)
     compile_cache: str = ""  # "warm" or "cold" under torch.compile; "" without it
+    plan: Mapping[str, Any] = field(default_factory=empty)  # the plan, as measured
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -275,6 +286,7 @@ def _result_event(get: _Get, common: dict[str, Any]) -> Event:
         stopped_early=text(get("stopped_early")),
         timed_s=number(get("timed_s")),
         compile_cache=text(get("compile_cache")),
+        plan=frozen_map(get("plan")),
     )
 
 

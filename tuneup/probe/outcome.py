@@ -19,7 +19,8 @@ from tuneup.probe.events import (
     StartEvent,
     WarmupEvent,
 )
-from tuneup.probe.types import ProbeResult, ProbeSpec, Status
+from tuneup.probe.plan import ProbeSpec
+from tuneup.probe.types import ProbeResult, Status
 
 # How the child ended, as far as the runner is concerned.
 EXITED = "exited"  # by itself
@@ -168,6 +169,9 @@ def build_result(
         # A list the line lacked (or that was not a list) leaves the field empty.
         fields.update(
             full_sps_trials=list(measured.full_sps_trials),
+            io_sps_trials=list(measured.io_sps_trials),
+            synthetic_sps_trials=list(measured.synthetic_sps_trials),
+            plan=dict(measured.plan) or spec.plan.to_dict(),
             losses=list(measured.losses),
             rank_sps=list(measured.rank_sps),
             stragglers=list(measured.stragglers),

@@ -58,8 +58,9 @@ from tuneup.probe.outcome import (
     classify,
     transient,
 )
+from tuneup.probe.plan import ProbeSpec
 from tuneup.probe.resident import KeptWorker, ResidentWorker, ServingLauncher
-from tuneup.probe.types import ProbeResult, ProbeSpec, Status
+from tuneup.probe.types import ProbeResult, Status
 
 _TREE_EVERY_S = 0.5  # how often the child's descendants are recorded (a /proc scan: ms)
 
@@ -151,7 +152,7 @@ class ProbeRunner:
             stage: the stage name, recorded on the result and in file names.
             variant: the knob values this probe tries, recorded as given.
             spec: what the worker runs; written to a JSON file it reads.
-            limit_s: wall-clock limit; `spec.budget.limit_s` when None.
+            limit_s: wall-clock limit; `spec.plan.limit_s` when None.
             launcher: how to start this probe (its rank count may differ from
                 the last one's); the runner's own launcher when None.
             reuse: the probe's process key: it may run in the serving worker
@@ -166,7 +167,7 @@ class ProbeRunner:
         once and propagates; for a graceful stop, have the SIGINT handler
         call interrupt() instead.
         """
-        limit = spec.budget.limit_s if limit_s is None else limit_s
+        limit = spec.plan.limit_s if limit_s is None else limit_s
         if not limit > 0:
             raise UsageError(f"probe time limit must be positive, got {limit} s; raise limit_s")
         spec_path, stderr_path = self._next_paths(stage)

@@ -27,7 +27,7 @@ from tuneup.config import TrainConfig, build_config, knob_names
 from tuneup.errors import UsageError
 from tuneup.hardware.types import MachineInfo
 from tuneup.plugin_registry import PLUGIN_API_VERSION, PluginInfo, Registry
-from tuneup.probe.types import Candidate
+from tuneup.probe.types import PHASES, Candidate
 
 ENTRY_POINT_GROUP = "tuneup.stages"
 API_VERSION = PLUGIN_API_VERSION  # what a stage built against this tuneup declares
@@ -110,6 +110,15 @@ class Stage:
         needs: requirements from REQUIREMENTS; the stage is skipped when one is missing.
         candidates: the declared variants; subclasses may derive them from the machine
             and the incumbent instead.
+        judged_on: the phase whose figure decides it, the phase its knobs can move:
+            "io" for a loader knob (the loader alone), "synthetic" for a compute
+            knob (the model on one cached batch), "full" (the real loop) for a knob
+            that moves both or neither. The configuration a stage adopts is then
+            measured whole and FULL checked against min(IO, SYNTHETIC); where the
+            two disagree the stage is decided on FULL.
+        expected_gain: the relative speed-up the stage typically brings (0.3 for
+            +30%; 0 for a stage that shows what a switch is worth, such as TF32
+            off): what a time budget keeps first.
         api_version: the plugin API version the stage was written for; the
             registry skips a stage whose version this tuneup does not support.
     """
@@ -120,6 +129,8 @@ class Stage:
     knobs: tuple[str, ...]
     needs: tuple[str, ...] = ()
     candidates: tuple[Candidate, ...] = field(default=())
+    judged_on: str = "full"
+    expected_gain: float = 0.0
     api_version: int = API_VERSION
 
     def __post_init__(self) -> None:
@@ -131,6 +142,11 @@ class Stage:
                 f"choose from {', '.join(REQUIREMENTS)}"
             )
 
+        if self.judged_on not in PHASES:
+            raise ValueError(
+                f"stage {self.name!r}: judged_on {self.judged_on!r}; "
+                f"choose from {', '.join(PHASES)}"
+            )
         names = set(knob_names())
         bad = [k for k in self.knobs if k not in names]
         if bad:

@@ -44,11 +44,11 @@ def clearly_slower(rates: Sequence[float], stop_below: float | None) -> bool:
 
 
 def early_stop_reason(
-    rates: Sequence[float], trials: int, stop_below: float, skipped: Sequence[str] = ()
+    rates: Sequence[float], phase: str, stop_below: float, skipped: Sequence[str] = ()
 ) -> str:
-    """Why a probe's FULL trials ended after `rates` of the `trials` asked for (journaled)."""
+    """Why a probe's trials of `phase` ended after `rates` (journaled)."""
     why = (
-        f"stopped after {len(rates)} of {trials} FULL trials: the best, {max(rates):.4g} "
+        f"stopped after {len(rates)} {phase.upper()} trials: the best, {max(rates):.4g} "
         f"samples/s, is under the {stop_below:.4g} it had to reach"
     )
     if skipped:

@@ -1,8 +1,10 @@
-"""GPU telemetry joined to a probe: the FULL phase's trials mark the window it comes from.
+"""GPU telemetry joined to a probe: its FULL trials mark the window it comes from.
 
 The worker stamps each `trial` event with the wall clock at the trial's end,
 and the parent's sampler stamps GPU readings with the same clock, so the
 FULL phase ran from (first trial's time - its seconds) to (last trial's time).
+A probe that measured one phase alone (a stage's screen or pair: IO for a
+loader knob, SYNTHETIC for a compute knob) is joined over that phase's trials.
 """
 
 from __future__ import annotations
@@ -29,8 +31,12 @@ class WindowSource(Protocol):
 
 
 def full_window(events: Iterable[Event]) -> tuple[float, float, float] | None:
-    """(start, end, samples processed) of the FULL trials among `events`; None without any."""
-    full = [e for e in events if isinstance(e, TrialEvent) and e.phase == "full"]
+    """(start, end, samples processed) of the FULL trials among `events` (of the one phase
+    they hold, when none is FULL); None without any."""
+    trials = [e for e in events if isinstance(e, TrialEvent)]
+    full = [t for t in trials if t.phase == "full"]
+    if not full and trials:
+        full = [t for t in trials if t.phase == trials[-1].phase]
     spans = [(t, span) for t in full if (span := t.span) is not None]
     if not spans:
         return None
@@ -69,7 +75,7 @@ class ProbeTelemetry:
 
     def on_event(self, event: Event) -> None:
         with self._lock:
-            if isinstance(event, TrialEvent) and event.phase == "full":
+            if isinstance(event, TrialEvent):
                 self._trials.append(event)
             elif isinstance(event, StartEvent):
                 size = event.world_size
@@ -77,7 +83,8 @@ class ProbeTelemetry:
                 self._pid = event.pid
 
     def stats(self) -> WindowStats | None:
-        """The probe's GPUs over its FULL phase, combined; None without FULL trials or readings."""
+        """The probe's GPUs over its FULL phase (or its one phase), combined; None without
+        trials or readings."""
         with self._lock:
             trials, size, pid = list(self._trials), self._world_size, self._pid
         window = full_window(trials)

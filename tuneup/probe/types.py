@@ -30,11 +30,6 @@ PHASES = ("io", "synthetic", "full")
 
 BASELINE_STAGE = "baseline"
 CONFIRM_STAGE = "confirm"
-FRESH_PROCESS_STAGES = frozenset({BASELINE_STAGE, CONFIRM_STAGE})
-"""Stages whose probes follow no other probe in their process, however a backend may reuse
-processes elsewhere: each baseline probe is the first of a fresh process (the session's
-reference, and its noise from process to process), and so is each confirmation pair
-(Candidate.pair), so what is recommended holds across fresh processes."""
 
 # Event kinds the worker writes, one JSON object per line with a "event" key.
 EVENT_KINDS = ("start", "warmup", "trial", "loss", "result", "error")
@@ -43,55 +38,47 @@ ERROR_KINDS = ("oom", "cuda", "nccl", "compile", "unsupported", "other")
 
 @dataclass(frozen=True)
 class Budget:
-    """How long a probe may measure: warm-up, trials of K steps, and a wall-clock limit."""
+    """How a probe measures, as a preset sets it (``probe.budget``): in seconds, not steps.
 
-    warmup_min_steps: int = 3
-    warmup_max_steps: int = 30
+    A trial lasts ``trial_s``: the steps it runs follow from the step time the
+    warm-up measured, so a 60 ms GPU step and a 0.5 s loader-bound one are
+    timed alike. A phase runs ``min_trials`` to ``max_trials`` trials and stops
+    adding them once they agree within ``trial_noise`` (nvbench's rule). The
+    warm-up runs until the step time is steady, never longer than
+    ``warmup_cap_s``. tuneup.probe.plan turns a budget into each probe's plan.
+    """
+
+    trial_s: float = 1.0
+    min_trials: int = 2
+    max_trials: int = 5
+    trial_noise: float = 0.01  # relative spread of the trials at which a phase has enough
+    warmup_cap_s: float = 30.0
     warmup_tolerance: float = 0.05  # step time stable when consecutive windows differ < 5%
-    trial_steps: int = 10  # K
-    trials: int = 5  # T
     loss_steps: int = 20  # fixed-seed loss recorded for this many steps
     limit_s: float = 600.0  # per probe, warm-up and trials included
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
-
-@dataclass(frozen=True)
-class ProbeSpec:
-    """What one probe runs: the full training config, the budget, which phases.
-
-    `stop_below_sps`: the FULL samples/s the probe must reach to stay in the
-    running; below it (clearly, after two trials) it stops early. None: no early stop.
-    """
-
-    config: dict[str, Any]
-    budget: Budget = field(default_factory=Budget)
-    phases: tuple[str, ...] = PHASES
-    seed: int = 0
-    stop_below_sps: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        data = {
-            "config": self.config,
-            "budget": self.budget.to_dict(),
-            "phases": list(self.phases),
-            "seed": self.seed,
-        }
-        if self.stop_below_sps is not None:
-            data["stop_below_sps"] = self.stop_below_sps
-        return data
-
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ProbeSpec:
-        stop = data.get("stop_below_sps")
-        return cls(
-            config=dict(data["config"]),
-            budget=Budget(**data.get("budget", {})),
-            phases=tuple(data.get("phases", PHASES)),
-            seed=int(data.get("seed", 0)),
-            stop_below_sps=None if stop is None else float(stop),
-        )
+    def from_dict(cls, data: Mapping[str, Any]) -> Budget:
+        """A budget as recorded (session.json, a ladder record), older step-counted ones too:
+        their trial count is kept as max_trials; their step counts mean nothing now."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        if "trials" in data and "max_trials" not in data:
+            values["max_trials"] = data["trials"]
+        return cls(**values)
+
+
+STEP_COUNTED_BUDGET = {
+    "trial_steps": "trial_s (seconds per trial: its steps follow from the measured step time)",
+    "trials": "max_trials (a phase stops sooner once its trials agree within trial_noise)",
+    "warmup_min_steps": "warmup_cap_s (the warm-up runs until the step time is steady)",
+    "warmup_max_steps": "warmup_cap_s (the warm-up runs until the step time is steady)",
+}
+"""The budget keys of step-counted trials (before trials were timed in seconds), and what
+replaced each: a preset that still gives one is told which."""
 
 
 @dataclass(frozen=True)
@@ -155,6 +142,8 @@ class ProbeResult:
     synthetic_sps: float | None = None
     full_sps: float | None = None
     full_sps_trials: list[float] = field(default_factory=list)
+    io_sps_trials: list[float] = field(default_factory=list)
+    synthetic_sps_trials: list[float] = field(default_factory=list)
     iqr_pct: float | None = None
     warmup_s: float | None = None
     timed_s: float | None = None  # seconds in timed trials: the part of wall_s that measured
@@ -201,6 +190,10 @@ class ProbeResult:
     compile_cold_s: float | None = None
     # The device it ran on, as the worker named it ("cpu", "NVIDIA H200"); "" unknown.
     device: str = ""
+    # How it was measured (tuneup.probe.plan.MeasurementPlan.to_dict): its phases, the one
+    # that judges it, trial length and counts, warm-up rule; with `steps`, the steps per
+    # trial each phase ran (from its measured step time). Empty: an older probe.
+    plan: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -209,6 +202,24 @@ class ProbeResult:
     @property
     def contended(self) -> bool:
         return self.contention is not None and self.contention.contended
+
+    def rate(self, phase: str) -> float | None:
+        """The phase's median samples/s as measured by this probe (None: not measured here;
+        an IO figure carried from another probe, `io_from`, is not this probe's)."""
+        if phase == "io" and self.io_from:
+            return None
+        value = {"io": self.io_sps, "synthetic": self.synthetic_sps, "full": self.full_sps}[phase]
+        return value if value is not None and value > 0 else None
+
+    def trials_of(self, phase: str) -> list[float]:
+        """The phase's trial samples/s, in order."""
+        if phase == "io" and self.io_from:
+            return []
+        return {
+            "io": self.io_sps_trials,
+            "synthetic": self.synthetic_sps_trials,
+            "full": self.full_sps_trials,
+        }[phase]
 
     def to_journal(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -237,11 +248,21 @@ class Candidate:
         reference: measured for comparison only (the `noddp` compute-only run,
             the single-GPU run), never adopted as the recommendation.
         stop_below_sps: set by the search on a stage's first probe of a candidate:
-            the FULL samples/s below which it is out of the running, so a backend
-            may stop it early (ProbeSpec.stop_below_sps); None: measure it whole.
+            the samples/s of its judged phase below which it is out of the running,
+            so a backend may stop it early; None: measure it whole.
         pair: set by the search on both probes of an A/B pair: the pair's number
-            in the session. Of FRESH_PROCESS_STAGES, a pair (its re-measures too)
-            starts a fresh process and may share it; None: not in a pair.
+            in the session; None: not in a pair.
+        judged: the phase whose figure decides this probe: "io" for a loader knob,
+            "synthetic" for a compute knob, "full" otherwise (the stage declares it).
+        whole: measure every phase (the default: the baseline, an adopted
+            configuration's check of FULL against min(IO, SYNTHETIC)); False: the
+            judged phase alone (a stage's screens and pairs).
+        loss: record the fixed-seed loss (the default); False for a configuration
+            whose loss an earlier probe of the session recorded (the same seed gives
+            the same curve): its probe saves the loss steps.
+        trial_noise: how closely this probe's trials must agree, where probes of its
+            phase vary by more than trials do (measuring a probe finer than probes
+            differ buys nothing); None: the budget's.
     """
 
     label: str
@@ -250,3 +271,7 @@ class Candidate:
     reference: bool = False
     stop_below_sps: float | None = None
     pair: int | None = None
+    judged: str = "full"
+    whole: bool = True
+    loss: bool = True
+    trial_noise: float | None = None

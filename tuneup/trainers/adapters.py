@@ -118,6 +118,9 @@ class TrainerAdapter:
         in_app: the app (`tuneup tui`) can drive it; others run with `tuneup probe`.
         step_model: the estimate's guess of a probe's start-up and step time,
             until a ladder has measured them.
+        phases: the phases its probes can measure apart (of PHASES: IO, SYNTHETIC
+            and FULL; FULL alone by default, what every backend returns); a stage
+            judged on a phase it cannot measure is judged on FULL instead.
         exports: the formats `tuneup export` offers for its sessions, each with
             the file name the app's export-all writes it to, rendered by
             `render_export`; empty: tuneup's own formats of the tuned config.
@@ -133,6 +136,7 @@ class TrainerAdapter:
     simulated: bool = False
     in_app: bool = False
     step_model: StepModel = field(default_factory=StepModel)
+    phases: tuple[str, ...] = ("full",)
     exports: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
 
     def backend(self, ctx: TrainerContext) -> Backend:

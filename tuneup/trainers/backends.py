@@ -2,9 +2,9 @@
 
 A backend is `backend(stage, candidate, values) -> ProbeResult`; each trainer
 adapter builds one (tuneup.trainers.adapters). `WorkerBackend` runs
-`python -m tuneup.worker`, the bundled `unet` trainer's backend: a stage's
-probes share a serving worker, the baseline's and the confirmation's each get
-a process of their own (FRESH_PROCESS_STAGES).
+`python -m tuneup.worker`, the bundled `unet` trainer's backend: the ladder's
+probes share one warm serving worker, and a fresh process starts only where a
+knob or a failure demands one.
 """
 
 from __future__ import annotations
@@ -21,16 +21,10 @@ from tuneup.cluster.launch import LaunchPlan, LocalLauncher
 from tuneup.config import data_path_knobs, process_kind
 from tuneup.probe.compile_costs import ColdCompileCosts
 from tuneup.probe.events import Event, EventHandler
+from tuneup.probe.plan import ProbeSpec, plan_for
 from tuneup.probe.runner import ProbeRunner
 from tuneup.probe.telemetry import ProbeTelemetry
-from tuneup.probe.types import (
-    FRESH_PROCESS_STAGES,
-    PHASES,
-    Budget,
-    Candidate,
-    ProbeResult,
-    ProbeSpec,
-)
+from tuneup.probe.types import BASELINE_STAGE, Budget, Candidate, ProbeResult
 
 if TYPE_CHECKING:
     from tuneup.monitor.sampler import Sampler
@@ -69,18 +63,16 @@ def close_backend(backend: object) -> None:
 # Probes measure training speed only: no validation pass, and a sample count the
 # loader never runs out of within a probe.
 PROBE_OVERRIDES = {"Nsamples_val": 0, "num_epochs": 1}
+PROBE_EPOCH_STEPS = 2000
+"""Steps in a probe's epoch: more than a probe runs (its trials are seconds long, its
+steps follow from the step time), so no epoch restarts inside a trial."""
 
 
 def probe_config(values: dict[str, Any], budget: Budget) -> dict[str, Any]:
     """The training config a probe runs: the values, minus validation, with enough samples."""
     config = {**values, **PROBE_OVERRIDES}
     batch = int(config.get("global_batch_size", 64))
-    steps = (
-        budget.loss_steps
-        + budget.warmup_max_steps
-        + 3 * budget.trials * budget.trial_steps
-        + budget.trial_steps
-    )
+    steps = budget.loss_steps + PROBE_EPOCH_STEPS
     config["Nsamples"] = max(int(config.get("Nsamples", 0)), batch * steps)
     return config
 
@@ -100,18 +92,20 @@ class WorkerBackend:
 
     Processes: the one-rank probes of a one-rank session run in a serving
     worker (tuneup.worker.serve) that probes of the same process kind
-    (`config.process_kind`: the device, cuDNN benchmarking) share:
-    a stage's probes, one after another.
-    Of FRESH_PROCESS_STAGES, each baseline probe, and the first probe of each
-    confirmation pair, is the first probe of a fresh process: nothing ran
-    before it there. The pair's second probe follows it (pairs alternate A B,
-    B A, so what the first leaves the second cancels out over the pairs), and
-    so may the next stage's probes. `fresh_processes` gives every probe a
-    process of its own, as the runner does after any failure. Several ranks
+    (`config.process_kind`: the device, cuDNN benchmarking) share, the whole
+    ladder long: the CUDA context, cuDNN's execution plans and compiled
+    kernels stay warm (on an H200 a fresh process's first step took 13-56 s),
+    while each probe builds its model, optimizer and loader afresh from the
+    fixed seed. A fresh process starts where a knob demands one (another
+    process kind) or a failure does (the runner ends the process after any);
+    `fresh_processes` gives every probe a process of its own. Several ranks
     always start afresh.
 
-    Measuring only what changed: a probe whose data path (`config.data_path_knobs`)
-    was measured before skips the IO phase and carries that figure (`io_from`).
+    Each probe measures by its plan (tuneup.probe.plan.plan_for: the phase that
+    judges it, or every phase). Measuring only what changed: a probe that wants
+    every phase, of a data path (`config.data_path_knobs`) whose IO an earlier
+    probe measured, skips IO and carries that figure (`io_from`); a baseline
+    probe measures it again, for its noise.
     torch.compile's caches live in tuneup's cache folder; a probe that found its
     graphs there carries the cold compile's cost measured before (`compile_cold_s`).
     """
@@ -139,7 +133,6 @@ class WorkerBackend:
         self.runner = ProbeRunner(LocalLauncher(), workdir, on_event=on_event)
         self.compile_costs = ColdCompileCosts(cache_dir() / "compile")
         self._io: dict[str, tuple[float, str]] = {}  # data path -> (IO samples/s, measured by)
-        self._pair: int | None = None  # the A/B pair of the last probe
 
     def __call__(self, stage: str, candidate: Candidate, values: dict[str, Any]) -> ProbeResult:
         ranks = self.launch.world_size if candidate.ranks is None else candidate.ranks
@@ -147,33 +140,23 @@ class WorkerBackend:
         single = ranks == 1 and self.launch.world_size == 1
         launcher = None if single else self.launch.launcher_for(ranks, self.job)
         data_path = _key(values, data_path_knobs(), ranks)
-        known_io = self._io.get(data_path)
-        spec = ProbeSpec(
-            config=probe_config(values, self.budget),
-            budget=self.budget,
-            seed=self.seed,
-            phases=tuple(p for p in PHASES if p != "io") if known_io else PHASES,
-            stop_below_sps=candidate.stop_below_sps,
-        )
+        known_io = self._io.get(data_path) if stage != BASELINE_STAGE else None
+        carried = ("io",) if known_io is not None and candidate.whole else ()
+        plan = plan_for(self.budget, candidate, carried=carried)
+        spec = ProbeSpec(config=probe_config(values, self.budget), plan=plan, seed=self.seed)
         shared = single and not self.fresh_processes
         reuse = _process_key(values, ranks) if shared else None
-        # First in a fresh process: a baseline probe, and the first probe of a
-        # confirmation pair (its second, and its re-measures, follow it there).
-        fresh = stage in FRESH_PROCESS_STAGES and (
-            candidate.pair is None or candidate.pair != self._pair
-        )
-        self._pair = candidate.pair
         if self.telemetry is not None:
             self.telemetry.reset()
         result = self.runner.run(
-            stage, dict(candidate.values), spec, launcher=launcher, reuse=reuse, fresh=fresh
+            stage, dict(candidate.values), spec, launcher=launcher, reuse=reuse
         )
         if self.telemetry is not None:
             result = self.telemetry.apply(result)
         result = self.compile_costs.apply(result, values)
-        if known_io is not None and result.ok:
+        if known_io is not None and carried and result.ok:
             result = replace(result, io_sps=known_io[0], io_from=f"carried from {known_io[1]}")
-        elif result.ok and result.io_sps is not None:
+        elif result.ok and result.io_sps is not None and "io" in plan.phases:
             self._io[data_path] = (result.io_sps, f"{stage}: {candidate.label}")
         # What was launched, also for a probe that died before saying; and the knobs as
         # searched, not the probe's overrides.

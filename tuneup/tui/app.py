@@ -193,6 +193,7 @@ class TuneupApp(App[None]):
             nodes=choice.nodes,
             data_path=choice.data_path,
             budget=choice.budget,
+            time_budget_s=choice.time_budget_s,
         )
         relay = self._relay()
         built = assemble_new(
@@ -243,11 +244,14 @@ class TuneupApp(App[None]):
     # Review of an earlier session
 
     def open_review(self, folder: Path) -> None:
-        """A finished session opens RESULTS; an interrupted one opens TUNE, resumed with `r`."""
+        """A finished session opens RESULTS; an interrupted one opens TUNE, resumed with `r`;
+        one stopped with a partial summary opens its RESULTS over TUNE (`r` resumes)."""
         results = ResultsDir(folder)
         results.session()  # a clear error when it is not a results folder
         if (folder / "summary.json").is_file():
             summary, probes = load_results(folder)
+            if summary.partial is not None:
+                self._launch(self.resume_driver(results), False)
             self.push_screen(ResultsScreen(summary, probes, folder))
             return
         self._launch(self.resume_driver(results), False)

@@ -28,6 +28,7 @@ from tuneup.errors import UsageError
 from tuneup.hardware.types import MachineInfo
 from tuneup.preset.autopick import auto_pick, gpu_inventory
 from tuneup.preset.load import ProbePreset, load_preset, preset_warnings
+from tuneup.probe.estimate import time_limit
 from tuneup.probe.events import EventHandler
 from tuneup.probe.stages import stage_names
 from tuneup.probe.types import Budget
@@ -35,8 +36,9 @@ from tuneup.trainers.adapters import DEFAULT_TRAINER, load_trainer
 from tuneup.trainers.backends import interrupt_backend
 from tuneup.tuning.engine import Engine, build_engine
 from tuneup.tuning.journal import ResultsDir, quoted
-from tuneup.tuning.ladder_record import LadderRecord
+from tuneup.tuning.ladder_record import LadderRecord, machine_tag
 from tuneup.tuning.lock import ResultsLock
+from tuneup.tuning.planner import plan_ladder
 from tuneup.tuning.preflight import loader_shm_problem
 from tuneup.tuning.session import (
     ProbeSession,
@@ -45,6 +47,7 @@ from tuneup.tuning.session import (
     shm_free_for,
     stage_plans,
 )
+from tuneup.tuning.time_left import prior_costs, stage_shapes
 
 DEFAULT_ROOT = Path("tuneup-results")
 EngineFactory = Callable[..., Engine]  # build_engine's signature
@@ -67,6 +70,9 @@ class SessionRequest:
         budget: replaces the preset's probe budget (the app's setting).
         fresh_processes: every probe in a process of its own (a trainer that can
             share one, the U-Net's, does so otherwise); None: no (new) or as recorded.
+        time_budget_s: the ladder's time budget in seconds (`--budget`); None: the
+            allocation's time left, or none outside a job. The ladder is planned to
+            fit it and kept to it (tuning.planner).
     """
 
     preset: str | None = None
@@ -79,6 +85,7 @@ class SessionRequest:
     data_path: Path | None = None
     budget: Budget | None = None
     fresh_processes: bool | None = None
+    time_budget_s: float | None = None
 
 
 @dataclass
@@ -104,13 +111,14 @@ class AssembledSession:
     def __post_init__(self) -> None:
         self.session.stop_requested = lambda: self.stopping
 
-    def interrupt(self) -> None:
-        """Stop the running probe and the ladder.
+    def interrupt(self, why: str = "stopped by the user") -> None:
+        """Stop the running probe and the ladder; `why` goes into the partial summary.
 
         Safe from a signal handler: it only sets flags (no lock is taken, so a
         handler that lands while the main thread holds one cannot deadlock).
         """
         self.stopping = True
+        self.session.stop_reason = why
         interrupt_backend(self.engine.backend)
 
     def close(self) -> None:
@@ -238,8 +246,12 @@ def assemble_new(
     job: JobEnv | None = None,
     engine_factory: EngineFactory = build_engine,
     clock: Callable[[], float] = time.time,
+    monotonic: Callable[[], float] = time.monotonic,
 ) -> AssembledSession:
     """A new session in `out` (default tuneup-results/PRESET-TIME), its folder locked.
+
+    `clock` names the folder; `monotonic` times the ladder against its time budget (a
+    simulated ladder, the GPU twin's, passes its own).
 
     Raises:
         UsageError: bad input (unknown preset, trainer or stage; a layout the job
@@ -290,6 +302,8 @@ def assemble_new(
             engine_factory=engine_factory,
             notes=notes,
             alerts=[],
+            time_budget_s=request.time_budget_s,
+            monotonic=monotonic,
         )
     except BaseException:
         lock.release()
@@ -328,7 +342,7 @@ def assemble_resume(
         preset = load_preset(request.preset or source)
         recorded_budget = info.get("budget")
         if isinstance(recorded_budget, dict):
-            preset = dataclasses.replace(preset, budget=Budget(**recorded_budget))
+            preset = dataclasses.replace(preset, budget=Budget.from_dict(recorded_budget))
         trainer = str(info.get("trainer") or DEFAULT_TRAINER)
         load_trainer(trainer)
         launched = info.get("launch") or {}
@@ -362,6 +376,7 @@ def assemble_resume(
             engine_factory=engine_factory,
             notes=[describe(job)],
             alerts=alerts,
+            time_budget_s=request.time_budget_s,
         )
     except BaseException:
         lock.release()
@@ -432,12 +447,24 @@ def _build(
     engine_factory: EngineFactory,
     notes: list[str],
     alerts: list[str],
+    time_budget_s: float | None = None,
+    monotonic: Callable[[], float] = time.monotonic,
 ) -> AssembledSession:
     shm_free = shm_free_for(trainer)  # the U-Net's loader workers pass batches through it
     problem = loader_shm_problem(base, machine.ranks_per_node, shm_free)
     if problem is not None:
         raise UsageError(f"the baseline's loader cannot run here: {problem}")
-    plans = stage_plans(stages, machine, base, preset, shm_free=shm_free)
+    phases = load_trainer(trainer).phases
+    plans = stage_plans(stages, machine, base, preset, shm_free=shm_free, phases=phases)
+    record = LadderRecord(cache_dir())
+    shares = not fresh_processes and machine.world_size == 1
+    limit = time_limit(time_budget_s, job.seconds_left() if job.end_time is not None else None)
+    costs, habits = prior_costs(trainer, preset, machine_tag(machine), record, shares)
+    ladder_plan = plan_ladder(stage_shapes(plans), preset.budget, costs, limit, habits=habits)
+    if limit is not None:
+        preset = dataclasses.replace(preset, budget=ladder_plan.budget)
+        runnable = sum(1 for p in plans if p.candidates and not p.skip_reason)
+        notes = notes + ladder_plan.lines(runnable)
     engine = engine_factory(
         trainer,
         machine,
@@ -466,6 +493,9 @@ def _build(
         job=job.to_dict(),
         launch=launch_info(plan),
         time_left=job.seconds_left if job.end_time is not None else None,
-        record=LadderRecord(cache_dir()),
+        record=record,
+        time_budget_s=limit,
+        ladder_plan=ladder_plan if limit is not None else None,
+        monotonic=monotonic,
     )
     return AssembledSession(session, engine, results, lock, resumed, notes, alerts)

@@ -1,12 +1,17 @@
-"""The confirmation: baseline and the search's pick in interleaved pairs, then shorter paths.
+"""The confirmation: baseline and the search's pick in interleaved FULL pairs, then shorter paths.
 
 The confirmation decides what is recommended (search.py's module docstring):
 when the pick is not upheld, the adopted changes are dropped from the last one
-backwards and each shorter path is confirmed in turn, `attempts` at most.
+backwards and each shorter path is confirmed in turn, `attempts` at most. When
+the time budget runs short mid-confirmation (a StageCut) it ends with the pairs
+it has: unresolved, the baseline kept, and no shorter path tried. Its
+probes measure FULL alone; the recommendation's IO and SYNTHETIC figures come
+from its configuration's whole probe (the check its stage ran on adopting it).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from tuneup.probe.types import Candidate, ProbeResult
@@ -30,10 +35,12 @@ def confirm(
         kept = steps[: len(steps) - drop]
         labels = tuple(label for label, _ in kept)
         values = kept[-1][1]
-        attempt, series = _confirm_one(runner, base_values, labels, values, pairs)
+        attempt, series, cut = _confirm_one(runner, base_values, labels, values, pairs)
         tried.append(attempt)
         if attempt.upheld:
             upheld_series = series
+            break
+        if cut:  # the time budget ran out: no time for a shorter path
             break
     search_path = [label for label, _ in steps]
     shown = next((a for a in tried if a.upheld), tried[0])
@@ -52,7 +59,20 @@ def confirm(
     )
     if upheld_series is None:
         return confirmation, dict(base_values), runner.reference  # type: ignore[return-value]
-    return confirmation, dict(shown.values), upheld_series.summary()
+    best = upheld_series.summary()
+    whole = runner.latest_whole(dict(shown.values))
+    if whole is not None:
+        best = dataclasses.replace(
+            best,
+            io_sps=best.io_sps or whole.io_sps,
+            synthetic_sps=best.synthetic_sps or whole.synthetic_sps,
+        )
+    lossed = runner.losses_of(dict(shown.values))
+    if lossed is not None and not best.losses:
+        best = dataclasses.replace(
+            best, losses=lossed.losses, loss_start=lossed.loss_start, loss_end=lossed.loss_end
+        )
+    return confirmation, dict(shown.values), best
 
 
 def _confirm_one(
@@ -61,21 +81,29 @@ def _confirm_one(
     labels: tuple[str, ...],
     values: dict[str, Any],
     pairs: int,
-) -> tuple[ConfirmAttempt, Series]:
+) -> tuple[ConfirmAttempt, Series, bool]:
     variant = {k: v for k, v in values.items() if base_values.get(k, _NOTHING) != v}
     at_least = max(2, pairs)
     best = Series([])
     found = runner.compare(
         CONFIRM,
-        Candidate(BASELINE, {}),
+        Candidate(BASELINE, {}, whole=False),
         base_values,
-        Candidate("recommended", variant),
+        Candidate("recommended", variant, whole=False),
         values,
         base_series=Series([]),
         cand_series=best,
-        rule={"min_pairs": at_least, "max_pairs": 2 * at_least, "min_reject": at_least},
+        # The confirmation decides: a close call on a noisy machine gets three times the
+        # fewest pairs before it is left unresolved.
+        rule={
+            "min_pairs": at_least,
+            "max_pairs": 3 * at_least,
+            "min_reject": at_least,
+            "decisive": False,
+        },
         max_failed=pairs,
         resume=False,
+        cut_decides=True,
     )
     attempt = ConfirmAttempt(
         path=labels,
@@ -85,4 +113,4 @@ def _confirm_one(
         best_sps=tuple(b for _, b in found.pairs),
         failed=found.failed,
     )
-    return attempt, best
+    return attempt, best, bool(found.cut)

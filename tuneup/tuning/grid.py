@@ -12,7 +12,7 @@ from typing import Any
 
 from tuneup.probe.stats import noise_margin
 from tuneup.probe.types import Candidate, probe_key
-from tuneup.tuning.paired import NoiseTracker
+from tuneup.tuning.paired import PhaseNoise
 from tuneup.tuning.search_records import (
     GRID,
     Already,
@@ -39,7 +39,7 @@ def grid_search(
     Reference candidates are skipped (see the module docstring). `guard` as
     for staged_search.
     """
-    runner = SearchRunner(measure, already, NoiseTracker(), guard)
+    runner = SearchRunner(measure, already, PhaseNoise(), guard)
     baseline = runner.baseline(base_values, 1)
     active: list[StagePlan] = []
     for plan in stages:

@@ -1,12 +1,12 @@
 """What ladders cost on this machine, kept for the next estimate before any probe has run.
 
-A session measures its probes' costs as it goes (probe.estimate.measured_costs)
-and what its stages' decisions took in pairs (pairs_seen); at its end both are
-kept here, by trainer, preset and machine (its GPU or CPUs, and the ranks a
-probe runs with: a home folder is often shared by nodes of several kinds), with
-the budget they were measured under.
-The app's setup screen estimates a new ladder from them (carried to another
-budget by the step model's ratio), and says so; without a record it guesses.
+A session measures its probes' costs as it goes (tuning.time_left.measured_costs:
+start-up, first steps, step times, trial counts) and how its stages' decisions
+went (pairs_seen); at its end both are kept here, by trainer, preset and
+machine (its GPU or CPUs, and the ranks a probe runs with: a home folder is
+often shared by nodes of several kinds). The app's setup screen estimates a
+new ladder from them under any budget (the model prices a probe's parts), and
+says so; without a record it guesses.
 """
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ from pathlib import Path
 
 from tuneup.bundled import read_cache_record, write_cache_record
 from tuneup.hardware.types import MachineInfo
-from tuneup.probe.estimate import ProbeCosts
-from tuneup.probe.types import Budget
+from tuneup.probe.estimate import Habits, ProbeCosts
 
 FILE = "ladder-costs.json"
 
@@ -33,16 +32,16 @@ def machine_tag(machine: MachineInfo) -> str:
 
 @dataclass(frozen=True)
 class LadderCosts:
-    """One trainer and preset's measured costs: per probe, per decision, and under what budget."""
+    """One trainer and preset's measured costs: a probe's parts, and how decisions went."""
 
     costs: ProbeCosts
-    pairs_per_stage: float
-    budget: Budget
+    habits: Habits
     when: str = ""  # the day it was measured, YYYY-MM-DD
 
 
 class LadderRecord:
-    """The JSON file of LadderCosts by "trainer|preset|machine"; unreadable reads as empty."""
+    """The JSON file of LadderCosts by "trainer|preset|machine"; unreadable reads as empty
+    (an entry of an older layout too: the next ladder measures afresh)."""
 
     def __init__(self, folder: Path) -> None:
         self.path = Path(folder) / FILE
@@ -52,23 +51,34 @@ class LadderRecord:
         if not isinstance(entry, dict):
             return None
         try:
-            return LadderCosts(
-                costs=ProbeCosts(float(entry["fresh_s"]), float(entry["served_s"]), measured=True),
-                pairs_per_stage=float(entry["pairs_per_stage"]),
-                budget=Budget(**entry["budget"]),
-                when=str(entry.get("when", "")),
+            costs = ProbeCosts(
+                spawn_s=float(entry["spawn_s"]),
+                setup_s=float(entry["setup_s"]),
+                first_s=float(entry["first_s"]),
+                step_s={str(k): float(v) for k, v in dict(entry["step_s"]).items()},
+                trials={str(k): float(v) for k, v in dict(entry["trials"]).items()},
+                scale=float(entry.get("scale", 1.0)),
+                measured=True,
+                recorded=True,
             )
+            habits = Habits(float(entry["pairs_per_stage"]), float(entry["adopt_rate"]))
+            return LadderCosts(costs, habits, when=str(entry.get("when", "")))
         except (KeyError, TypeError, ValueError):
             return None
 
     def remember(self, trainer: str, preset: str, machine: str, measured: LadderCosts) -> None:
         """Keep `measured` for (trainer, preset, machine)."""
         data = read_cache_record(self.path)
+        costs = measured.costs
         data[f"{trainer}|{preset}|{machine}"] = {
-            "fresh_s": round(measured.costs.fresh_s, 3),
-            "served_s": round(measured.costs.served_s, 3),
-            "pairs_per_stage": round(measured.pairs_per_stage, 2),
-            "budget": measured.budget.to_dict(),
+            "spawn_s": round(costs.spawn_s, 3),
+            "setup_s": round(costs.setup_s, 3),
+            "first_s": round(costs.first_s, 3),
+            "step_s": {k: round(v, 6) for k, v in costs.step_s.items()},
+            "trials": {k: round(v, 2) for k, v in costs.trials.items()},
+            "scale": round(costs.scale, 3),
+            "pairs_per_stage": round(measured.habits.pairs_per_stage, 2),
+            "adopt_rate": round(measured.habits.adopt_rate, 2),
             "when": measured.when or time.strftime("%Y-%m-%d"),
         }
         write_cache_record(self.path, data)

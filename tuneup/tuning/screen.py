@@ -1,20 +1,23 @@
 """A stage's screen: each candidate once, between two probes of the incumbent (A B.. A).
 
 Each screen is compared with the incumbent as it stood at that moment
-(interpolated on the log scale between the two anchors), and a candidate next
-to an anchor already forms a pair with it. Then the candidates are ordered by
-promise, and a hopeless one is known before any pair is spent on it.
+(interpolated on the log scale between the two anchors), on the phase that
+judges the stage, and a candidate next to an anchor already forms a pair with
+it. Then the candidates are ordered by promise, and a hopeless one is known
+before any pair is spent on it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
 
+from tuneup.probe.stats import MEDIAN_EFFICIENCY
 from tuneup.probe.types import Candidate, ProbeResult
-from tuneup.tuning.paired import FLOOR, NoiseTracker
-from tuneup.tuning.search_records import INCUMBENT, StagePlan
+from tuneup.tuning.paired import FLOOR, Z_FUTILE, NoiseTracker
+from tuneup.tuning.search_records import StagePlan
 from tuneup.tuning.search_runner import SearchRunner, Series, comparable
 
 TIE_CAP = 0.10  # screens this close to the best may tie, whatever the noise (and the needed gain)
@@ -31,8 +34,8 @@ class Screen:
 
     @property
     def gain(self) -> float:
-        """ln(screen / incumbent then)."""
-        return math.log((self.result.full_sps or 0.0) / self.incumbent_sps)
+        """ln(screen / incumbent then), on the phase the candidate is judged on."""
+        return math.log((self.result.rate(self.cand.judged) or 0.0) / self.incumbent_sps)
 
 
 def screen_again(
@@ -41,18 +44,21 @@ def screen_again(
     screen: Screen,
     incumbent: Series,
     runner: SearchRunner,
+    phase: str,
 ) -> Screen | None:
     """The candidate measured once more right after the incumbent's latest probe."""
-    anchor = incumbent.latest
+    anchor = incumbent.latest_of(phase)
     if anchor is None:
         return None
-    result = runner.run(plan.name, screen.cand, {**values, **screen.cand.values})
-    if not comparable(result):
+    cand = dataclasses.replace(screen.cand, stop_below_sps=None)  # a pair's probe runs whole
+    result = runner.run(plan.name, cand, {**values, **cand.values})
+    if not comparable(result, phase):
         return None
-    return Screen(screen.cand, result, anchor, ((anchor, result.full_sps or 0.0),))
+    return Screen(cand, result, anchor, ((anchor, result.rate(phase) or 0.0),))
 
 
 def close_screen(
+    asked: Candidate,
     plan: StagePlan,
     values: dict[str, Any],
     incumbent: Series,
@@ -61,15 +67,17 @@ def close_screen(
     anchor: float,
     anchor_at: int,
 ) -> tuple[list[Screen], bool]:
-    """Measure the closing anchor; the screens, and whether the anchors disagree (a shift).
+    """Measure the closing anchor (`asked`: the incumbent, on the stage's phase); the screens,
+    and whether the anchors disagree (a shift).
 
     The shift is judged against the noise before the closing anchor, whose own
     repeat would otherwise pass the shift off as noise.
     """
-    sigma = runner.noise.sigma
-    closing = runner.run(plan.name, Candidate(INCUMBENT, {}), values)
+    phase = asked.judged
+    sigma = runner.noise.of(phase, values).sigma
+    closing = runner.run(plan.name, asked, values)
     incumbent.add(closing)
-    closing_sps = closing.full_sps if comparable(closing) else None
+    closing_sps = closing.rate(phase) if comparable(closing, phase) else None
     closing_at = len(runner.probes) - 1
     screens = [_screen(c, r, at, (anchor, anchor_at), (closing_sps, closing_at)) for c, r, at in ok]
     shifted = closing_sps is not None and abs(
@@ -87,7 +95,7 @@ def _screen(
 ) -> Screen:
     """A screen against the incumbent interpolated between the anchors, and its adjacent pairs."""
     (a0, i0), (a1, i1) = opening, closing
-    b = result.full_sps or 0.0
+    b = result.rate(cand.judged) or 0.0
     if a1 is None:
         return Screen(cand, result, a0, ((a0, b),) if at == i0 + 1 else ())
     weight = (at - i0) / (i1 - i0)
@@ -115,5 +123,7 @@ def by_promise(screens: list[Screen], sigma: float, needed: float) -> list[Scree
 
 
 def hopeless(gain: float, noise: NoiseTracker) -> bool:
-    """True when a screen's gain, even one pair's noise better, stays under the needed gain."""
-    return math.log1p(max(gain, -0.99)) + noise.sigma < math.log1p(noise.needed)
+    """True when a screen's gain stays under the needed gain even with the optimism that
+    rules a comparison out (paired.judge's Z_FUTILE standard errors of one pair)."""
+    margin = Z_FUTILE * MEDIAN_EFFICIENCY * noise.sigma
+    return math.log1p(max(gain, -0.99)) + margin < math.log1p(noise.needed)

@@ -48,18 +48,29 @@ confirmation (confirm.py) and the grid (grid.py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from tuneup.errors import UsageError
-from tuneup.probe.types import probe_key
+from tuneup.probe.types import PHASES, ProbeResult, probe_key
 from tuneup.tuning.confirm import confirm
-from tuneup.tuning.paired import FLOOR, NoiseTracker
-from tuneup.tuning.search_records import Already, Measure, SearchOutcome, StageDecision, StagePlan
+from tuneup.tuning.paired import FLOOR, PhaseNoise
+from tuneup.tuning.search_records import (
+    BASELINE,
+    CONFIRM,
+    Already,
+    Measure,
+    SearchOutcome,
+    SearchProgress,
+    StageCut,
+    StageDecision,
+    StagePlan,
+)
 from tuneup.tuning.search_runner import SearchRunner, Series
 from tuneup.tuning.stage import run_stage
 
-MAX_PAIRS = 5  # the most pairs one stage's comparison takes
+MAX_PAIRS = 5  # the most pairs one stage's comparison takes before it is unresolved
 
 
 def staged_search(
@@ -67,13 +78,15 @@ def staged_search(
     stages: list[StagePlan],
     measure: Measure,
     *,
-    confirm_pairs: int = 3,
+    confirm_pairs: int = 2,
     baseline_repeats: int = 2,
     already: Already | None = None,
     max_pairs: int = MAX_PAIRS,
     floor: float = FLOOR,
     max_confirm_attempts: int = 3,
     guard: bool = True,
+    progress: SearchProgress | None = None,
+    before_stage: Callable[[StagePlan], str | None] | None = None,
 ) -> SearchOutcome:
     """Greedy search, one stage at a time, each on top of the best configuration so far.
 
@@ -87,6 +100,8 @@ def staged_search(
         base_values: the full knob values of the baseline.
         stages: the stage plan, in the preset's order.
         measure: runs one probe: (stage name, candidate, full knob values) -> ProbeResult.
+            It may raise StageCut to end the stage under way (the time budget ran
+            short): the stage keeps its incumbent and the search goes on.
         confirm_pairs: the confirmation's fewest A/B pairs (it may run twice as many);
             0 skips it and recommends the search's pick unconfirmed.
         baseline_repeats: baseline probes: their pooled trials and their
@@ -101,88 +116,152 @@ def staged_search(
         max_confirm_attempts: paths the confirmation tries before keeping the baseline.
         guard: apply the loss guard (guard.py) to every probe; False when `measure`
             applies it itself, as ProbeSession does before journaling.
+        progress: kept up to date as the search goes (partial_outcome reads it when
+            the caller stops the search).
+        before_stage: asked before each stage with candidates: a reason to leave it
+            out (the time budget), or None to run it.
 
     Raises:
         BaselineFailed: the baseline did not run ok, so no variant can be judged.
     """
     if baseline_repeats < 1:
         raise UsageError(f"baseline_repeats must be at least 1, got {baseline_repeats}")
-    noise = NoiseTracker(floor=floor)
+    noise = PhaseNoise(floor=floor)
     runner = SearchRunner(measure, already, noise, guard)
+    progress = progress if progress is not None else SearchProgress()
+    progress.base_values, progress.values = dict(base_values), dict(base_values)
+    progress.noise, progress.probes = noise, runner.probes
+    progress.stage = BASELINE
     baseline = runner.baseline(base_values, baseline_repeats)
-    noise.set_trials([r.full_sps_trials for r in runner.baseline_runs])
+    for phase in PHASES:
+        trials = [r.trials_of(phase) for r in runner.baseline_runs]
+        noise.of(phase).set_trials(trials)
+        noise.of(phase, base_values).set_trials(trials)
+    progress.baseline, progress.incumbent = baseline, list(runner.baseline_runs)
 
-    climb = _climb(base_values, stages, runner, max_pairs)
-    path = climb.path
-    search_gain = _search_gain(climb.decisions)
-    best_values, best, confirmation = climb.values, climb.incumbent.summary(), None
-    if confirm_pairs > 0 and climb.steps:
+    _climb(stages, runner, max_pairs, progress, before_stage)
+    path = list(progress.path)
+    search_gain = _search_gain(runner, baseline, progress.values)
+    incumbent = Series(progress.incumbent)
+    best_values, best, confirmation = progress.values, incumbent.summary(), None
+    if confirm_pairs > 0 and progress.steps:
+        progress.stage = CONFIRM
         confirmation, best_values, best = confirm(
-            runner, base_values, climb.steps, confirm_pairs, max_confirm_attempts
+            runner, base_values, progress.steps, confirm_pairs, max_confirm_attempts
         )
         path = list(confirmation.path)
         if not path:
             best = baseline
+    progress.stage = None
     return SearchOutcome(
         baseline=baseline,
         best_values=best_values,
         best=best,
         probes=runner.probes,
-        stage_decisions=climb.decisions,
-        margin=noise.resolvable(max_pairs),
+        stage_decisions=progress.decisions,
+        margin=noise.full.resolvable(max_pairs),
         confirmation=confirmation,
         base_values=dict(base_values),
         path=path,
         search="staged",
         noise=noise,
         search_gain=search_gain,
-        drift=noise.moved(probe_key(base_values)),
+        drift=noise.full.moved(probe_key(base_values)),
+        left_out=list(progress.left_out),
     )
 
 
-@dataclass(frozen=True)
-class _Climb:
-    """Where the stages left the search: the incumbent, the path to it, every stage's decision."""
+def partial_outcome(
+    progress: SearchProgress, why: str, stages: list[str], max_pairs: int = MAX_PAIRS
+) -> SearchOutcome | None:
+    """What a search stopped before its end found: the incumbent its stages' pairs upheld so
+    far (not confirmed against the baseline), and the stages it did not finish. None when
+    the baseline had not been measured: there is nothing to recommend.
 
-    values: dict[str, Any]
-    incumbent: Series
-    path: list[str]
-    steps: list[tuple[str, dict[str, Any]]]  # (label, values after adopting it)
-    decisions: list[StageDecision]
+    Args:
+        progress: the stopped search's progress.
+        why: why it stopped, in a few words ("stopped by SIGTERM").
+        stages: every stage of the ladder, in order.
+        max_pairs: as the search ran.
+    """
+    baseline = progress.baseline
+    if baseline is None:
+        return None
+    decided = {d.stage for d in progress.decisions}
+    not_run = [name for name in stages if name not in decided]
+    noise = progress.noise
+    incumbent = Series(progress.incumbent)
+    best = incumbent.summary() if progress.incumbent else baseline
+    return SearchOutcome(
+        baseline=baseline,
+        best_values=dict(progress.values),
+        best=best,
+        probes=list(progress.probes),
+        stage_decisions=list(progress.decisions),
+        margin=noise.full.resolvable(max_pairs) if noise is not None else 0.0,
+        confirmation=None,
+        base_values=dict(progress.base_values),
+        path=list(progress.path),
+        search="staged",
+        noise=noise,
+        drift=noise.full.moved(probe_key(progress.base_values)) if noise is not None else None,
+        partial=why,
+        not_run=not_run,
+        left_out=list(progress.left_out),
+    )
 
 
 def _climb(
-    base_values: dict[str, Any], stages: list[StagePlan], runner: SearchRunner, max_pairs: int
-) -> _Climb:
-    """Each stage in turn on top of the incumbent, adopting what its pairs uphold."""
-    values = dict(base_values)
-    incumbent = Series(runner.baseline_runs)
-    path: list[str] = []
-    steps: list[tuple[str, dict[str, Any]]] = []
-    decisions: list[StageDecision] = []
+    stages: list[StagePlan],
+    runner: SearchRunner,
+    max_pairs: int,
+    progress: SearchProgress,
+    before_stage: Callable[[StagePlan], str | None] | None,
+) -> None:
+    """Each stage in turn on top of the incumbent, adopting what its pairs uphold; `progress`
+    holds the incumbent, the path to it and every stage's decision as they come."""
+    incumbent = Series(progress.incumbent)
     for plan in stages:
+        values = progress.values
         if plan.refresh is not None:
             plan = plan.refresh(values)
-        if plan.skip_reason is not None:
-            runner.skip(plan, values)
-            decisions.append(StageDecision(plan.name, None, None, f"skipped: {plan.skip_reason}"))
+        progress.stage = plan.name
+        progress.started.append(plan.name)
+        reason = plan.skip_reason
+        if reason is None and before_stage is not None:
+            reason = before_stage(plan)
+            if reason is not None:
+                progress.left_out.append(plan.name)
+        if reason is not None:
+            runner.skip(dataclasses.replace(plan, skip_reason=reason), values)
+            progress.decisions.append(StageDecision(plan.name, None, None, f"skipped: {reason}"))
             continue
-        decision, winner = run_stage(plan, values, incumbent, runner, max_pairs)
-        decisions.append(decision)
+        try:
+            decision, winner = run_stage(plan, values, incumbent, runner, max_pairs)
+        except StageCut as cut:
+            progress.left_out.append(plan.name)
+            progress.decisions.append(
+                StageDecision(plan.name, None, None, f"stopped before it decided: {cut}")
+            )
+            continue
+        progress.decisions.append(decision)
         if winner is not None:
             cand, incumbent = winner
-            values = {**values, **cand.values}
-            path.append(cand.label)
-            steps.append((cand.label, dict(values)))
-    return _Climb(values, incumbent, path, steps, decisions)
+            progress.values = {**values, **cand.values}
+            progress.incumbent = incumbent.results
+            progress.path.append(cand.label)
+            progress.steps.append((cand.label, dict(progress.values)))
+    progress.stage = None
 
 
-def _search_gain(decisions: list[StageDecision]) -> float | None:
-    """The search's own estimate of its pick's gain: the product of the adopted stages' gains."""
-    gains = [d.gain_pct for d in decisions if d.winner is not None and d.gain_pct is not None]
-    if not gains:
+def _search_gain(
+    runner: SearchRunner, baseline: ProbeResult, values: dict[str, Any]
+) -> float | None:
+    """The search's own estimate of its pick's gain on FULL: its latest probe of every phase
+    (the check its last stage ran) over the baseline's, unpaired (the confirmation pairs)."""
+    if values == runner.reference_values:
         return None
-    total = 1.0
-    for gain in gains:
-        total *= 1 + gain / 100
-    return total - 1
+    pick = runner.latest_whole(values)
+    if pick is None or not pick.full_sps or not baseline.full_sps:
+        return None
+    return pick.full_sps / baseline.full_sps - 1

@@ -13,7 +13,7 @@ from typing import Any
 
 from tuneup.errors import ExitCode, UsageError
 from tuneup.probe.types import BASELINE_STAGE, CONFIRM_STAGE, Candidate, ProbeResult, Status
-from tuneup.tuning.paired import NoiseTracker, PairedEvidence, Verdict
+from tuneup.tuning.paired import PairedEvidence, PhaseNoise, Verdict
 
 Measure = Callable[[str, Candidate, dict[str, Any]], ProbeResult]
 Already = Callable[[str, str], ProbeResult | None]
@@ -36,6 +36,12 @@ class StagePlan:
     # Re-propose on the incumbent when the stage's turn comes (a stage's candidates
     # may depend on what earlier stages adopted, e.g. CUDA graphs after fp16 won).
     refresh: Callable[[dict[str, Any]], StagePlan] | None = None
+    # The phase whose figure decides the stage ("io", "synthetic" or "full": the
+    # stage's declaration, as far as the trainer measures phases apart).
+    judged: str = "full"
+    # The relative gain the stage is expected to bring (its declaration): what a
+    # time budget keeps first.
+    expected_gain: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -53,6 +59,9 @@ class StageDecision:
     `references` holds the stage's reference runs and `incumbent` the probe they
     compare with (the incumbent the stage started from, pooled over its re-measures).
     `evidence` is the paired comparison that decided (None: no candidate got that far).
+    `phase` is the phase that decided it ("full" when FULL disagreed with min(IO,
+    SYNTHETIC) and the stage was decided again there); `composition` says how the
+    adopted configuration's FULL compared with min(IO, SYNTHETIC).
     """
 
     stage: str
@@ -64,6 +73,17 @@ class StageDecision:
     incumbent: ProbeResult | None = None
     evidence: PairedEvidence | None = None
     not_tried: list[str] = field(default_factory=list)  # "label: why", from the plan
+    phase: str = "full"
+    composition: str = ""
+    compared: str = ""  # the candidate `evidence` compares with the incumbent
+
+    @property
+    def unresolved(self) -> bool:
+        """No winner, and the last comparison left the needed gain neither shown nor ruled
+        out at this machine's noise."""
+        return self.winner is None and (
+            self.evidence is not None and self.evidence.verdict is Verdict.UNRESOLVED
+        )
 
 
 @dataclass(frozen=True)
@@ -132,14 +152,55 @@ class SearchOutcome:
     base_values: dict[str, Any] = field(default_factory=dict)
     path: list[str] = field(default_factory=list)  # labels recommended, in stage order
     search: str = "staged"
-    noise: NoiseTracker | None = None
+    noise: PhaseNoise | None = None
     search_gain: float | None = None  # the search's pick over the baseline, from its own probes
     drift: float | None = None  # the baseline's last probe over its first, minus 1
+    # Why the ladder stopped before its end (a signal, the time budget, the allocation);
+    # empty when it ran to its end. A partial outcome recommends the best configuration its
+    # stages' pairs upheld so far; `not_run` names the stages it did not finish.
+    partial: str = ""
+    not_run: list[str] = field(default_factory=list)
+    # The stages the time budget left out (before_stage's reason) or cut short (StageCut).
+    left_out: list[str] = field(default_factory=list)
 
     @property
     def measured(self) -> int:
         """Probes actually run or reused (skipped stages excluded)."""
         return sum(1 for p in self.probes if p.status is not Status.SKIPPED)
+
+
+class StageCut(Exception):
+    """Raised by a search's `measure` to end the stage under way before it decides (the
+    session's time budget ran short): its probes so far decide nothing, and the stage
+    keeps its incumbent. The message says why."""
+
+
+@dataclass
+class SearchProgress:
+    """Where a staged search stands, kept up to date as it goes: a session stopped mid-ladder
+    (a signal, the time budget, the allocation's end) still has its best configuration so
+    far, upheld by its stages' pairs, to report (search.partial_outcome).
+
+    Attributes:
+        values: the incumbent's knob values (the adopted path applied to the base).
+        incumbent: the incumbent's comparable probes.
+        stage: the stage under way; None before the first and after the last.
+        started: the stages begun, in order (a skipped one too).
+        left_out: the stages the time budget left out or cut short, in order.
+    """
+
+    base_values: dict[str, Any] = field(default_factory=dict)
+    values: dict[str, Any] = field(default_factory=dict)
+    baseline: ProbeResult | None = None
+    incumbent: list[ProbeResult] = field(default_factory=list)
+    path: list[str] = field(default_factory=list)
+    steps: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    decisions: list[StageDecision] = field(default_factory=list)
+    probes: list[ProbeResult] = field(default_factory=list)
+    noise: PhaseNoise | None = None
+    stage: str | None = None
+    started: list[str] = field(default_factory=list)
+    left_out: list[str] = field(default_factory=list)
 
 
 class BaselineFailed(UsageError):

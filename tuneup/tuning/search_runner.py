@@ -2,9 +2,9 @@
 
 `SearchRunner` runs probes through `measure` (or takes them from `already`),
 marks the ones whose loss went wrong as diverged (guard.py), tells the noise
-tracker every comparable figure, and compares two configurations in
-alternating pairs (paired.judge). A `Series` is every comparable probe of one
-configuration.
+of each phase every comparable figure, and compares two configurations in
+alternating pairs on one phase (paired.judge). A `Series` is every comparable
+probe of one configuration, read on one phase.
 
 Probes are told apart by their knob values and their ranks (`types.probe_key`).
 """
@@ -13,19 +13,21 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 from dataclasses import dataclass
 from typing import Any
 
 from tuneup.probe.stats import iqr_pct, median
-from tuneup.probe.types import Candidate, ProbeResult, Status, probe_key
+from tuneup.probe.types import PHASES, Candidate, ProbeResult, Status, probe_key
 from tuneup.tuning.guard import loss_verdict
-from tuneup.tuning.paired import EXTEND, WILD, NoiseTracker, PairedEvidence, Verdict, judge
+from tuneup.tuning.paired import EXTEND, WILD, PairedEvidence, PhaseNoise, Verdict, judge
 from tuneup.tuning.search_records import (
     BASELINE,
     INCUMBENT,
     Already,
     BaselineFailed,
     Measure,
+    StageCut,
     StagePlan,
 )
 
@@ -35,12 +37,12 @@ CONTENDED_RETRIES = 2  # re-measures of a probe that ran under contention
 class SearchRunner:
     """Runs probes through `measure` (or takes them from `already`), guards and records them.
 
-    Every comparable measurement is told to the noise tracker; one that ran
+    Every comparable measurement is told to its phases' noise; one that ran
     under contention is measured again first (CONTENDED_RETRIES times at most).
     """
 
     def __init__(
-        self, measure: Measure, already: Already | None, noise: NoiseTracker, guard: bool = True
+        self, measure: Measure, already: Already | None, noise: PhaseNoise, guard: bool = True
     ) -> None:
         self.measure = measure
         self.already = already
@@ -56,6 +58,10 @@ class SearchRunner:
     def run(
         self, stage: str, cand: Candidate, values: dict[str, Any], *, resume: bool = True
     ) -> ProbeResult:
+        if cand.loss and not cand.reference and self.losses_of(values) is not None:
+            cand = dataclasses.replace(cand, loss=False)  # its curve is known: same seed
+        if cand.trial_noise is None:
+            cand = dataclasses.replace(cand, trial_noise=self.trial_noise(cand, values))
         for attempt in range(CONTENDED_RETRIES + 1):
             result = self._once(stage, cand, values, resume=resume)
             if not (result.ok and result.contended) or attempt == CONTENDED_RETRIES:
@@ -63,9 +69,35 @@ class SearchRunner:
         if result.ok and result.contended:
             self.noise.contended += 1  # it stayed contended: it counts, and says so
         self.last_key = probe_key(values, cand.ranks)
-        if comparable(result) and not cand.reference:
-            self.noise.seen(self.last_key, result.full_sps)  # type: ignore[arg-type]
+        if not cand.reference and result.ok and not result.contended:
+            rates = {p: r for p in PHASES if (r := result.rate(p)) is not None}
+            trials = {p: result.trials_of(p) for p in rates}
+            self.noise.seen(self.last_key, rates, values, trials)
         return result
+
+    def trial_noise(self, cand: Candidate, values: dict[str, Any]) -> float | None:
+        """How closely a probe's trials need agree: half the noise its phase's probes show
+        from one to the next (a pair's noise over sqrt 2), where that is known; None: the
+        budget's alone."""
+        probe_sigma = self.noise.of(cand.judged, values).probe_sigma
+        return None if probe_sigma is None else probe_sigma / (2 * math.sqrt(2))
+
+    def losses_of(self, values: dict[str, Any]) -> ProbeResult | None:
+        """The first ok probe of `values` that recorded its fixed-seed loss (None: none yet)."""
+        key = probe_key(values)
+        for result in self.probes:
+            if result.ok and result.losses and probe_key(result.config) == key:
+                return result
+        return None
+
+    def latest_whole(self, values: dict[str, Any]) -> ProbeResult | None:
+        """The latest ok probe of `values` that measured every phase it could (its IO may be
+        carried): the source of a configuration's IO and SYNTHETIC figures."""
+        key = probe_key(values)
+        for result in reversed(self.probes):
+            if comparable(result) and probe_key(result.config) == key and result.synthetic_sps:
+                return result
+        return None
 
     def _once(
         self, stage: str, cand: Candidate, values: dict[str, Any], *, resume: bool
@@ -132,22 +164,29 @@ class SearchRunner:
         *,
         base_series: Series,
         cand_series: Series,
-        rule: dict[str, int],
+        rule: dict[str, Any],
+        phase: str = "full",
         pairs: list[tuple[float, float]] | None = None,
         max_failed: int | None = None,
         resume: bool = True,
+        cut_decides: bool = False,
     ) -> Comparison:
-        """Alternating A/B pairs (A B, B A, ...) until paired.judge adopts or rejects.
+        """Alternating A/B pairs (A B, B A, ...) of `phase` until paired.judge decides.
 
         Args:
+            phase: the phase whose samples/s the pairs compare (both probes are
+                asked to measure it: `base` and `cand` carry it as their judged phase).
             pairs: pairs already measured (a stage's screen next to an anchor).
             base_series, cand_series: where each side's comparable probes are kept.
             rule: judge's min_pairs, max_pairs and min_reject.
             max_failed: pairs that may fail (a probe not ok, or contended) before the
                 comparison gives up; None: the candidate failing ends it at once, as a
                 stage's does (its failure is the answer), and a failed incumbent costs a pair.
+            cut_decides: a StageCut (the time budget ran short) ends the comparison with
+                the pairs it has, unresolved, and `Comparison.cut` says why (the
+                confirmation's answer); otherwise it ends the stage.
         """
-        noise = self.noise
+        noise = self.noise.of(phase, base_values)
 
         def decide(measured: list[tuple[float, float]]) -> PairedEvidence:
             return judge(
@@ -159,16 +198,26 @@ class SearchRunner:
             if found.evidence.verdict is not Verdict.MORE:
                 break
             first = len(found.pairs) % 2 == 1
-            a, b = self.pair(
-                stage,
-                base_values,
-                cand,
-                cand_values,
-                candidate_first=first,
-                base=base,
-                resume=resume,
-            )
-            if max_failed is None and not ran(b):
+            try:
+                a, b = self.pair(
+                    stage,
+                    base_values,
+                    cand,
+                    cand_values,
+                    candidate_first=first,
+                    base=base,
+                    resume=resume,
+                )
+            except StageCut as cut:
+                if not cut_decides:
+                    raise
+                said = found.evidence.why.removeprefix("undecided: ")
+                found.cut = str(cut)
+                found.evidence = dataclasses.replace(
+                    found.evidence, verdict=Verdict.UNRESOLVED, why=f"cut short ({cut}): {said}"
+                )
+                return found
+            if max_failed is None and not ran(b, phase):
                 found.failure = b
                 found.evidence = dataclasses.replace(
                     found.evidence,
@@ -178,8 +227,8 @@ class SearchRunner:
                 return found
             cand_series.add(b)
             base_series.add(a)
-            if comparable(a) and comparable(b):
-                found.pairs.append((a.full_sps, b.full_sps))  # type: ignore[arg-type]
+            if comparable(a, phase) and comparable(b, phase):
+                found.pairs.append((a.rate(phase), b.rate(phase)))  # type: ignore[arg-type]
             else:
                 found.failed += 1
                 if max_failed is not None and found.failed > max_failed:
@@ -209,17 +258,22 @@ class SearchRunner:
 
 @dataclass
 class Series:
-    """Every comparable probe of one configuration, in the order measured."""
+    """Every comparable probe of one configuration, in the order measured (whatever phases
+    each measured); `latest` reads one phase."""
 
     results: list[ProbeResult]
 
     def add(self, result: ProbeResult) -> None:
-        if comparable(result):
+        if result.ok and not result.contended:
             self.results.append(result)
 
     @property
     def latest(self) -> float | None:
-        return self.results[-1].full_sps if self.results else None
+        return self.latest_of("full")
+
+    def latest_of(self, phase: str) -> float | None:
+        """The latest probe's samples/s of `phase`, when the latest probe measured it."""
+        return self.results[-1].rate(phase) if self.results else None
 
     def summary(self) -> ProbeResult:
         """One result for the configuration: medians over its probes, trials pooled."""
@@ -250,6 +304,7 @@ class Comparison:
     evidence: PairedEvidence
     failed: int = 0
     failure: ProbeResult | None = None  # the candidate's probe that did not run
+    cut: str = ""  # why the time budget cut it short (compare's cut_decides)
 
 
 def _disagree(runs: list[ProbeResult]) -> bool:
@@ -258,11 +313,11 @@ def _disagree(runs: list[ProbeResult]) -> bool:
     return len(speeds) > 1 and all(b > (1 + WILD) * a for a, b in itertools.pairwise(speeds))
 
 
-def ran(result: ProbeResult) -> bool:
-    """It ran ok and measured FULL (it may still have run under contention)."""
-    return result.ok and result.full_sps is not None and result.full_sps > 0
+def ran(result: ProbeResult, phase: str = "full") -> bool:
+    """It ran ok and measured `phase` (it may still have run under contention)."""
+    return result.ok and result.rate(phase) is not None
 
 
-def comparable(result: ProbeResult) -> bool:
-    """It ran ok, measured FULL, and nothing else loaded the machine while it did."""
-    return ran(result) and not result.contended
+def comparable(result: ProbeResult, phase: str = "full") -> bool:
+    """It ran ok, measured `phase`, and nothing else loaded the machine while it did."""
+    return ran(result, phase) and not result.contended

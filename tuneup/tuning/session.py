@@ -26,19 +26,36 @@ from tuneup.errors import UsageError
 from tuneup.hardware.types import MachineInfo
 from tuneup.monitor.sampler import Sampler
 from tuneup.preset.load import ProbePreset, preset_stage
-from tuneup.probe.estimate import LadderShape, ProbeCosts
+from tuneup.probe.estimate import (
+    LadderShape,
+    ProbeKind,
+    StageShape,
+    confirmation_pairs,
+    duration_text,
+    stage_shape,
+)
 from tuneup.probe.stages import load_stage
-from tuneup.probe.types import Candidate, ProbeResult, Status, probe_key
+from tuneup.probe.stats import median
+from tuneup.probe.types import (
+    BASELINE_STAGE,
+    CONFIRM_STAGE,
+    PHASES,
+    Candidate,
+    ProbeResult,
+    Status,
+    probe_key,
+)
 from tuneup.trainers.adapters import load_trainer
 from tuneup.trainers.backends import Backend, close_backend
 from tuneup.tuning.grid import grid_search
 from tuneup.tuning.guard import loss_verdict
 from tuneup.tuning.journal import ResultsDir
 from tuneup.tuning.ladder_record import LadderRecord, machine_tag
+from tuneup.tuning.planner import LadderPlan
 from tuneup.tuning.preflight import loader_shm_problem
 from tuneup.tuning.scaling_report import scaling_summary
-from tuneup.tuning.search import staged_search
-from tuneup.tuning.search_records import SearchOutcome, StagePlan
+from tuneup.tuning.search import partial_outcome, staged_search
+from tuneup.tuning.search_records import SearchOutcome, SearchProgress, StageCut, StagePlan
 from tuneup.tuning.time_left import LadderClock
 from tuneup.tuning.verdicts import summary_dict
 
@@ -51,14 +68,18 @@ class SessionInterrupted(Exception):
 
 
 class OutOfTime(SessionInterrupted):
-    """The allocation ends before the next probe could finish: it was not started."""
+    """The allocation (or the time budget) ends before the next probe could finish: it was
+    not started."""
 
-    def __init__(self, left_s: float, need_s: float, measured: bool) -> None:
+    def __init__(
+        self, left_s: float, need_s: float, measured: bool, where: str = "in the allocation"
+    ) -> None:
         self.left_s = left_s
         self.need_s = need_s
+        self.where = where
         how = "the slowest probe so far, with a margin" if measured else "its time limit"
         super().__init__(
-            f"{left_s:.0f} s left in the allocation, and the next probe may take "
+            f"{left_s:.0f} s left {where}, and the next probe may take "
             f"{need_s:.0f} s ({how}): not started"
         )
 
@@ -189,6 +210,7 @@ def stage_plans(
     base: dict[str, Any],
     preset: ProbePreset | None = None,
     shm_free: int | None = None,
+    phases: tuple[str, ...] = PHASES,
 ) -> list[StagePlan]:
     """The preset's ladder as search plans; an unavailable stage carries its reason.
 
@@ -196,6 +218,8 @@ def stage_plans(
     what earlier stages adopted. With `preset`, a stage it gives candidate
     values for proposes those instead of its own. With `shm_free` (bytes in
     /dev/shm), a candidate whose loader workers would not fit there is not tried.
+    A stage is judged on the phase it declares where the trainer measures that
+    phase apart (`phases`), else on FULL.
     """
 
     if preset is not None:
@@ -225,6 +249,8 @@ def stage_plans(
             skip_reason=reason,
             not_tried=not_tried,
             refresh=lambda incumbent: plan_for(stage, incumbent),
+            judged=stage.judged_on if stage.judged_on in phases else "full",
+            expected_gain=stage.expected_gain,
         )
 
     return [plan_for(load(name), base) for name in names]
@@ -268,7 +294,7 @@ class ProbeSession:
     search: str = "staged"
     seed: int = 0
     fresh_processes: bool = False  # as asked: recorded, so a resume runs probes alike
-    confirm_pairs: int = 3
+    confirm_pairs: int = 2
     # Two baseline probes: their pooled trials carry the probe-to-probe noise
     # (a new process, new allocations), not only the trial-to-trial noise.
     baseline_repeats: int = 2
@@ -283,6 +309,14 @@ class ProbeSession:
     # Seconds left in the allocation (None: no limit known); a probe that could not
     # finish in them is not started (OutOfTime).
     time_left: Callable[[], float | None] | None = None
+    # The ladder's time budget in seconds from start() (the user's --budget, or the
+    # allocation's time left; None: none), and the plan fitted to it (planner.py): stages
+    # left out before the first probe, and kept to as the ladder goes (stage_gate).
+    time_budget_s: float | None = None
+    ladder_plan: LadderPlan | None = None
+    # Why the ladder was stopped (a signal), for a partial summary; set by the front end.
+    stop_reason: str = ""
+    monotonic: Callable[[], float] = time.monotonic
     _journaled: dict[tuple[str, str], list[ProbeResult]] = field(default_factory=dict)
     _served: Counter = field(default_factory=Counter)
     _baseline_losses: list[float] | None = None
@@ -291,6 +325,8 @@ class ProbeSession:
     _walls: list[float] = field(default_factory=list)
     _done: int = 0
     _total: int = 0
+    _deadline: float | None = None
+    _progress: SearchProgress = field(default_factory=SearchProgress)
 
     def __post_init__(self) -> None:
         self.clock = LadderClock(
@@ -347,11 +383,12 @@ class ProbeSession:
                 self._journaled.setdefault(place, []).append(result)
         else:
             self.results.create(self.session_info())
-        costs = self.clock.costs()
-        left = self.clock.left(None, costs)
+        if self.time_budget_s is not None:
+            self._deadline = self._now() + self.time_budget_s
+        left = self.clock.left(None, self.clock.costs())
         self._total = left.probes
         self.reporter.session_start(self.session_info(), self._total)
-        self._say_time_left(left, costs)
+        self._say_time_left(None)
         if self.sampler is not None:
             self.sampler.start()
 
@@ -374,7 +411,7 @@ class ProbeSession:
         self.control.wait_if_paused()
         if self.stop_requested() or self.control.stopped:
             raise SessionInterrupted
-        self._check_time()
+        self._check_time(stage)
         self.control.current_stage = stage
         if self.control.skipping(stage):
             result = ProbeResult(
@@ -392,7 +429,7 @@ class ProbeSession:
             failed = replace(attempts[-1], retried=True)
             self.results.append(failed)
             self._report(stage, failed, reused=False)
-            self._check_time()
+            self._check_time(stage)
             attempts.append(self._run(stage, candidate, values, ranks, again=failed.reason))
         result = attempts[-1]
         if not candidate.reference:  # noddp changes the arithmetic on purpose
@@ -417,34 +454,95 @@ class ProbeSession:
         self._walls.append(result.wall_s)
         return result
 
-    def _check_time(self) -> None:
-        """Refuse to start a probe the allocation's time limit would cut short."""
-        left = self.time_left() if self.time_left is not None else None
-        if left is None:
-            return
-        # The backend's own limit where it has one (the command trainer's command.limit_s).
-        limit = getattr(self.backend, "limit_s", None) or self.preset.budget.limit_s
+    def _check_time(self, stage: str = "") -> None:
+        """Refuse to start a probe the allocation's time limit or the time budget would cut
+        short. Under the time budget a stage's probe ends its stage (StageCut: the
+        confirmation keeps its time), the confirmation's ends the confirmation with the pairs
+        it has (StageCut: unresolved), the baseline's ends the ladder (OutOfTime); so does any
+        probe the allocation's end would cut (a resume in a new allocation goes on)."""
         measured = [w for w in self._walls if w > 0]
-        need = TIME_STRETCH * max(measured) if measured else limit
-        if left < need + TIME_MARGIN_S:
-            raise OutOfTime(max(left, 0.0), need, bool(measured))
+        left = self.time_left() if self.time_left is not None else None
+        if left is not None:
+            # The backend's own limit where it has one (the command trainer's command.limit_s).
+            limit = getattr(self.backend, "limit_s", None) or self.preset.budget.limit_s
+            need = TIME_STRETCH * max(measured) if measured else limit
+            if left < need + TIME_MARGIN_S:
+                raise OutOfTime(max(left, 0.0), need, bool(measured))
+        if self._deadline is None or not measured:
+            return
+        budget_left = self._deadline - self._now()
+        need = TIME_STRETCH * median(measured[-5:])
+        if stage == BASELINE_STAGE:
+            if budget_left < need:
+                raise OutOfTime(max(budget_left, 0.0), need, True, "in the time budget")
+            return
+        if stage == CONFIRM_STAGE:
+            if budget_left < need:
+                raise StageCut(
+                    f"{duration_text(max(budget_left, 0.0))} left in the time budget, a probe "
+                    f"takes about {duration_text(need)}"
+                )
+            return
+        reserve = self._confirmation_s()
+        if budget_left < need + reserve:
+            raise StageCut(
+                f"the time budget has {duration_text(max(budget_left, 0.0))} left, kept for "
+                f"the confirmation (about {duration_text(reserve)})"
+            )
+
+    def _now(self) -> float:
+        """The time-budget clock: a simulated trainer's is its probes' own simulated time
+        (so `--budget` rehearses what the ladder would leave out), else `monotonic`."""
+        if self.clock.simulated:
+            return sum(self._walls)
+        return self.monotonic()
+
+    def _confirmation_s(self) -> float:
+        """The confirmation's expected time, kept back from the stages under a time budget."""
+        costs = self.clock.costs()
+        pairs = confirmation_pairs(self.confirm_pairs, self.clock.habits(CONFIRM_STAGE))
+        shape = LadderShape({ProbeKind(("full",)): 2.0 * pairs})
+        return shape.seconds(self.preset.budget, costs)
+
+    def stage_gate(self, plan: StagePlan) -> str | None:
+        """Why a stage is left out when its turn comes: it does not fit the time budget's
+        remainder, less the confirmation's time (or the plan made before the first probe
+        left it out); None to run it."""
+        planned = self.ladder_plan.reason(plan.name) if self.ladder_plan is not None else None
+        if planned is not None:
+            return planned
+        if self._deadline is None or not self._walls:
+            return None
+        left = self._deadline - self._now()
+        costs = self.clock.costs()
+        shape = StageShape(plan.name, len(plan.candidates), plan.judged, plan.expected_gain)
+        need = stage_shape(shape, self.clock.habits(plan.name)).seconds(self.preset.budget, costs)
+        reserve = self._confirmation_s()
+        if left >= need + reserve:
+            return None
+        return (
+            f"left out: the time budget has {duration_text(max(left, 0.0))} left, and the "
+            f"stage needs about {duration_text(need)} besides the confirmation's "
+            f"{duration_text(reserve)}"
+        )
 
     def _report(self, stage: str, result: ProbeResult, reused: bool) -> None:
         self._done += 1
         self.clock.heard(stage, result)
-        costs = self.clock.costs()
-        left = self.clock.left(stage, costs)
+        left = self.clock.left(stage, self.clock.costs())
         total = self._done + left.probes
         if total != self._total:  # said before the line that would have run past it
             self._total = total
             self.reporter.total_changed(total)
-        self._say_time_left(left, costs)
+        self._say_time_left(stage)
         self.reporter.probe_done(result, reused=reused)
 
-    def _say_time_left(self, left: LadderShape, costs: ProbeCosts) -> None:
-        """Tell the reporter the time left; never for a simulated trainer."""
+    def _say_time_left(self, stage: str | None) -> None:
+        """Tell the reporter the time left after one of `stage` (None: before the first);
+        never for a simulated trainer."""
         if not self.clock.simulated:
-            self.reporter.time_left(left.seconds(costs), costs.measured)
+            seconds, measured = self.clock.seconds_left(stage)
+            self.reporter.time_left(seconds, measured)
 
     def _guard(self, stage: str, result: ProbeResult, values: dict[str, Any]) -> ProbeResult:
         """The loss guard, applied here, before journaling, so the journal says `diverged`;
@@ -462,6 +560,9 @@ class ProbeSession:
             self._baseline_losses = list(result.losses)
 
     def run(self) -> SearchOutcome:
+        """Run the ladder and write summary.json; a ladder stopped before its end (a signal,
+        the time budget, the allocation) writes one too, marked partial, with the best
+        configuration its stages' pairs upheld so far, and re-raises."""
         try:
             if self.search == "grid":
                 outcome = grid_search(self.base_values, self.plans, self.measure, guard=False)
@@ -473,7 +574,12 @@ class ProbeSession:
                     confirm_pairs=self.confirm_pairs,
                     baseline_repeats=self.baseline_repeats,
                     guard=False,  # measure() guards, before journaling
+                    progress=self._progress,
+                    before_stage=self.stage_gate,
                 )
+        except SessionInterrupted as stop:
+            self._write_partial(stop)
+            raise
         finally:
             close_backend(self.backend)  # the ladder is over: a serving worker it kept goes
             if self.sampler is not None:
@@ -482,7 +588,10 @@ class ProbeSession:
             self._total = self._done
             self.reporter.total_changed(self._done)
         self.clock.keep()
+        self._write_summary(outcome)
+        return outcome
 
+    def _write_summary(self, outcome: SearchOutcome) -> None:
         summary = summary_dict(outcome)
         summary["preset"] = self.preset.name
         summary["trainer"] = self.trainer
@@ -493,5 +602,28 @@ class ProbeSession:
             nodes=self.machine.nodes,
             ranks_per_node=self.machine.ranks_per_node,
         )
+        if self.ladder_plan is not None:
+            summary["time_budget"] = {
+                "limit_s": self.ladder_plan.limit_s,
+                "estimate_s": self.ladder_plan.estimate_s,
+                "left_out": list(outcome.left_out),
+                "planned_out": [name for name, _, _ in self.ladder_plan.left_out],
+                "trial_s": self.ladder_plan.budget.trial_s,
+            }
         self.results.write_summary(summary)
-        return outcome
+
+    def _write_partial(self, stop: SessionInterrupted) -> None:
+        """summary.json of a ladder stopped before its end (the staged search's progress)."""
+        if self.search != "staged":
+            return
+        why = self.stop_reason or "stopped by the user"
+        if isinstance(stop, OutOfTime):
+            why = f"stopped: {stop.left_s:.0f} s were left {stop.where}"
+        stage = self._progress.stage
+        if stage in (BASELINE_STAGE, CONFIRM_STAGE):
+            why += f" during the {stage}"
+        elif stage is not None:
+            why += f" during stage {stage}"
+        outcome = partial_outcome(self._progress, why, [p.name for p in self.plans])
+        if outcome is not None:
+            self._write_summary(outcome)

@@ -80,7 +80,8 @@ class Bottleneck:
 
 @dataclass(frozen=True, kw_only=True)
 class StageOutcome:
-    """One stage's line: what won (None: the incumbent stayed), its gain and why."""
+    """One stage's line: what won (None: the incumbent stayed), its gain and why, the phase
+    that decided it, and whether it was left unresolved at the machine's noise."""
 
     stage: str = "?"
     winner: str | None = None
@@ -88,6 +89,16 @@ class StageOutcome:
     reason: str = ""
     failed: tuple[str, ...] = ()
     not_tried: tuple[str, ...] = ()
+    decided_on: str | None = None
+    unresolved: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class Partial:
+    """A ladder stopped before its end: why, and the stages it did not finish."""
+
+    why: str = ""
+    not_run: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,7 +111,7 @@ class ScalingSummary:
 
 @dataclass(frozen=True, kw_only=True)
 class Summary:
-    """A finished session's summary.json.
+    """A session's summary.json (a finished one, or one stopped before its end: `partial`).
 
     Attributes:
         notes: what the session saw of the machine (unstable, contended,
@@ -125,6 +136,7 @@ class Summary:
     after: Bottleneck | None = None
     stages: tuple[StageOutcome, ...] = ()
     scaling: ScalingSummary | None = None
+    partial: Partial | None = None
     document: Mapping[str, Any] = field(default_factory=empty, compare=False, repr=False)
 
     @classmethod
@@ -135,6 +147,7 @@ class Summary:
         conf = as_map(data.get("confirmation"))
         verdict = as_map(data.get("bottleneck"))
         scaling = data.get("scaling")
+        partial = data.get("partial")
         return cls(
             preset=text(data.get("preset"), "?"),
             trainer=text(data.get("trainer"), "?"),
@@ -176,6 +189,9 @@ class Summary:
             )
             if isinstance(scaling, Mapping)
             else None,
+            partial=Partial(why=text(partial.get("why"), ""), not_run=texts(partial.get("not_run")))
+            if isinstance(partial, Mapping)
+            else None,
             document=MappingProxyType(dict(data)),
         )
 
@@ -204,4 +220,6 @@ def _stage(entry: Mapping[str, Any]) -> StageOutcome:
         reason=text(entry.get("reason"), ""),
         failed=texts(entry.get("failed")),
         not_tried=texts(entry.get("not_tried")),
+        decided_on=optional_text(entry.get("decided_on")) or None,
+        unresolved=entry.get("unresolved") is True,
     )

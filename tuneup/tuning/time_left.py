@@ -2,33 +2,179 @@
 
 The session hears every probe (run or taken from the journal) and asks, after
 each, how many probes are still expected and what they will cost: the model of
-probe.estimate, fed with this ladder's own probes (their measured costs by
-kind, and the pairs its decided stages took), else with what an earlier ladder
-of the same trainer and preset cost here (tuning.ladder_record), else with the
-trainer's StepModel guess. At the end the ladder's figures are kept for the next.
+probe.estimate, fed with this ladder's own probes (`measured_costs`: their
+start-up, first steps, step times, trial counts, and how far the model was
+off), else with what an earlier ladder of the same trainer and preset cost
+here (tuning.ladder_record), else with the trainer's StepModel guess. At the
+end the ladder's figures are kept for the next.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 
 from tuneup.preset.load import ProbePreset
 from tuneup.probe.estimate import (
-    PAIRS_PER_STAGE,
+    Habits,
     LadderShape,
     ProbeCosts,
+    ProbeKind,
+    StageShape,
+    confirmation_pairs,
     guess_costs,
-    measured_costs,
+    ladder_shape,
     pairs_seen,
-    rescaled,
-    stage_probes,
+    probe_seconds,
+    recorded_costs,
+    scale_of,
+    stage_shape,
 )
-from tuneup.probe.types import BASELINE_STAGE, CONFIRM_STAGE, ProbeResult
+from tuneup.probe.plan import MeasurementPlan, plan_probe
+from tuneup.probe.stats import median
+from tuneup.probe.types import BASELINE_STAGE, CONFIRM_STAGE, PHASES, Budget, ProbeResult
 from tuneup.trainers.adapters import load_trainer
+from tuneup.tuning.guard import batch_of
 from tuneup.tuning.ladder_record import LadderCosts, LadderRecord
 from tuneup.tuning.search_records import StagePlan
+
+
+def result_plan(result: ProbeResult, budget: Budget) -> MeasurementPlan:
+    """The plan a probe was measured by (as it recorded it), else its budget's whole plan."""
+    if result.plan:
+        try:
+            return MeasurementPlan.from_dict(result.plan)
+        except (TypeError, ValueError):
+            pass
+    return plan_probe(budget)
+
+
+def step_seconds(result: ProbeResult, phase: str) -> float | None:
+    """A steady step of `phase` in this probe: its global batch over the phase's rate."""
+    rate = result.rate(phase)
+    batch = batch_of(result.config)
+    if rate is None or batch is None:
+        return None
+    return batch * max(1, result.ranks if result.config.get("local_batch_size") else 1) / rate
+
+
+@dataclass
+class _Heard:
+    """One probe as the clock heard it: the result, and whether its kernels were new."""
+
+    result: ProbeResult
+    new: bool
+
+
+def measured_costs(
+    heard: Sequence[tuple[ProbeResult, bool]],
+    budget: Budget,
+    fallback: ProbeCosts,
+    *,
+    typical: bool = False,
+) -> ProbeCosts:
+    """What probes cost here, from the ok probes heard so far; `fallback` for what none said.
+
+    Args:
+        heard: each probe with whether its configuration's kernels were new to its process.
+        budget: the session's budget (a probe without a recorded plan was measured by it).
+        fallback: the guess, or an earlier ladder's record.
+        typical: each phase's step over the whole ladder (the median: what a ladder's
+            probes typically cost, as a record keeps it); else the latest (the incumbent's
+            now, what the stage under way runs).
+    """
+    ran = [(r, new) for r, new in heard if r.ok and r.wall_s > 0]
+    if not ran:
+        return fallback
+    spawns = [
+        r.one_time_s["spawn"] + r.one_time_s.get("first_steps", 0.0)
+        for r, _ in ran
+        if "spawn" in r.one_time_s
+    ]
+    setups = [r.one_time_s["setup"] for r, _ in ran if "setup" in r.one_time_s]
+    firsts = [
+        sum(v for k, v in r.one_time_s.items() if k not in ("spawn", "setup"))
+        for r, new in ran
+        if new and r.served_before > 0
+    ]
+    step_s = dict(fallback.step_s)
+    trials = dict(fallback.trials)
+    for phase in PHASES:
+        steps = [s for r, _ in ran if (s := step_seconds(r, phase)) is not None]
+        if steps:
+            step_s[phase] = median(steps) if typical else steps[-1]
+        counts = [len(r.trials_of(phase)) for r, _ in ran if r.trials_of(phase)]
+        if counts:
+            trials[phase] = median(counts)
+    costs = replace(
+        fallback,
+        spawn_s=median(spawns) if spawns else fallback.spawn_s,
+        setup_s=median(setups) if setups else fallback.setup_s,
+        first_s=sum(firsts) / len(firsts) if firsts else fallback.first_s,
+        step_s=step_s,
+        trials=trials,
+        scale=1.0,
+        measured=True,
+    )
+    modeled = [(r.wall_s, _as_run(r, budget, costs)) for r, _ in ran]
+    return replace(costs, scale=scale_of(modeled))
+
+
+def _as_run(result: ProbeResult, budget: Budget, costs: ProbeCosts) -> float:
+    """What the model says a finished probe took, given its own start, first steps, step
+    times and trials: the part of its wall the model cannot see (bookkeeping, a slow
+    warm-up) is `scale`."""
+    once = result.one_time_s
+    firsts = sum(v for k, v in once.items() if k not in ("spawn", "setup"))
+    own = replace(
+        costs,
+        spawn_s=once.get("spawn", costs.spawn_s) + firsts,
+        setup_s=once.get("setup", costs.setup_s),
+        first_s=firsts,
+        step_s={p: step_seconds(result, p) or costs.step(p) for p in PHASES},
+        trials={p: float(len(result.trials_of(p)) or costs.trials.get(p, 1.0)) for p in PHASES},
+        scale=1.0,
+        shares=True,  # whether it shared a process, it says itself (served_before)
+    )
+    fresh = result.served_before == 0
+    return probe_seconds(result_plan(result, budget), own, fresh=fresh, new=firsts > 0)
+
+
+def prior_costs(
+    trainer: str,
+    preset: ProbePreset,
+    machine: str,
+    record: LadderRecord | None,
+    shares: bool,
+) -> tuple[ProbeCosts, Habits]:
+    """What probes cost here before any has run: an earlier ladder's record of this trainer,
+    preset and machine (`measured`), else the figures the preset recorded on the machine
+    it is for (`probe.costs`), else the trainer's StepModel guess."""
+    adapter = load_trainer(trainer)
+    kept = None
+    if record is not None and not adapter.simulated:
+        kept = record.recall(trainer, preset.name, machine)
+    if kept is not None:
+        return replace(kept.costs, measured=True, recorded=True), kept.habits
+    if preset.costs is not None:
+        recorded = preset.costs
+        habits = Habits(
+            float(recorded.get("pairs_per_stage", Habits.pairs_per_stage)),
+            float(recorded.get("adopt_rate", Habits.adopt_rate)),
+        )
+        return recorded_costs(recorded, preset.budget, shares), habits
+    costs = guess_costs(preset.budget, adapter.step_model)
+    return (costs if shares else replace(costs, shares=False)), Habits()
+
+
+def stage_shapes(plans: Sequence[StagePlan]) -> list[StageShape]:
+    """The stage plans as the ladder model sees them (a skipped stage has no candidates)."""
+    return [
+        StageShape(p.name, 0 if p.skip_reason else len(p.candidates), p.judged, p.expected_gain)
+        for p in plans
+    ]
 
 
 @dataclass
@@ -37,7 +183,7 @@ class LadderClock:
 
     Attributes:
         trainer, preset: the session's (the record is kept by both names).
-        plans: the stage plans, in order (their candidate counts shape the ladder).
+        plans: the stage plans, in order (their candidates and judged phases shape it).
         search: "staged" or "grid".
         baseline_repeats, confirm_pairs: as the search runs them.
         shares_processes: probes may share a worker process (the user did not ask
@@ -51,84 +197,132 @@ class LadderClock:
     plans: list[StagePlan]
     search: str = "staged"
     baseline_repeats: int = 2
-    confirm_pairs: int = 3
+    confirm_pairs: int = 2
     shares_processes: bool = True
     machine: str = ""
     record: LadderRecord | None = None
-    _seen: list[ProbeResult] = field(default_factory=list)
+    _seen: list[_Heard] = field(default_factory=list)
     _stage_probes: Counter = field(default_factory=Counter)
+    _keys: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         # Asked after every probe: the trainer and an earlier ladder's record are read once.
-        adapter = load_trainer(self.trainer)
-        self.simulated = adapter.simulated  # its probes take no time worth telling
-        self._model = adapter.step_model
-        self._kept = None
-        if self.record is not None and not self.simulated:
-            self._kept = self.record.recall(self.trainer, self.preset.name, self.machine)
+        self.simulated = load_trainer(self.trainer).simulated  # no time worth telling
+        self._prior, self._prior_habits = prior_costs(
+            self.trainer, self.preset, self.machine, self.record, self.shares_processes
+        )
+
+    @property
+    def budget(self) -> Budget:
+        return self.preset.budget
 
     def heard(self, stage: str, result: ProbeResult) -> None:
         """One more probe finished (or was taken from the journal)."""
-        self._seen.append(result)
+        key = repr(sorted(result.config.items()))
+        if result.served_before == 0:
+            self._keys = set()  # a fresh process: nothing is warm in it
+        new = key not in self._keys
+        self._keys.add(key)
+        self._seen.append(_Heard(result, new))
         self._stage_probes[stage] += 1
 
     def costs(self) -> ProbeCosts:
         """What a probe costs here: measured as soon as probes finished."""
-        return measured_costs(self._seen, self._guess())
+        heard = [(h.result, h.new) for h in self._seen]
+        return measured_costs(heard, self.budget, self._guess())
+
+    def later_costs(self, costs: ProbeCosts) -> ProbeCosts:
+        """What a probe of a stage not begun yet costs: its steps, trials and first steps as
+        a recorded ladder's typically were (later stages run on faster configurations than
+        the incumbent's now), this ladder's start-up and scale; this ladder's own figures
+        where nothing was recorded."""
+        if not self._prior.recorded:
+            return costs
+        prior = self._prior
+        return replace(
+            costs, step_s=dict(prior.step_s), trials=dict(prior.trials), first_s=prior.first_s
+        )
+
+    def typical_costs(self) -> ProbeCosts:
+        """What this ladder's probes typically cost (kept for the next estimate)."""
+        heard = [(h.result, h.new) for h in self._seen]
+        return measured_costs(heard, self.budget, self._guess(), typical=True)
+
+    def habits(self, stage: str | None) -> Habits:
+        """How decisions go: this session's stages decided before `stage`, else a record's."""
+        return pairs_seen(self._decided(stage), prior=self._prior_habits)
 
     def left(self, stage: str | None, costs: ProbeCosts) -> LadderShape:
         """Probes still expected after one of `stage` (None: before the first), by kind:
         each in a process of its own where probes share none (`costs` say so)."""
-        counts = self._candidate_counts()
+        here, later = self.split(stage, costs)
+        return here + later
+
+    def split(self, stage: str | None, costs: ProbeCosts) -> tuple[LadderShape, LadderShape]:
+        """The probes left after one of `stage`: of the stage under way (the baseline's
+        included), and of the stages after it with the confirmation."""
+        shapes = self._stage_shapes()
         if self.search == "grid":  # the baseline once, then every combination once
-            combinations = math.prod(n + 1 for n in counts)
-            fresh = 0.0 if stage is not None else 1.0
-            return self._kinds(fresh, max(0.0, combinations - len(self._seen) - fresh), costs)
+            combinations = math.prod(s.candidates + 1 for s in shapes)
+            remaining = max(0.0, combinations - len(self._seen))
+            return self._kinds(LadderShape({ProbeKind(PHASES): remaining}), costs), LadderShape()
         names = [p.name for p in self.plans]
-        pairs = self._pairs(stage)
-        confirm = float(self.confirm_pairs if any(counts) else 0)
+        habits = self.habits(stage)
         done_here = self._stage_probes[stage] if stage is not None else 0
-        fresh = served = 0.0
+        confirm = self.confirm_pairs if any(s.candidates for s in shapes) else 0
         if stage is None or stage == BASELINE_STAGE:
-            fresh += max(0, self.baseline_repeats - done_here)
-            later = counts
+            here = ladder_shape([], baseline_repeats=self.baseline_repeats, baseline_done=done_here)
+            later = ladder_shape(shapes, baseline_repeats=0, confirm_pairs=confirm, habits=habits)
         elif stage in names:
             at = names.index(stage)
-            served += max(0.0, stage_probes(counts[at], pairs) - done_here) if counts[at] else 0
-            later = counts[at + 1 :]
+            here = _remainder(stage_shape(shapes[at], habits), done_here)
+            later = ladder_shape(
+                shapes[at + 1 :], baseline_repeats=0, confirm_pairs=confirm, habits=habits
+            )
         else:  # the confirmation
-            later = []
-            confirm = max(0.0, confirm - done_here / 2)
-        served += sum(stage_probes(n, pairs) for n in later if n > 0)
-        return self._kinds(fresh + confirm, served + confirm, costs)
+            # Expected pairs until its fewest are done; then each further pair is told as
+            # it comes (the count ends exact when the confirmation decides at its fewest).
+            expected = confirmation_pairs(self.confirm_pairs, habits)
+            pairs = max(0.0, expected - done_here / 2)
+            if done_here >= 2 * self.confirm_pairs:
+                pairs = 0.0
+            here, later = LadderShape({ProbeKind(("full",)): 2 * pairs}), LadderShape()
+        return self._kinds(here, costs), self._kinds(later, costs)
+
+    def seconds_left(self, stage: str | None) -> tuple[float, bool]:
+        """The time left after one of `stage`, and whether it rests on measured figures: the
+        rest of the stage under way at this ladder's costs, later stages at `later_costs`."""
+        costs = self.costs()
+        here, later = self.split(stage, costs)
+        seconds = here.seconds(self.budget, costs) + later.seconds(
+            self.budget, self.later_costs(costs)
+        )
+        return seconds, costs.measured
 
     def keep(self) -> None:
         """This ladder's measured costs, for the next estimate before any probe has run."""
         costs = self.costs()
         if self.record is None or not costs.measured or self.simulated:
             return
-        if not self.shares_processes:  # the costs of one kind of probe only: no guide
+        if not self.shares_processes:  # the costs of fresh probes only: no guide
             return
-        pairs = pairs_seen(self._decided(CONFIRM_STAGE), prior=self._pairs(None))
         self.record.remember(
             self.trainer,
             self.preset.name,
             self.machine,
-            LadderCosts(costs, pairs, self.preset.budget),
+            LadderCosts(self.typical_costs(), self.habits(CONFIRM_STAGE)),
         )
 
-    def _candidate_counts(self) -> list[int]:
-        return [0 if p.skip_reason else len(p.candidates) for p in self.plans]
+    def _stage_shapes(self) -> list[StageShape]:
+        return stage_shapes(self.plans)
 
     def _guess(self) -> ProbeCosts:
-        """StepModel's guess of this ladder's probe costs, or the record of an earlier one."""
-        kept = self._kept
-        if kept is None:
-            return guess_costs(self.preset.budget, self._model)
-        return rescaled(kept.costs, kept.budget, self.preset.budget, self._model)
+        """The trainer's guess of this ladder's probe costs, or the record of an earlier one."""
+        return self._prior
 
-    def _decided(self, stage: str | None) -> list[tuple[int, int]]:
-        """(probes, candidates) of the stages decided before `stage` (all, at the confirmation)."""
+    def _decided(self, stage: str | None) -> list[tuple[int, int, bool]]:
+        """(probes, candidates, adopted) of the stages decided before `stage` (all of them at
+        the confirmation)."""
         names = [p.name for p in self.plans]
         if stage in names:
             done = self.plans[: names.index(stage)]
@@ -136,16 +330,33 @@ class LadderClock:
             done = self.plans
         else:
             done = []
-        counts = self._candidate_counts()
-        return [(self._stage_probes[p.name], counts[i]) for i, p in enumerate(done)]
+        shapes = {s.name: s.candidates for s in self._stage_shapes()}
+        adopted = {h.result.stage for h in self._seen if len(h.result.plan.get("phases", ())) > 1}
+        return [(self._stage_probes[p.name], shapes[p.name], p.name in adopted) for p in done]
 
-    def _pairs(self, stage: str | None) -> float:
-        """The pairs a decision takes: this session's stages so far, else an earlier one's."""
-        prior = self._kept.pairs_per_stage if self._kept is not None else PAIRS_PER_STAGE
-        return pairs_seen(self._decided(stage), prior=prior)
-
-    def _kinds(self, fresh: float, served: float, costs: ProbeCosts) -> LadderShape:
+    def _kinds(self, shape: LadderShape, costs: ProbeCosts) -> LadderShape:
         """The probes left, each in a process of its own where none is shared."""
-        if not self.shares_processes or costs.served_s >= costs.fresh_s:
-            return LadderShape(fresh + served, 0.0)
-        return LadderShape(fresh, served)
+        if costs.shares and self.shares_processes:
+            return shape
+        return LadderShape(
+            {ProbeKind(k.phases, fresh=True, new=True): n for k, n in shape.counts.items()}
+        )
+
+
+def _remainder(shape: LadderShape, done: int) -> LadderShape:
+    """What is left of a stage's expected probes after `done` of them."""
+    total = sum(shape.counts.values())
+    if total <= 0:
+        return shape
+    share = max(0.0, 1.0 - done / total)
+    return LadderShape({k: n * share for k, n in shape.counts.items()})
+
+
+__all__ = [
+    "LadderClock",
+    "measured_costs",
+    "prior_costs",
+    "result_plan",
+    "stage_shapes",
+    "step_seconds",
+]

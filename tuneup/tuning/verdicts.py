@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tuneup.config import LR_SCHEDULE_DEFAULT, TrainConfig
-from tuneup.probe.types import ProbeResult
+from tuneup.probe.types import CONFIRM_STAGE, ProbeResult
 from tuneup.trainer.schedule import initial_lr
 from tuneup.tuning.datarate import data_rate_sentence
 from tuneup.tuning.ddp_verdicts import (
@@ -32,7 +32,8 @@ from tuneup.tuning.ddp_verdicts import (
     stragglers_note,
 )
 from tuneup.tuning.guard import batch_of, batch_ratio, equal_samples_note
-from tuneup.tuning.search_records import SearchOutcome
+from tuneup.tuning.paired import Verdict
+from tuneup.tuning.search_records import SearchOutcome, StageDecision
 
 # The faster phase must be this many times the slower one for the slower to be "the" bottleneck;
 # closer than that, both shape FULL (they compete for the host and the PCIe link).
@@ -74,7 +75,7 @@ def stage_summary(outcome: SearchOutcome) -> list[str]:
     """
     lines = []
     for decision in outcome.stage_decisions:
-        line = f"{decision.stage}: {decision.reason}"
+        line = f"{decision.stage}{decided_on(decision)}: {decision.reason}"
         if decision.failed:
             line += f"; did not run ok: {', '.join(decision.failed)}"
         if decision.not_tried:
@@ -90,6 +91,75 @@ def stage_summary(outcome: SearchOutcome) -> list[str]:
             line += f"; {ranks_text(straggled)} straggled in {len(straggled)} probe(s)"
         lines.append(line)
     return lines
+
+
+def decided_on(decision: StageDecision) -> str:
+    """ " (decided on SYNTHETIC)": the phase that decided a stage that ran, when not FULL or
+    when the stage was decided again on FULL; empty for a skipped stage."""
+    if decision.reason.startswith("skipped") or decision.evidence is None:
+        return ""
+    if decision.phase == "full" and not decision.composition:
+        return ""
+    return f" (decided on {decision.phase.upper()})"
+
+
+def unresolved(outcome: SearchOutcome) -> list[dict[str, Any]]:
+    """The knobs left unresolved at this machine's noise: estimate and interval, by stage;
+    and those the confirmation dropped when its pairs could neither uphold nor rule out
+    the path they ended (with that path's estimate)."""
+    found = []
+    conf = outcome.confirmation
+    if conf is not None:
+        kept = set(conf.path)
+        for attempt in conf.attempts:
+            said = attempt.evidence
+            if said.verdict is not Verdict.UNRESOLVED or said.speedup is None:
+                continue
+            last = attempt.path[-1] if attempt.path else None
+            if last is None or last in kept:
+                continue
+            found.append(
+                {
+                    "stage": CONFIRM_STAGE,
+                    "candidate": last,
+                    "phase": "full",
+                    "speedup": said.speedup,
+                    "low": said.low,
+                    "high": said.high,
+                    "needed": said.needed,
+                    "pairs": said.pairs,
+                }
+            )
+    for decision in outcome.stage_decisions:
+        evidence = decision.evidence
+        if not decision.unresolved or evidence is None:
+            continue
+        found.append(
+            {
+                "stage": decision.stage,
+                "candidate": decision.compared,
+                "phase": decision.phase,
+                "speedup": evidence.speedup,
+                "low": evidence.low,
+                "high": evidence.high,
+                "needed": evidence.needed,
+                "pairs": evidence.pairs,
+            }
+        )
+    return found
+
+
+def unresolved_text(outcome: SearchOutcome) -> str | None:
+    """One clause naming the unresolved knobs with their estimates, or None when none."""
+    items = unresolved(outcome)
+    if not items:
+        return None
+    parts = [
+        f"{u['stage']} {u['candidate']} ({100 * ((u['speedup'] or 1.0) - 1):+.1f}%, "
+        f"likely {u['low']:.2f}-{u['high']:.2f}x)"
+        for u in items
+    ]
+    return "unresolved at this machine's noise: " + ", ".join(parts)
 
 
 def _throttled(outcome: SearchOutcome, stage: str) -> int:
@@ -140,10 +210,14 @@ def speedup(outcome: SearchOutcome) -> dict[str, Any]:
 
 def headline(outcome: SearchOutcome) -> str:
     """One line for the end of a session: what to change and how much faster it is, confirmed."""
+    if outcome.partial:
+        return _partial_headline(outcome)
     conf = outcome.confirmation
     searched = conf.search_path if conf is not None else outcome.path
+    pending = "; ".join(t for t in (unresolved_text(outcome), left_out_text(outcome)) if t)
     if not searched:
-        return "recommendation: keep the baseline (no variant beat it by the noise margin)"
+        line = "recommendation: keep the baseline (no variant beat it by the noise margin)"
+        return f"{line}; {pending}" if pending else line
     if conf is None:
         gain = speedup(outcome)
         return (
@@ -151,7 +225,9 @@ def headline(outcome: SearchOutcome) -> str:
             "(search probes only: not confirmed)"
         )
     if conf.upheld is None:
-        return f"recommendation: keep the baseline: {_not_upheld(outcome)}"
+        line = f"recommendation: keep the baseline: {_not_upheld(outcome)}"
+        left = left_out_text(outcome)
+        return f"{line}; {left}" if left else line
     gain = speedup(outcome)
     line = (
         f"recommendation: {' + '.join(outcome.path)}: {gain['value']:.2f}x faster "
@@ -164,7 +240,38 @@ def headline(outcome: SearchOutcome) -> str:
             f"; {' + '.join(dropped)} did not hold up in the confirmation "
             f"({' + '.join(first.path)}: {_ratio(first)})"
         )
+    if pending:
+        line += f"; {pending}"
     return line
+
+
+def _partial_headline(outcome: SearchOutcome) -> str:
+    """A ladder stopped before its end: the best configuration its stages upheld so far."""
+    head = f"partial ({outcome.partial})"
+    if outcome.path:
+        base, best = outcome.baseline.full_sps, outcome.best.full_sps
+        gain = ""
+        if base and best:
+            gain = f": FULL {number_text(base)} -> {number_text(best)} samples/s in its stages"
+        line = (
+            f"{head}: the best so far is {' + '.join(outcome.path)}{gain}, each step upheld by "
+            "its stage's pairs, not yet confirmed against the baseline"
+        )
+    else:
+        line = f"{head}: nothing adopted so far; keep the baseline"
+    if outcome.not_run:
+        line += f"; not run: {', '.join(outcome.not_run)}"
+    pending = "; ".join(t for t in (unresolved_text(outcome), left_out_text(outcome)) if t)
+    return f"{line}; {pending}" if pending else line
+
+
+def left_out_text(outcome: SearchOutcome) -> str:
+    """The stages the time budget left out or cut short, in words ("" for none)."""
+    if not outcome.left_out:
+        return ""
+    return (
+        f"left out for the time budget: {', '.join(outcome.left_out)} (a longer --budget runs them)"
+    )
 
 
 def confirmation_lines(outcome: SearchOutcome) -> list[str]:
@@ -192,10 +299,18 @@ def _not_upheld(outcome: SearchOutcome) -> str:
         if outcome.search_gain is not None
         else ""
     )
-    return (
-        f"the search's pick ({' + '.join(conf.search_path)}{search}) did not hold up in the "
-        f"interleaved confirmation ({_ratio(first)})"
-    )
+    pick = f"the search's pick ({' + '.join(conf.search_path)}{search})"
+    if first.evidence.why.startswith("cut short"):
+        return (
+            f"the time budget ran out before the interleaved confirmation decided on {pick} "
+            f"({_ratio(first)}): a longer --budget confirms it or rules it out"
+        )
+    if first.evidence.verdict is Verdict.UNRESOLVED:
+        return (
+            f"{pick} was neither upheld nor ruled out by the interleaved confirmation at this "
+            f"machine's noise ({_ratio(first)})"
+        )
+    return f"{pick} did not hold up in the interleaved confirmation ({_ratio(first)})"
 
 
 def _ratio(attempt: Any) -> str:
@@ -217,7 +332,7 @@ def stability(outcome: SearchOutcome) -> dict[str, Any]:
         return {"note": None}
     block: dict[str, Any] = dict(noise.to_dict())
     block["drift_pct"] = None if outcome.drift is None else 100 * outcome.drift
-    notes = [n for n in (noise.note(),) if n]
+    notes = [n for n in (noise.full.note(),) if n]
     if noise.contended:
         notes.append(
             f"{noise.contended} probe(s) stayed contended after being measured again: "
@@ -328,9 +443,13 @@ def summary_dict(outcome: SearchOutcome) -> dict[str, Any]:
                 "failed": list(d.failed),
                 "not_tried": list(d.not_tried),
                 "pairs": None if d.evidence is None else list(d.evidence.ratios),
+                "decided_on": d.phase if d.evidence is not None else None,
+                "composition": d.composition or None,
+                "unresolved": d.unresolved,
             }
             for d in outcome.stage_decisions
         ],
+        "unresolved": unresolved(outcome),
         "probes": statuses,
         "contended_probes": [
             {"stage": p.stage, "variant": p.variant, "note": p.contention.note}
@@ -342,6 +461,9 @@ def summary_dict(outcome: SearchOutcome) -> dict[str, Any]:
         ],
         "ddp": first_ddp_block(outcome),
         "stragglers": stragglers_note(outcome.probes),
+        "partial": {"why": outcome.partial, "not_run": list(outcome.not_run)}
+        if outcome.partial
+        else None,
     }
 
 

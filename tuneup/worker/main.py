@@ -50,10 +50,10 @@ from tuneup import __version__
 from tuneup.config import build_config
 from tuneup.errors import ExitCode, UsageError
 from tuneup.probe.events import EventWriter, classify_error, describe_error
-from tuneup.probe.types import ProbeSpec
+from tuneup.probe.plan import ProbeSpec
 from tuneup.trainer.distributed import destroy_process_group, dist_env_from, exit_skipping_teardown
 from tuneup.trainer.runtime import TF32_ENV, set_tf32_env
-from tuneup.worker.phases import check_budget, run_probe
+from tuneup.worker.phases import run_probe
 from tuneup.worker.workload import DeviceTimer, SetupWorkload
 
 FAULT_ENV = "TUNEUP_WORKER_FAULT"
@@ -91,7 +91,7 @@ def load_spec(path: Path) -> ProbeSpec:
         spec = ProbeSpec.from_dict(data)
     except (TypeError, ValueError) as exc:
         raise UsageError(f"probe spec {path} has a bad field: {exc}") from None
-    check_budget(spec.budget, spec.phases)
+    spec.plan.check()
     return spec
 
 
@@ -205,8 +205,7 @@ def run(spec: ProbeSpec, events: EventWriter, started: float, *, served: int | N
         pid=os.getpid(),
         startup_s=time.time() - started,
         config=cfg.to_dict(),
-        budget=spec.budget.to_dict(),
-        phases=list(spec.phases),
+        plan=spec.plan.to_dict(),
         seed=spec.seed,
         served=served or 0,
     )
@@ -222,14 +221,12 @@ def run(spec: ProbeSpec, events: EventWriter, started: float, *, served: int | N
         timer = DeviceTimer(setup.device)
         run_probe(
             SetupWorkload(setup, timer),
-            spec.budget,
-            spec.phases,
+            spec.plan,
             samples_per_batch=setup.global_batch,
             timer=timer,
             emit=events.emit,
             start_costs=start_costs,
             gather=_gather_ranks(setup.device, env.world_size) if env.distributed else one_rank,
-            stop_below=spec.stop_below_sps,
         )
     finally:
         destroy_process_group()

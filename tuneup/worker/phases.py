@@ -1,23 +1,25 @@
-"""Measuring one probe: fixed-seed loss, warm-up to a stable step time, then the phases.
+"""Measuring one probe by its plan: fixed-seed loss, warm-up to a steady step, timed phases.
 
-The order, and why:
+The plan (tuneup.probe.plan) decides what is measured and how long; this
+module carries it out, in this order:
 
 1. **Loss.** The first ``loss_steps`` steps are real training steps (loader,
    device copy, graph capture, learning rate, step) from the freshly built,
    fixed-seed model, so step *n* of any probe is comparable with step *n* of
    the baseline whatever the probe changed in the arithmetic (TF32, AMP,
    fused Adam, JIT, graphs). The loss tensors stay on the device and are read
-   back once, after the last of them.
-2. **Warm-up.** The loss steps are also the start of the warm-up: steps are
-   timed in windows of ``warmup_min_steps`` (device synchronised at window
-   edges only) and warm-up ends at the first window whose step time is
-   within ``warmup_tolerance`` of the previous window's, once the loss steps
-   are done, or when ``warmup_max_steps`` is reached (never before the loss
-   steps). The last window's step time is the steady step time.
-3. **Phases**, in the spec's order: T trials of K steps each, synchronised at
-   trial edges only. IO moves loader batches to the device without the
-   model; SYNTHETIC runs one cached device batch through the step; FULL is
-   the real loop. Samples/s count the global batch (all ranks).
+   back once, after the last of them. When FULL is measured they open its
+   warm-up; a probe of SYNTHETIC alone runs them first, apart; a probe of IO
+   alone trains nothing and records none.
+2. **Each phase** in the plan's order (FULL, IO, SYNTHETIC): a warm-up (the
+   first step alone, then windows of about a quarter of a trial, synchronised
+   at window edges only, until two in a row agree, or the plan's time cap),
+   then trials of ``trial_s`` seconds each, their steps from the steady step,
+   synchronised at trial edges only, until the plan has enough (they agree
+   within ``trial_noise``, or ``max_trials``). IO moves loader batches to the
+   device without the model; SYNTHETIC runs one cached device batch through
+   the step; FULL is the real loop. Samples/s count the global batch (all
+   ranks).
 
 Several ranks: at each trial (and warm-up window) edge, every rank's seconds
 are gathered (one collective, outside the timed span) and the slowest rank's
@@ -33,15 +35,18 @@ One-time costs are reported apart from the measurement (``one_time_s``):
 ``spawn`` (process start to setup built, in a fresh process) or ``setup`` (the
 spec read to setup built, in a process that served probes before),
 ``graph_capture`` (CUDA graph capture, when on), and ``first_steps``: what the
-warm-up took beyond its steps at the steady step time, i.e. compilation,
-cuDNN autotuning and allocator growth. ``break_even_steps`` is their sum in
-steady steps: a run shorter than that spends more time starting than
-training (compare it with the run's steps, not with another probe's).
+warm-ups took beyond their steps at the steady step time, i.e. compilation,
+cuDNN's execution plans, loader start-up and allocator growth.
+``break_even_steps`` is their sum in steady steps: a run shorter than that
+spends more time starting than training.
 
-Early stop: a probe given ``stop_below`` (samples/s; a stage's candidate whose
-incumbent is known) ends its FULL trials once they are clearly short of it
-(``trials.clearly_slower``: the best of at least two trials below it) and
-measures no other phase; the result says so in ``stopped_early``.
+Early stop: a plan with a bar (``stop_below_sps``: a stage's candidate whose
+incumbent is known) ends its judged phase's trials once they are clearly
+short of it (``stats.clearly_slower``: the best of at least two trials below
+it) and measures no other phase; the result says so in ``stopped_early``.
+
+The result records the plan, with the steps per trial and the warm-up seconds
+each phase took (``plan``), so every figure can be traced to how it was made.
 
 Everything is driven through two small interfaces, :class:`Timer` (clock and
 device sync) and :class:`Workload` (the three kinds of work), so the rules
@@ -52,13 +57,12 @@ are tested with fakes (both in trials.py); :class:`DeviceTimer` and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-from tuneup.errors import UsageError
+from tuneup.probe.plan import MeasurementPlan, ordered
 from tuneup.probe.stats import clearly_slower, early_stop_reason, iqr_pct, median
-from tuneup.probe.types import PHASES, Budget
 from tuneup.worker.trials import (
     Emit,
     Gather,
@@ -69,44 +73,13 @@ from tuneup.worker.trials import (
     rank_rates,
     run_trials,
 )
-from tuneup.worker.warmup import WarmupTracker, break_even_steps, one_time_costs, warm_up
-
-# The loader's state when a phase starts is part of what it measures. FULL comes
-# straight after the warm-up (FULL steps too), so its prefetch queue is where the
-# real loop keeps it; IO drains what FULL left queued before its trials; SYNTHETIC,
-# which reads no batch, comes last, so the queue it lets fill up flatters nothing.
-MEASURE_ORDER = ("full", "io", "synthetic")
-
-
-def measure_order(phases: Iterable[str]) -> list[str]:
-    """The phases asked for, in the order that starts each from its loader's steady state."""
-    wanted = set(phases)
-    return [p for p in MEASURE_ORDER if p in wanted]
-
-
-# ---- pure rules -------------------------------------------------------------
-
-
-def check_budget(budget: Budget, phases: Iterable[str]) -> None:
-    """Refuse a budget or phase list the worker cannot measure with."""
-    unknown = [p for p in phases if p not in PHASES]
-    if unknown:
-        raise UsageError(f"unknown phase {unknown[0]!r}: phases are {', '.join(PHASES)}")
-    at_least_one = {
-        "trial_steps": budget.trial_steps,
-        "trials": budget.trials,
-        "warmup_min_steps": budget.warmup_min_steps,
-    }
-    for name, value in at_least_one.items():
-        if value < 1:
-            raise UsageError(f"budget {name} must be at least 1, got {value}")
-    for name in ("warmup_max_steps", "loss_steps"):
-        if getattr(budget, name) < 0:
-            raise UsageError(f"budget {name} must be 0 or more, got {getattr(budget, name)}")
-    if budget.warmup_tolerance < 0:
-        raise UsageError(
-            f"budget warmup_tolerance must be 0 or more, got {budget.warmup_tolerance}"
-        )
+from tuneup.worker.warmup import (
+    WarmupTracker,
+    WarmupWork,
+    break_even_steps,
+    one_time_costs,
+    warm_up,
+)
 
 
 class _CountingGather:
@@ -122,29 +95,6 @@ class _CountingGather:
         return values
 
 
-@dataclass(frozen=True)
-class _WarmupOutcome:
-    """What the loss steps and warm-up left: the figures the ``warmup`` event reports."""
-
-    tracker: WarmupTracker
-    losses: list[float]
-    seconds: float
-    one_time: dict[str, float]
-    steady: float | None
-    break_even: float | None
-
-
-@dataclass(frozen=True)
-class _PhaseRates:
-    """Each measured phase's trial rates, the FULL trials, and the trials dropped as outliers."""
-
-    rates: dict[str, list[float]]
-    full_trials: list[Trial]
-    discarded: int
-    timed_s: float  # seconds in timed trials, dropped ones included: what measuring cost
-    stopped_early: str = ""  # why the phases ended early; empty when they all ran
-
-
 class _TimedTrials:
     """Passes events on, adding up the seconds of every trial (dropped ones too)."""
 
@@ -158,99 +108,213 @@ class _TimedTrials:
         self._emit(kind, **fields)
 
 
-def _timed_warm_up(
-    workload: Workload,
-    budget: Budget,
-    *,
-    timer: Timer,
-    emit: Emit,
-    start_costs: Mapping[str, float] | None,
-    gather: Gather,
-) -> _WarmupOutcome:
-    """Run the loss steps and warm-up, then emit the ``warmup`` event."""
-    began = timer.now()
-    tracker, losses = warm_up(workload, budget, timer=timer, emit=emit, gather=gather)
-    warmup_s = timer.now() - began
-    one_time = one_time_costs(
-        tracker, graph_capture_s=workload.graph_capture_s, start_costs=start_costs
-    )
-    steady = tracker.steady_step_s
-    break_even = break_even_steps(one_time, steady)
-    emit(
-        "warmup",
-        seconds=warmup_s,
-        steps=tracker.steps,
-        steady_step_s=steady,
-        stable=tracker.stable,
-        one_time_s=one_time,
-        break_even_steps=break_even,
-    )
-    return _WarmupOutcome(tracker, losses, warmup_s, one_time, steady, break_even)
+@dataclass
+class _Measured:
+    """What the phases gave so far, phase by phase."""
+
+    rates: dict[str, list[float]] = field(default_factory=dict)
+    steps: dict[str, int] = field(default_factory=dict)  # steps per trial, its last trial's
+    warmups: dict[str, WarmupTracker] = field(default_factory=dict)
+    full_trials: list[Trial] = field(default_factory=list)
+    discarded: int = 0
+    stopped_early: str = ""
 
 
-def _measure_phases(
+def _works(workload: Workload) -> dict[str, WarmupWork]:
+    return {
+        "full": lambda steps, keep: workload.full(steps, keep_losses=keep),
+        "io": lambda steps, keep: workload.io(steps),
+        "synthetic": lambda steps, keep: workload.synthetic(steps),
+    }
+
+
+def _loss_apart(
+    workload: Workload, steps: int, *, timer: Timer, emit: Emit, gather: Gather
+) -> tuple[WarmupTracker, list[float]]:
+    """The loss steps of a probe that does not measure FULL: the first alone (its one-time
+    cost), the rest in one window; the losses read once, after the last."""
+    tracker = WarmupTracker(tolerance=0.0, cap_s=0.0, min_steps=steps)
+    for chunk in (1, steps - 1):
+        if chunk <= 0:
+            continue
+        timer.sync()
+        start = timer.now()
+        workload.full(chunk, keep_losses=chunk)
+        timer.sync()
+        tracker.add(chunk, max(gather(timer.now() - start)))
+    losses = workload.read_losses()
+    for step, value in enumerate(losses, start=1):
+        emit("loss", step=step, value=value)
+    return tracker, losses
+
+
+def run_probe(
     workload: Workload,
-    budget: Budget,
-    phases: Iterable[str],
+    plan: MeasurementPlan,
     *,
     samples_per_batch: int,
     timer: Timer,
     emit: Emit,
-    gather: Gather,
-    stop_below: float | None = None,
-) -> _PhaseRates:
-    """Each phase's trials, in measuring order; none after FULL fell clearly short."""
-    work: dict[str, Callable[[int], int]] = {
-        "io": workload.io,
-        "synthetic": workload.synthetic,
-        "full": workload.full,
-    }
-    rates: dict[str, list[float]] = {}
-    full_trials: list[Trial] = []
-    discarded = 0
+    start_costs: Mapping[str, float] | None = None,
+    gather: Gather = one_rank,
+) -> dict[str, Any]:
+    """Loss, then each phase's warm-up and trials; emits every event but ``start`` and returns
+    the result.
+
+    Args:
+        workload: the work to time (a :class:`SetupWorkload` in the worker).
+        plan: what to measure and how long (tuneup.probe.plan).
+        samples_per_batch: the global batch, so samples/s are the job's.
+        timer: clock and device sync.
+        emit: event sink, ``emit(kind, **fields)``.
+        start_costs: what starting cost before the first step, as the caller
+            measured it (``spawn`` or ``setup``, see the module docstring).
+        gather: every rank's seconds at a trial edge (a collective under DDP);
+            the slowest rank's count. ``[seconds]`` on one rank.
+    """
+    plan.check()
+    gathered = _CountingGather(gather)
     timed = _TimedTrials(emit)
-    emit = timed.emit
-    for phase in measure_order(phases):
+    works = _works(workload)
+    began = timer.now()
+    before: list[WarmupTracker] = []
+    losses: list[float] = []
+    if plan.loss_steps > 0 and ordered(plan.phases)[0] != "full":
+        tracker, losses = _loss_apart(
+            workload, plan.loss_steps, timer=timer, emit=emit, gather=gathered
+        )
+        before.append(tracker)
+    measured = _Measured()
+    warm: dict[str, Any] = {}
+    for index, phase in enumerate(ordered(plan.phases)):
         workload.prepare(phase)
-        full = phase == "full"
-        trials = run_trials(
-            phase,
-            work[phase],
-            trials=budget.trials,
-            steps=budget.trial_steps,
-            samples_per_batch=samples_per_batch,
+        first = index == 0
+        loss_steps = plan.loss_steps if first and phase == "full" else 0
+        tracker, phase_losses = warm_up(
+            works[phase],
+            plan,
             timer=timer,
             emit=emit,
-            gather=gather,
-            stop_below=stop_below if full else None,
+            gather=gathered,
+            loss_steps=loss_steps,
+            read_losses=workload.read_losses,
         )
-        rates[phase] = [t.samples_per_s for t in trials]
-        discarded += trials[0].index - 1 if trials else 0
-        if full:
-            full_trials = trials
-            if len(trials) < budget.trials and clearly_slower(rates[phase], stop_below):
-                assert stop_below is not None
-                left = [p for p in measure_order(phases) if p != "full"]
-                why = early_stop_reason(rates[phase], budget.trials, stop_below, left)
-                return _PhaseRates(rates, full_trials, discarded, timed.seconds, why)
-    return _PhaseRates(rates, full_trials, discarded, timed.seconds)
+        measured.warmups[phase] = tracker
+        if first:
+            losses = phase_losses or losses
+            warm = _warmup_event(
+                workload, [*before, tracker], timer.now() - began, start_costs, emit
+            )
+        if not _trials(
+            workload, plan, phase, tracker, measured, samples_per_batch, timer, timed, gathered
+        ):
+            break
+    result = _probe_result(
+        workload,
+        plan,
+        warm,
+        losses,
+        measured,
+        timed.seconds,
+        before,
+        samples_per_batch=samples_per_batch,
+        world=gathered.world,
+    )
+    emit("result", **result)
+    return result
+
+
+def _warmup_event(
+    workload: Workload,
+    trackers: list[WarmupTracker],
+    seconds: float,
+    start_costs: Mapping[str, float] | None,
+    emit: Emit,
+) -> dict[str, Any]:
+    """Emit the ``warmup`` event: the probe's warm-up up to its first phase's trials."""
+    one_time = one_time_costs(
+        trackers, graph_capture_s=workload.graph_capture_s, start_costs=start_costs
+    )
+    steady = trackers[-1].steady_step_s
+    warm = {
+        "seconds": seconds,
+        "steps": sum(t.steps for t in trackers),
+        "steady_step_s": steady,
+        "stable": trackers[-1].stable,
+        "one_time_s": one_time,
+        "break_even_steps": break_even_steps(one_time, steady),
+    }
+    emit("warmup", **warm)
+    return warm
+
+
+def _trials(
+    workload: Workload,
+    plan: MeasurementPlan,
+    phase: str,
+    tracker: WarmupTracker,
+    measured: _Measured,
+    samples_per_batch: int,
+    timer: Timer,
+    timed: _TimedTrials,
+    gather: Gather,
+) -> bool:
+    """One phase's trials into `measured`; False when they stopped the probe early."""
+    work = _works(workload)[phase]
+    judged = phase == plan.judged
+    trials = run_trials(
+        phase,
+        lambda steps: work(steps, 0),
+        plan,
+        steps=plan.trial_steps(tracker.steady_step_s),
+        samples_per_batch=samples_per_batch,
+        timer=timer,
+        emit=timed.emit,
+        gather=gather,
+        stop_below=plan.stop_below_sps if judged else None,
+    )
+    rates = [t.samples_per_s for t in trials]
+    measured.rates[phase] = rates
+    measured.steps[phase] = trials[-1].batches if trials else 0
+    measured.discarded += trials[0].index - 1 if trials else 0
+    if phase == "full":
+        measured.full_trials = trials
+    if judged and not plan.enough_trials(rates) and clearly_slower(rates, plan.stop_below_sps):
+        assert plan.stop_below_sps is not None
+        left = [p for p in plan.phases if p not in measured.rates]
+        measured.stopped_early = early_stop_reason(rates, phase, plan.stop_below_sps, left)
+        return False
+    return True
 
 
 def _probe_result(
     workload: Workload,
-    warm: _WarmupOutcome,
-    measured: _PhaseRates,
+    plan: MeasurementPlan,
+    warm: Mapping[str, Any],
+    losses: list[float],
+    measured: _Measured,
+    timed_s: float,
+    before: list[WarmupTracker],
     *,
     samples_per_batch: int,
     world: int,
 ) -> dict[str, Any]:
-    """The ``result`` event's fields, from the warm-up and the phases."""
-    rates, losses = measured.rates, warm.losses
+    """The ``result`` event's fields, from the warm-ups and the phases."""
+    rates = measured.rates
     full = rates.get("full", [])
     rank_sps, stragglers = rank_rates(measured.full_trials, samples_per_batch / world)
+    warmups = measured.warmups
+    record = {
+        **plan.to_dict(),
+        "steps": dict(measured.steps),
+        "warmup_s": {p: t.seconds for p, t in warmups.items()},
+        "stable": {p: t.stable for p, t in warmups.items()},
+    }
+    if before:
+        record["loss_s"] = sum(t.seconds for t in before)
     return {
-        "io_sps": median(rates["io"]) if "io" in rates else None,
-        "synthetic_sps": median(rates["synthetic"]) if "synthetic" in rates else None,
+        "io_sps": median(rates["io"]) if rates.get("io") else None,
+        "synthetic_sps": median(rates["synthetic"]) if rates.get("synthetic") else None,
         "full_sps": median(full) if full else None,
         "full_sps_trials": full,
         "io_sps_trials": rates.get("io", []),
@@ -261,65 +325,17 @@ def _probe_result(
         "losses": losses,
         "scaler_overflows": workload.scaler_overflows,
         "mem_peak_mb": workload.mem_peak_mb(),
-        "warmup_s": warm.seconds,
-        "warmup_steps": warm.tracker.steps,
-        "steady_step_s": warm.steady,
-        "one_time_s": warm.one_time,
-        "break_even_steps": warm.break_even,
+        "warmup_s": sum(t.seconds for t in [*before, *warmups.values()]),
+        "warmup_steps": warm.get("steps"),
+        "steady_step_s": warm.get("steady_step_s"),
+        "one_time_s": warm.get("one_time_s", {}),
+        "break_even_steps": warm.get("break_even_steps"),
         "ranks": world,
         "rank_sps": rank_sps,
         "stragglers": stragglers,
         "trials_discarded": measured.discarded,
         "stopped_early": measured.stopped_early,
-        "timed_s": measured.timed_s,
+        "timed_s": timed_s,
         "compile_cache": workload.compile_cache,
+        "plan": record,
     }
-
-
-def run_probe(
-    workload: Workload,
-    budget: Budget,
-    phases: Iterable[str],
-    *,
-    samples_per_batch: int,
-    timer: Timer,
-    emit: Emit,
-    start_costs: Mapping[str, float] | None = None,
-    gather: Gather = one_rank,
-    stop_below: float | None = None,
-) -> dict[str, Any]:
-    """Loss, warm-up, then each phase; emits every event but ``start`` and returns the result.
-
-    Args:
-        workload: the work to time (a :class:`SetupWorkload` in the worker).
-        budget: warm-up rule, K, T and the loss steps.
-        phases: names from PHASES, measured in this order.
-        samples_per_batch: the global batch, so samples/s are the job's.
-        timer: clock and device sync.
-        emit: event sink, ``emit(kind, **fields)``.
-        start_costs: what starting cost before the first step, as the caller
-            measured it (``spawn`` or ``setup``, see the module docstring).
-        gather: every rank's seconds at a trial edge (a collective under DDP);
-            the slowest rank's count. ``[seconds]`` on one rank.
-        stop_below: FULL samples/s a probe must reach to stay in the running
-            (early stop); None measures every trial and phase.
-    """
-    gathered = _CountingGather(gather)
-    warm = _timed_warm_up(
-        workload, budget, timer=timer, emit=emit, start_costs=start_costs, gather=gathered
-    )
-    measured = _measure_phases(
-        workload,
-        budget,
-        phases,
-        samples_per_batch=samples_per_batch,
-        timer=timer,
-        emit=emit,
-        gather=gathered,
-        stop_below=stop_below,
-    )
-    result = _probe_result(
-        workload, warm, measured, samples_per_batch=samples_per_batch, world=gathered.world
-    )
-    emit("result", **result)
-    return result

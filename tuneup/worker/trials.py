@@ -1,4 +1,4 @@
-"""Trials: T timed runs of K steps, synchronised at their edges only, and the ranks' rates.
+"""Trials: timed runs of a phase, synchronised at their edges only, and the ranks' rates.
 
 The two interfaces every measurement is driven through live here, :class:`Timer`
 (clock and device sync) and :class:`Workload` (the three kinds of work), so the
@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from tuneup.probe.plan import MeasurementPlan
 from tuneup.probe.stats import clearly_slower, median, relative_spread
 
 Emit = Callable[..., None]
@@ -148,30 +149,38 @@ def leading_outlier(rates: list[float]) -> bool:
 def run_trials(
     phase: str,
     work: Callable[[int], int],
+    plan: MeasurementPlan,
     *,
-    trials: int,
     steps: int,
     samples_per_batch: int,
     timer: Timer,
     emit: Emit,
     gather: Gather = one_rank,
-    extend: int | None = None,
     stop_below: float | None = None,
 ) -> list[Trial]:
-    """T trials of ``work(steps)``, the device synchronised only at each trial's edges.
+    """Trials of ``work`` of ``plan.trial_s`` each, the device synchronised at their edges only.
 
-    Each trial's rate is the global batch over the slowest rank's seconds. A
-    leading trial far slower than the rest (`leading_outlier`) is dropped and
-    one more trial run in its place, up to `extend` times (default: T), so
+    The first trial runs `steps` steps (from the warm-up's steady step); each
+    later one as many as the fastest step time seen so far says fill ``trial_s``
+    (a trial slowed by a stall does not shrink the next: timing noise only adds). A
+    phase takes trials until `plan.enough_trials` (they agree, or there are
+    ``max_trials``). Each trial's rate is the global batch over the slowest
+    rank's seconds. A leading trial far slower than the rest (`leading_outlier`)
+    is dropped and one more run in its place, up to ``max_trials`` times, so
     one-time work that outlasted the warm-up never reaches the figures; every
     trial, dropped or not, is still emitted as an event. With `stop_below`
     (samples/s), the trials end early once they are `clearly_slower` than it.
     """
     results: list[Trial] = []
-    budget = trials + (trials if extend is None else extend)
+    budget = 2 * plan.max_trials
     index = 0
-    while len(results) < trials or leading_outlier([t.samples_per_s for t in results]):
-        if leading_outlier([t.samples_per_s for t in results]):
+    fastest = plan.trial_s / max(steps, 1)  # the step time `steps` was sized from
+
+    def rates() -> list[float]:
+        return [t.samples_per_s for t in results]
+
+    while not plan.enough_trials(rates()) or leading_outlier(rates()):
+        if leading_outlier(rates()):
             results.pop(0)
         if index >= budget:
             break
@@ -186,6 +195,9 @@ def run_trials(
         trial = Trial(phase, index, batches, seconds, rate, rank_seconds)
         emit("trial", **trial.to_event())
         results.append(trial)
-        if clearly_slower([t.samples_per_s for t in results], stop_below):
+        if clearly_slower(rates(), stop_below):
             break
+        if batches > 0 and seconds > 0:
+            fastest = min(fastest, seconds / batches)
+            steps = plan.trial_steps(fastest)
     return results

@@ -1,12 +1,15 @@
-"""Warm-up to a stable step time, and the one-time costs it reveals (see phases.py)."""
+"""Warm-up until the step time is steady, and the one-time costs it reveals (see phases.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from tuneup.probe.types import Budget
-from tuneup.worker.trials import Emit, Gather, Timer, Workload, one_rank
+from tuneup.probe.plan import MeasurementPlan
+from tuneup.worker.trials import Emit, Gather, Timer, one_rank
+
+WarmupWork = Callable[[int, int], int]
+"""``work(steps, keep_losses)``: run steps, keeping the losses of the first `keep_losses`."""
 
 
 def within(a: float, b: float, tolerance: float) -> bool:
@@ -22,27 +25,23 @@ class WarmupTracker:
     """The warm-up stopping rule, fed window by window.
 
     Args:
-        window: steps per timed window.
-        max_steps: warm-up cap; never below ``min_steps``.
         tolerance: relative step-time difference that counts as stable.
+        cap_s: the warm-up ends once it has taken this long, steady or not.
         min_steps: steps that must run whatever the timing (the loss steps).
     """
 
-    window: int
-    max_steps: int
     tolerance: float
+    cap_s: float
     min_steps: int = 0
     steps: int = 0
     seconds: float = 0.0
     step_times: list[float] = field(default_factory=list)
 
-    @property
-    def cap(self) -> int:
-        return max(self.max_steps, self.min_steps, 1)
-
-    def next_window(self) -> int:
-        """Steps to run next: a full window, cut short at the cap."""
-        return max(1, min(self.window, self.cap - self.steps))
+    def next_window(self, plan: MeasurementPlan) -> int:
+        """Steps to run next: the first step alone, then about a quarter of a trial."""
+        if not self.step_times:
+            return 1
+        return plan.window_steps(self.step_times[-1])
 
     def add(self, steps: int, seconds: float) -> None:
         self.steps += steps
@@ -58,23 +57,29 @@ class WarmupTracker:
     def done(self) -> bool:
         if not self.step_times or self.steps < self.min_steps:
             return False
-        return self.stable or self.steps >= self.cap
+        return self.stable or self.seconds >= self.cap_s
 
     @property
     def steady_step_s(self) -> float | None:
         return self.step_times[-1] if self.step_times else None
 
+    @property
+    def excess_s(self) -> float:
+        """What the warm-up took beyond its steps at the steady step time: one-time work."""
+        steady = self.steady_step_s or 0.0
+        return max(0.0, self.seconds - steady * self.steps)
+
 
 def one_time_costs(
-    tracker: WarmupTracker,
+    trackers: list[WarmupTracker],
     *,
     graph_capture_s: float = 0.0,
     start_costs: Mapping[str, float] | None = None,
 ) -> dict[str, float]:
-    """The costs paid once per run, in seconds (see the module docstring)."""
+    """The costs paid once per run, in seconds (see phases.py's module docstring)."""
     costs: dict[str, float] = dict(start_costs or {})
-    steady = tracker.steady_step_s or 0.0
-    costs["first_steps"] = max(0.0, tracker.seconds - graph_capture_s - steady * tracker.steps)
+    excess = sum(t.excess_s for t in trackers)
+    costs["first_steps"] = max(0.0, excess - graph_capture_s)
     if graph_capture_s > 0:
         costs["graph_capture"] = graph_capture_s
     return costs
@@ -88,32 +93,31 @@ def break_even_steps(one_time_s: dict[str, float], steady_step_s: float | None) 
 
 
 def warm_up(
-    workload: Workload,
-    budget: Budget,
+    work: WarmupWork,
+    plan: MeasurementPlan,
     *,
     timer: Timer,
     emit: Emit,
     gather: Gather = one_rank,
+    loss_steps: int = 0,
+    read_losses: Callable[[], list[float]] | None = None,
 ) -> tuple[WarmupTracker, list[float]]:
-    """The loss steps and the warm-up windows; emits ``loss`` events once the loss steps end."""
-    tracker = WarmupTracker(
-        window=budget.warmup_min_steps,
-        max_steps=budget.warmup_max_steps,
-        tolerance=budget.warmup_tolerance,
-        min_steps=budget.loss_steps,
-    )
+    """Windows of `work` until the step time is steady (or the cap); the first `loss_steps`
+    steps keep their losses, read once they are done (one device sync, outside any window)
+    and emitted as ``loss`` events."""
+    tracker = WarmupTracker(plan.warmup_tolerance, plan.warmup_cap_s, min_steps=loss_steps)
     losses: list[float] = []
-    losses_read = budget.loss_steps == 0
+    losses_read = loss_steps == 0
     while not tracker.done:
-        steps = tracker.next_window()
-        keep = min(steps, max(0, budget.loss_steps - tracker.steps))
+        steps = tracker.next_window(plan)
+        keep = min(steps, max(0, loss_steps - tracker.steps))
         timer.sync()
         start = timer.now()
-        workload.full(steps, keep_losses=keep)
+        ran = work(steps, keep) or steps
         timer.sync()
-        tracker.add(steps, max(gather(timer.now() - start)))
-        if not losses_read and tracker.steps >= budget.loss_steps:
-            losses = workload.read_losses()  # outside the timed window
+        tracker.add(ran, max(gather(timer.now() - start)))
+        if not losses_read and tracker.steps >= loss_steps:
+            losses = read_losses() if read_losses is not None else []
             losses_read = True
             for step, value in enumerate(losses, start=1):
                 emit("loss", step=step, value=value)

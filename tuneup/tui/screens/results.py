@@ -118,13 +118,20 @@ def speedup_text(summary: Summary) -> str:
 
 
 def notes_text(summary: Summary) -> str:
-    """What the session saw of the machine (unstable, contended, drifting): shown first."""
-    return "\n".join(f"note: {n}" for n in summary.notes)
+    """A ladder stopped before its end, and what the session saw of the machine (unstable,
+    contended, drifting): shown first."""
+    lines = []
+    if summary.partial is not None:
+        not_run = ", ".join(summary.partial.not_run) or "none"
+        lines.append(f"partial: {summary.partial.why}; not run: {not_run} (r resumes the ladder)")
+    return "\n".join(lines + [f"note: {n}" for n in summary.notes])
 
 
 def confirmation_text(summary: Summary) -> str:
     """Whether the confirmation upheld the search's pick, in one line."""
     conf = summary.confirmation
+    if conf is None and summary.partial is not None:
+        return "confirmation: not yet (the ladder stopped before it)"
     if conf is None:
         return "confirmation: none ran (nothing was adopted)"
     if conf.status == "confirmed":
@@ -177,6 +184,7 @@ class ResultsScreen(Screen[None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("e", "export", "export"),
+        Binding("r", "resume", "resume"),
         Binding("escape", "back", "back"),
         Binding("q", "quit_app", "quit"),
     ]
@@ -255,6 +263,19 @@ class ResultsScreen(Screen[None]):
             self.notify(str(exc), severity="error")
             return
         shown.update("written:\n" + "\n".join(f"  {p}" for p in self.exported))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """`r` only for a ladder that stopped before its end (a partial summary)."""
+        if action == "resume":
+            return self.summary.partial is not None
+        return True
+
+    def action_resume(self) -> None:
+        """Back to the ladder this partial summary stopped, and on with it."""
+        if self.summary.partial is None or len(self.app.screen_stack) <= 2:
+            return
+        self.app.pop_screen()
+        self.app.call_later(self.app.run_action, "resume_session")
 
     def action_back(self) -> None:
         if len(self.app.screen_stack) > 2:

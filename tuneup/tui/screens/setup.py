@@ -28,19 +28,20 @@ from tuneup.errors import UsageError
 from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import ProbePreset, load_preset, preset_stage
 from tuneup.probe.estimate import (
-    PAIRS_PER_STAGE,
+    Habits,
     ProbeCosts,
+    StageShape,
     StepModel,
     duration_text,
-    estimate_ladder_seconds,
     fits,
-    rescaled,
+    guess_costs,
+    ladder_shape,
     time_limit,
-    trim,
 )
-from tuneup.probe.stages import Proposal
+from tuneup.probe.stages import Proposal, Stage
 from tuneup.probe.types import Budget
 from tuneup.tuning.ladder_record import LadderCosts
+from tuneup.tuning.planner import plan_ladder
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ class SetupChoice:
     Attributes:
         preset: the loaded preset.
         stages: the checked stages, in the preset's order.
-        budget: the per-probe budget (T may have been lowered by trimming).
+        budget: the per-probe budget (its trials may have been shortened to fit).
         data_path: the tutorial's training HDF5, or None to synthesize the preset's box.
         nproc: ranks per node each probe runs with (torchrun when more than 1).
         nodes: nodes each probe spans (srun when more than 1).
@@ -62,6 +63,7 @@ class SetupChoice:
     data_path: Path | None = None
     nproc: int = 1
     nodes: int = 1
+    time_budget_s: float | None = None  # the ladder is planned to fit it, and kept to it
 
 
 def parse_layout(nproc_text: str, nodes_text: str) -> tuple[int, int]:
@@ -110,9 +112,10 @@ def allocation_left_s(job: JobEnv | None, now: float) -> float | None:
 
 def budget_text(budget: Budget) -> str:
     return (
-        f"per probe: warm-up {budget.warmup_min_steps}-{budget.warmup_max_steps} steps, "
-        f"{budget.trials} trials x {budget.trial_steps} steps per phase, "
-        f"loss over {budget.loss_steps} steps, at most {duration_text(budget.limit_s)}"
+        f"per probe: trials of {budget.trial_s:g} s ({budget.min_trials}-{budget.max_trials} "
+        f"a phase, to agree within {100 * budget.trial_noise:g}%), warm-up to steady "
+        f"(<= {duration_text(budget.warmup_cap_s)}), loss over {budget.loss_steps} steps, "
+        f"<= {duration_text(budget.limit_s)}"
     )
 
 
@@ -215,6 +218,7 @@ class SetupScreen(Screen[None]):
         self.preset = load_preset(preset_name)
         self.budget = self.preset.budget
         self.proposals: list[Proposal] = []
+        self.stages: dict[str, Stage] = {}
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="body"):
@@ -271,9 +275,8 @@ class SetupScreen(Screen[None]):
 
     def _fill_stages(self) -> None:
         base = dict(self.preset.train)
-        self.proposals = [
-            preset_stage(n, self.preset).propose(self.machine, base) for n in self.preset.stages
-        ]
+        self.stages = {n: preset_stage(n, self.preset) for n in self.preset.stages}
+        self.proposals = [stage.propose(self.machine, base) for stage in self.stages.values()]
         stages = self.query_one("#stages", SelectionList)
         stages.clear_options()
         stages.add_options(
@@ -296,20 +299,33 @@ class SetupScreen(Screen[None]):
             return None
         return self.recorded(self.preset.name, self.machine)
 
-    def estimate_s(self) -> float:
-        kept = self.measured()
-        return estimate_ladder_seconds(
-            [len(p.candidates) for p in self.chosen()],
-            self.budget,
-            self.step_model,
-            costs=None if kept is None else self._costs(kept),
-            pairs_per_stage=kept.pairs_per_stage if kept else PAIRS_PER_STAGE,
-            shares_processes=self.machine.world_size == 1,
-        )
+    def shapes(self) -> list[StageShape]:
+        """The checked stages as the ladder model sees them."""
+        return [
+            StageShape(
+                p.stage,
+                len(p.candidates),
+                self.stages[p.stage].judged_on,
+                self.stages[p.stage].expected_gain,
+            )
+            for p in self.chosen()
+        ]
 
-    def _costs(self, kept: LadderCosts) -> ProbeCosts:
-        """What a probe cost here, carried to the budget chosen now."""
-        return rescaled(kept.costs, kept.budget, self.budget, self.step_model)
+    def costs(self) -> ProbeCosts:
+        """What a probe costs here: measured by an earlier ladder, else the trainer's guess."""
+        kept = self.measured()
+        if kept is not None:
+            return kept.costs
+        costs = guess_costs(self.budget, self.step_model)
+        return costs if self.machine.world_size == 1 else dataclasses.replace(costs, shares=False)
+
+    def habits(self) -> Habits:
+        kept = self.measured()
+        return kept.habits if kept is not None else Habits()
+
+    def estimate_s(self) -> float:
+        shape = ladder_shape(self.shapes(), habits=self.habits())
+        return shape.seconds(self.budget, self.costs())
 
     def limit_s(self) -> float | None:
         return time_limit(self.time_budget_s, allocation_left_s(self.job, self.clock()))
@@ -379,27 +395,20 @@ class SetupScreen(Screen[None]):
             self.action_start()
 
     def action_trim(self) -> None:
-        """Uncheck the last stages (then lower T) until the estimate fits."""
-        plans = [(p.stage, len(p.candidates)) for p in self.chosen()]
-        kept = self.measured()
-        trimmed = trim(
-            plans,
-            self.budget,
-            self.limit_s(),
-            self.step_model,
-            costs=None if kept is None else self._costs(kept),
-            pairs_per_stage=kept.pairs_per_stage if kept else PAIRS_PER_STAGE,
-            shares_processes=self.machine.world_size == 1,
+        """Plan the ladder to the time budget: shorter trials, then the stages of least
+        expected gain per second unchecked (tuneup.tuning.planner)."""
+        plan = plan_ladder(
+            self.shapes(), self.budget, self.costs(), self.limit_s(), habits=self.habits()
         )
         stages = self.query_one("#stages", SelectionList)
-        for name, _ in plans:
-            if name not in trimmed.stages:
-                stages.deselect(name)
-        if trimmed.budget != self.budget:
-            self.budget = trimmed.budget
+        for shape in self.shapes():
+            if shape.name not in plan.stages:
+                stages.deselect(shape.name)
+        if plan.budget != self.budget:
+            self.budget = plan.budget
             self.query_one("#budget", Static).update(budget_text(self.budget))
         self._show_estimate()
-        if not trimmed.fits:
+        if not plan.fits:
             self.notify("even the baseline alone does not fit: raise the budget", severity="error")
 
     def action_start(self) -> None:
@@ -420,5 +429,13 @@ class SetupScreen(Screen[None]):
             self.notify(str(exc), severity="error")
             return
         budget = dataclasses.replace(self.budget)
-        choice = SetupChoice(self.preset, stages, budget, data, nproc=nproc, nodes=nodes)
+        choice = SetupChoice(
+            self.preset,
+            stages,
+            budget,
+            data,
+            nproc=nproc,
+            nodes=nodes,
+            time_budget_s=self.time_budget_s,
+        )
         self.post_message(self.Start(choice))

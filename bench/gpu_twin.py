@@ -1,0 +1,304 @@
+"""Predict the default GPU ladder on a CPU: the GPU twin replays a recorded GPU's costs.
+
+    python bench/gpu_twin.py --evidence ../shared/gpu-evidence/h200-2026-11-26
+    python bench/gpu_twin.py --evidence DIR --json              # one object: wall_s, probes, ...
+    python bench/gpu_twin.py --evidence DIR --budget 10m        # a ladder planned to a budget
+    python bench/gpu_twin.py --evidence DIR --legacy            # the plan before: in hours
+    python bench/gpu_twin.py --evidence DIR --seeds 5 --out bench/results/gpu_twin_h200.json
+
+The ladder is tuneup's own, assembled as `tuneup probe --preset h200` would
+assemble it (its stages, plan, search, confirmation and time budget), with the
+`sim` trainer's GPU twin (plugins/twin.py) answering each probe as the recorded
+GPU did, and a simulated clock that moves by each probe's priced wall time
+(the estimate's model, tuneup.probe.estimate, the one the session's time left
+uses). So it predicts the plan, the probe count and the wall time, in seconds,
+and checks the estimate against them: what the session said was left after
+its first two probes, against what was left.
+
+--legacy prices the same ladder as the measurement before issue 24 did: every
+probe measured IO, SYNTHETIC and FULL, 5 trials of 20 steps each, a warm-up of
+up to 60 steps after 20 loss steps, every stage judged on FULL, each baseline
+probe and confirmation pair in a fresh process: what the real H200 run
+estimated at about 6 hours.
+
+What the evidence does not hold is assumed (plugins/twin.py, ASSUMED), and the
+output lists the assumptions: these are predictions, not measurements.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from _record import record
+from tuneup_plugins.twin import ASSUMED, GpuTwin, conv_key, read_evidence
+
+from tuneup.cluster.job import JobEnv
+from tuneup.hardware.types import MachineInfo
+from tuneup.preset.load import load_preset
+from tuneup.probe.estimate import duration_text, parse_duration
+from tuneup.probe.types import BASELINE_STAGE, CONFIRM_STAGE, Candidate, ProbeResult
+from tuneup.tuning.assembly import SessionRequest, assemble_new
+from tuneup.tuning.engine import Engine
+from tuneup.tuning.session import OutOfTime, SessionInterrupted
+
+OVERHEAD_S = 0.2  # a probe's bookkeeping beyond its wall: journal, events, telemetry join
+
+# The measurement before issue 24 (presets/h200.yaml at 33c6488).
+LEGACY = {"trial_steps": 20, "trials": 5, "warmup_max_steps": 60, "loss_steps": 20}
+
+
+class SimClock:
+    """Simulated seconds: a probe moves it by its wall time."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class TwinBackend:
+    """The twin as a session's backend: each probe moves the simulated clock."""
+
+    def __init__(self, twin: GpuTwin, clock: SimClock, legacy: bool) -> None:
+        self.twin = twin
+        self.clock = clock
+        self.legacy = legacy
+        self.keys: set[Any] = set()
+        self.pair: int | None = None
+
+    def __call__(self, stage: str, candidate: Candidate, values: dict[str, Any]) -> ProbeResult:
+        if self.legacy:  # every stage judged on FULL, every probe measured whole
+            candidate = replace(candidate, judged="full", whole=True)
+        result = self.twin(stage, candidate, values)
+        if self.legacy and result.ok:
+            result = replace(result, wall_s=self._legacy_wall(stage, candidate, values, result))
+        self.clock.now += result.wall_s + OVERHEAD_S
+        return result
+
+    def _legacy_wall(
+        self, stage: str, candidate: Candidate, values: dict[str, Any], result: ProbeResult
+    ) -> float:
+        """The probe as the step-counted plan measured it (the module docstring)."""
+        knobs = self.twin.knobs(values)
+        fresh = stage == BASELINE_STAGE or (stage == CONFIRM_STAGE and candidate.pair != self.pair)
+        self.pair = candidate.pair
+        key = conv_key(knobs)
+        if fresh:
+            self.keys = set()
+        new = key not in self.keys
+        self.keys.add(key)
+        costs = self.twin.costs
+        start = costs.start_s(fresh)
+        first = costs.one_time(knobs, fresh, new).get("first_steps", 0.0) if fresh or new else 0.0
+        rates = self.twin.expected_sps(values)
+        batch = knobs["global_batch_size"]
+        full_step = batch / rates["full"]
+        steps = LEGACY["trials"] * LEGACY["trial_steps"]
+        timed = sum(steps * batch / rates[p] for p in ("io", "synthetic", "full"))
+        warm = (LEGACY["loss_steps"] + LEGACY["warmup_max_steps"] / 2) * full_step
+        return start + first + warm + timed
+
+
+def h200_machine(evidence_gpu: str, cpus: int) -> MachineInfo:
+    """The recorded node: one GPU, its CPUs, the compile toolchain, no DALI, no apex."""
+    return MachineInfo(
+        cuda=True, gpu_count=1, gpu_names=(evidence_gpu,), cpus_usable=cpus, dali=False
+    )
+
+
+def run_ladder(
+    evidence_dir: Path,
+    seed: int,
+    budget_s: float | None,
+    legacy: bool,
+    preset_name: str,
+    keep: Path | None = None,
+) -> dict[str, Any]:
+    evidence = read_evidence(evidence_dir)
+    clock = SimClock()
+    twin = GpuTwin(evidence, seed=seed)
+    preset = load_preset(preset_name)
+    if legacy:
+        twin.budget = replace(twin.budget, max_trials=5, min_trials=5)
+    else:
+        twin.budget = preset.budget
+    backend = TwinBackend(twin, clock, legacy)
+    machine = h200_machine(evidence.gpu, evidence.cpus)
+    estimates: list[tuple[int, float, float]] = []  # (probes done, elapsed, said left)
+    reporter = _Listener(clock, estimates)
+
+    def engine_factory(*_args: Any, **_kwargs: Any) -> Engine:
+        return Engine(backend)
+
+    with tempfile.TemporaryDirectory() as folder:
+        request = SessionRequest(preset=preset_name, trainer="sim", time_budget_s=budget_s)
+        built = assemble_new(
+            request,
+            machine,
+            out=Path(folder) / "twin",
+            reporter=reporter,
+            job=JobEnv(source="local", hostname="twin", cpus_usable=evidence.cpus, gpus_on_node=1),
+            engine_factory=engine_factory,
+            monotonic=clock,
+        )
+        built.session.clock.simulated = False  # the twin's probes take the GPU's time
+        stopped = ""
+        try:
+            built.session.start(resume=False)
+            outcome = built.session.run()
+        except (OutOfTime, SessionInterrupted) as exc:
+            stopped, outcome = str(exc), None
+        finally:
+            built.close()
+        summary = built.results.summary()
+        probes = built.results.results()
+        learned = built.session.clock.typical_costs()
+        habits = built.session.clock.habits(CONFIRM_STAGE)
+        if keep is not None:
+            keep.write_text("".join(json.dumps(p.to_journal(), default=str) + "\n" for p in probes))
+    walls = [p.wall_s + OVERHEAD_S for p in probes]
+    total = sum(walls)
+    stages: dict[str, dict[str, float]] = {}
+    for probe in probes:
+        entry = stages.setdefault(probe.stage, {"probes": 0, "wall_s": 0.0})
+        entry["probes"] += 1
+        entry["wall_s"] = round(entry["wall_s"] + probe.wall_s + OVERHEAD_S, 1)
+    said = next(((n, e, left) for n, e, left in estimates if n == 2), None)
+    error = None if said is None else abs(said[1] + said[2] - total) / total
+    return {
+        "mode": "legacy" if legacy else "now",
+        "seed": seed,
+        "wall_s": round(total, 1),
+        "wall": duration_text(total),
+        "probes": sum(1 for p in probes if p.status.value != "skipped"),
+        "stages": stages,
+        "decisions": [f"{s.stage}: {s.reason}" for s in summary.stages],
+        "headline": summary.recommendation.headline,
+        "recommendation": dict(summary.recommendation.changes),
+        "estimate_after_2_probes_error": None if error is None else round(error, 3),
+        "first_estimate_s": round(estimates[0][2], 1) if estimates else None,
+        "estimates": [
+            {
+                "probes": n,
+                "elapsed_s": round(e, 1),
+                "said_left_s": round(left, 1),
+                "error": round(abs(e + left - total) / total, 3),
+            }
+            for n, e, left in estimates
+        ],
+        "notes": list(built.notes),
+        "costs": {
+            "spawn_s": round(learned.spawn_s, 1),
+            "setup_s": round(learned.setup_s, 1),
+            "first_s": round(learned.first_s, 1),
+            "step_s": {k: round(v, 4) for k, v in learned.step_s.items()},
+            "trials": {k: round(v, 1) for k, v in learned.trials.items()},
+            "scale": round(learned.scale, 3),
+            "pairs_per_stage": round(habits.pairs_per_stage, 2),
+            "adopt_rate": round(habits.adopt_rate, 2),
+        },
+        "stopped": stopped,
+        "finished": outcome is not None,
+    }
+
+
+class _Listener:
+    """Hears the session's time left after each probe, on the simulated clock."""
+
+    def __init__(self, clock: SimClock, estimates: list[tuple[int, float, float]]) -> None:
+        self.clock = clock
+        self.estimates = estimates
+        self.done = 0
+
+    def session_start(self, info: dict[str, Any], total: int) -> None:
+        pass
+
+    def probe_start(self, stage: str, label: str) -> None:
+        pass
+
+    def probe_done(self, result: ProbeResult, reused: bool) -> None:
+        self.done += 1
+
+    def total_changed(self, total: int) -> None:
+        pass
+
+    def time_left(self, seconds: float, measured: bool) -> None:
+        # said before probe_done: this figure follows probe number done + 1 (0: the start)
+        done = self.done + (1 if self.estimates else 0)
+        self.estimates.append((done, self.clock(), seconds))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--evidence", type=Path, required=True, help="an evidence folder")
+    parser.add_argument("--preset", default="h200")
+    parser.add_argument("--budget", help="a time budget (10m, 600s): the ladder plans to it")
+    parser.add_argument("--legacy", action="store_true", help="price the plan before issue 24")
+    parser.add_argument("--seeds", type=int, default=1, help="noise seeds to run (medians)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--out", type=Path, help="also record the result under bench/results")
+    parser.add_argument("--journal", type=Path, help="keep the first run's journal here")
+    args = parser.parse_args()
+    try:
+        budget_s = parse_duration(args.budget) if args.budget else None
+        runs = [
+            run_ladder(
+                args.evidence,
+                seed,
+                budget_s,
+                args.legacy,
+                args.preset,
+                args.journal if seed == 0 else None,
+            )
+            for seed in range(args.seeds)
+        ]
+    except (ValueError, OSError) as exc:
+        print(f"gpu_twin: error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    first = runs[0]
+    result = {
+        **first,
+        "wall_s": statistics.median(r["wall_s"] for r in runs),
+        "probes": statistics.median(r["probes"] for r in runs),
+        "runs": [{k: r[k] for k in ("seed", "wall_s", "probes", "headline")} for r in runs],
+        "evidence": str(args.evidence),
+        "assumed": ASSUMED,
+        "predicted": "by the GPU twin on a CPU, from the evidence and the assumptions",
+    }
+    if args.json:
+        print(json.dumps(result, default=str))
+    else:
+        print(f"GPU twin of {args.evidence} ({first['mode']}, preset {args.preset}):")
+        for note in first["notes"]:
+            print(f"  {note}")
+        print(
+            f"  predicted wall time: {duration_text(result['wall_s'])} "
+            f"({result['wall_s']:.0f} s), {result['probes']:.0f} probes"
+        )
+        for stage, entry in first["stages"].items():
+            print(f"  {stage:14s} {entry['probes']:3.0f} probes {entry['wall_s']:8.1f} s")
+        for line in first["decisions"]:
+            print(f"  {line}")
+        print(f"  {first['headline']}")
+        if first["estimate_after_2_probes_error"] is not None:
+            print(
+                f"  the estimate after 2 probes was off by "
+                f"{100 * first['estimate_after_2_probes_error']:.0f}%"
+            )
+        print("  assumed (not in the evidence):")
+        for what, why in ASSUMED.items():
+            print(f"    {what}: {why}")
+    if args.out:
+        record("gpu_twin", args.out, **{k: v for k, v in result.items() if k != "notes"})
+
+
+if __name__ == "__main__":
+    main()

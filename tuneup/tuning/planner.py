@@ -1,0 +1,165 @@
+"""A ladder planned to a time budget: what fits, what it leaves out, and why.
+
+Before the first probe the ladder is priced with the estimate's model
+(tuneup.probe.estimate: the same model as the time left and the GPU twin).
+Where it would not fit the time budget (the user's `--budget`, or the time left
+in the allocation):
+
+1. the trials are shortened, halving ``trial_s`` down to a quarter of the
+   preset's (a trial still holds whole steps: the plan takes at least one);
+2. then stages are left out, the lowest expected gain per second first (each
+   stage declares its expected gain: TF32 off, which shows what TF32 is worth,
+   expects none and goes first; the loader, which the tutorial took from 90 to
+   400 samples/s, goes last).
+
+The baseline and the confirmation are always kept: without them there is no
+answer. The plan says what fits and what it leaves out before the first probe
+(`LadderPlan.lines`), and the session keeps to it (session.py).
+
+Pure: values in, values out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tuneup.probe.estimate import (
+    BASELINE_REPEATS,
+    CONFIRM_PAIRS,
+    Habits,
+    ProbeCosts,
+    StageShape,
+    duration_text,
+    ladder_shape,
+    stage_shape,
+)
+from tuneup.probe.types import Budget
+
+SHORTEST_TRIAL_SHARE = 0.25
+"""Trials are never shortened below this share of the preset's trial length."""
+
+
+@dataclass(frozen=True)
+class LadderPlan:
+    """A ladder fitted to a time limit.
+
+    Attributes:
+        stages: the stages kept, in ladder order.
+        left_out: the stages left out, in ladder order, each with its expected gain
+            and its estimated seconds.
+        budget: the probe budget to run with (its trials maybe shortened).
+        estimate_s: the kept ladder's estimated wall time.
+        limit_s: the time it had to fit (None: no limit).
+        shortened: the trials were shortened to fit.
+    """
+
+    stages: tuple[str, ...]
+    left_out: tuple[tuple[str, float, float], ...]
+    budget: Budget
+    estimate_s: float
+    limit_s: float | None
+    shortened: bool = False
+
+    @property
+    def fits(self) -> bool:
+        return self.limit_s is None or self.estimate_s <= self.limit_s
+
+    def reason(self, stage: str) -> str | None:
+        """Why `stage` is left out, in words; None when it is kept."""
+        for name, gain, seconds in self.left_out:
+            if name == stage:
+                return (
+                    f"left out to fit the {duration_text(self.limit_s or 0)} time budget "
+                    f"(expected {100 * gain:+.0f}%, about {duration_text(seconds)})"
+                )
+        return None
+
+    def lines(self, total_stages: int) -> list[str]:
+        """What fits and what is left out, for the user before the first probe."""
+        if self.limit_s is None:
+            return [
+                f"ladder: {len(self.stages)} stage(s), estimated {duration_text(self.estimate_s)}"
+            ]
+        said = (
+            f"time budget {duration_text(self.limit_s)}: {len(self.stages)} of "
+            f"{total_stages} stage(s) fit, estimated {duration_text(self.estimate_s)}"
+        )
+        if self.shortened:
+            said += f" with trials of {self.budget.trial_s:g} s"
+        lines = [said]
+        if self.left_out:
+            lines.append(
+                "left out: "
+                + ", ".join(
+                    f"{name} (expected {100 * gain:+.0f}%, about {duration_text(seconds)})"
+                    for name, gain, seconds in self.left_out
+                )
+            )
+        if not self.fits:
+            lines.append(
+                "even the baseline and the confirmation alone take longer: the session stops "
+                "at the budget with the best configuration confirmed by then"
+            )
+        return lines
+
+
+def plan_ladder(
+    stages: Sequence[StageShape],
+    budget: Budget,
+    costs: ProbeCosts,
+    limit_s: float | None,
+    *,
+    habits: Habits | None = None,
+    baseline_repeats: int = BASELINE_REPEATS,
+    confirm_pairs: int = CONFIRM_PAIRS,
+) -> LadderPlan:
+    """Fit the ladder to `limit_s` (the module docstring's rules); None keeps everything."""
+    habits = habits or Habits()
+
+    def cost(kept: Sequence[StageShape], b: Budget) -> float:
+        shape = ladder_shape(
+            kept, baseline_repeats=baseline_repeats, confirm_pairs=confirm_pairs, habits=habits
+        )
+        return shape.seconds(b, costs)
+
+    kept = [s for s in stages if s.candidates > 0]
+    if limit_s is None or cost(kept, budget) <= limit_s:
+        return LadderPlan(_names(stages, kept), (), budget, cost(kept, budget), limit_s)
+    shortened = budget
+    while cost(kept, shortened) > limit_s:
+        shorter = dataclasses.replace(shortened, trial_s=shortened.trial_s / 2)
+        if shorter.trial_s < budget.trial_s * SHORTEST_TRIAL_SHARE - 1e-12:
+            break
+        shortened = shorter
+    left: list[StageShape] = []
+    while kept and cost(kept, shortened) > limit_s:
+        worst = min(
+            reversed(kept),  # among equals, the later stage goes first
+            key=lambda s: max(s.expected_gain, 0.0) / _stage_seconds(s, shortened, costs, habits),
+        )
+        kept.remove(worst)
+        left.append(worst)
+    order = {s.name: i for i, s in enumerate(stages)}
+    left_out = tuple(
+        (s.name, s.expected_gain, _stage_seconds(s, shortened, costs, habits))
+        for s in sorted(left, key=lambda s: order[s.name])
+    )
+    return LadderPlan(
+        _names(stages, kept),
+        left_out,
+        shortened,
+        cost(kept, shortened),
+        limit_s,
+        shortened=shortened != budget,
+    )
+
+
+def _stage_seconds(stage: StageShape, budget: Budget, costs: ProbeCosts, habits: Habits) -> float:
+    return max(stage_shape(stage, habits).seconds(budget, costs), 1e-9)
+
+
+def _names(stages: Sequence[StageShape], kept: Sequence[StageShape]) -> tuple[str, ...]:
+    chosen = {s.name for s in kept}
+    return tuple(s.name for s in stages if s.name in chosen)
