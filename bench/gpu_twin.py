@@ -18,8 +18,10 @@ its first two probes, against what was left.
 --legacy prices the same ladder as the measurement before issue 24 did: every
 probe measured IO, SYNTHETIC and FULL, 5 trials of 20 steps each, a warm-up of
 up to 60 steps after 20 loss steps, every stage judged on FULL, each baseline
-probe and confirmation pair in a fresh process: what the real H200 run
-estimated at about 6 hours.
+probe and confirmation pair in a fresh process, two pairs at least for every
+decision (none known quiet, none decisive). The real H200 run's own estimate
+of that ladder was about 6 hours (132 probes, its old model); this replays
+it probe by probe.
 
 What the evidence does not hold is assumed (plugins/twin.py, ASSUMED), and the
 output lists the assumptions: these are predictions, not measurements.
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 import tempfile
@@ -44,8 +47,10 @@ from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import load_preset
 from tuneup.probe.estimate import duration_text, parse_duration
 from tuneup.probe.types import BASELINE_STAGE, CONFIRM_STAGE, Candidate, ProbeResult
+from tuneup.tuning import paired
 from tuneup.tuning.assembly import SessionRequest, assemble_new
 from tuneup.tuning.engine import Engine
+from tuneup.tuning.search_records import StagePlan
 from tuneup.tuning.session import OutOfTime, SessionInterrupted
 
 OVERHEAD_S = 0.2  # a probe's bookkeeping beyond its wall: journal, events, telemetry join
@@ -107,6 +112,20 @@ class TwinBackend:
         return start + first + warm + timed
 
 
+def _decide_as_before() -> None:
+    """The decision rules before issue 24: two pairs at least, never one (no phase is ever
+    known quiet, no pair decisive), and so two anchors around every stage's screens."""
+    paired.NoiseTracker.quiet = property(lambda _self: False)  # type: ignore[method-assign,assignment]
+    paired.DECISIVE = math.inf
+
+
+def _on_full(plan: StagePlan) -> StagePlan:
+    """A stage judged on FULL, as its re-proposals on later incumbents are."""
+    again = plan.refresh
+    refresh = None if again is None else (lambda values: _on_full(again(values)))
+    return replace(plan, judged="full", refresh=refresh)
+
+
 def h200_machine(evidence_gpu: str, cpus: int) -> MachineInfo:
     """The recorded node: one GPU, its CPUs, the compile toolchain, no DALI, no apex."""
     return MachineInfo(
@@ -128,6 +147,7 @@ def run_ladder(
     preset = load_preset(preset_name)
     if legacy:
         twin.budget = replace(twin.budget, max_trials=5, min_trials=5)
+        _decide_as_before()
     else:
         twin.budget = preset.budget
     backend = TwinBackend(twin, clock, legacy)
@@ -150,6 +170,11 @@ def run_ladder(
             monotonic=clock,
         )
         built.session.clock.simulated = False  # the twin's probes take the GPU's time
+        if not legacy:  # the trials the plan fitted to the time budget (maybe shortened)
+            twin.budget = built.session.preset.budget
+        if legacy:  # every stage judged on FULL, as before issue 24
+            built.session.plans = [_on_full(p) for p in built.session.plans]
+            built.session.clock.plans = built.session.plans
         stopped = ""
         try:
             built.session.start(resume=False)

@@ -329,10 +329,12 @@ class ProbeSession:
     _progress: SearchProgress = field(default_factory=SearchProgress)
 
     def __post_init__(self) -> None:
+        planned = self.ladder_plan
         self.clock = LadderClock(
             trainer=self.trainer,
             preset=self.preset,
-            plans=self.plans,
+            # the stages the time budget's plan keeps (those it left out are priced at nothing)
+            plans=[p for p in self.plans if planned is None or planned.reason(p.name) is None],
             search=self.search,
             baseline_repeats=self.baseline_repeats,
             confirm_pairs=self.confirm_pairs,
