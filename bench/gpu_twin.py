@@ -208,6 +208,7 @@ def run_ladder(
         "decisions": [f"{s.stage}: {s.reason}" for s in summary.stages],
         "headline": summary.recommendation.headline,
         "recommendation": dict(summary.recommendation.changes),
+        "left_out": [s.stage for s in summary.stages if "time budget" in s.reason],
         "estimate_after_2_probes_error": None if error is None else round(error, 3),
         "first_estimate_s": round(estimates[0][2], 1) if estimates else None,
         "estimates": [

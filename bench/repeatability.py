@@ -114,6 +114,7 @@ def one_scenario(name: str, runs: int) -> dict[str, Any]:
         "same_recommendation": count,
         "most_common": " + ".join(common) or "baseline",
         "recommendations": len(recommendations),
+        "answers": {" + ".join(path) or "baseline": n for path, n in recommendations.most_common()},
         "false_adoption_runs": false_runs,
         "found_10pct": found_10,
         "found_5pct": found_5,

@@ -251,10 +251,18 @@ def test_resume_reuses_the_journal_and_keeps_ranks_apart(ladder, tmp_path):
     asked: list[tuple[str, str, int | None]] = []
     sim = SimTrainer(seed=5, noise=0.01, cores=128, world_size=4)
 
-    def counting(stage: str, cand: Candidate, values: dict[str, Any]) -> ProbeResult:
-        asked.append((stage, cand.label, cand.ranks))
-        return sim.measure(stage, cand, values)
+    class Counting:
+        """The sim, counting what it is asked; it sees the replayed probes too, so its
+        noise draws stay in step with the first session's."""
 
+        def __call__(self, stage: str, cand: Candidate, values: dict[str, Any]) -> ProbeResult:
+            asked.append((stage, cand.label, cand.ranks))
+            return sim.measure(stage, cand, values)
+
+        def replayed(self, stage: str, cand: Candidate, values: dict[str, Any]) -> None:
+            sim.replayed(stage, cand, values)
+
+    counting = Counting()
     resumed = session(tmp_path, counting)
     resumed.start(resume=True)
     again = resumed.run()

@@ -110,13 +110,13 @@ def _screen(
 
 def by_promise(screens: list[Screen], sigma: float, needed: float) -> list[Screen]:
     """Candidates in the order to pursue them: best screen first, but screens within two
-    pairs' noise (or the smallest gain the session can establish, when larger) of the best
+    pairs' noise and the smallest gain the session can establish (10% at most) of the best
     count as a tie, won by the one the stage lists first: two equally good variants do not
     swap from run to run on a coin toss, and a difference too small to adopt is too small
     to prefer."""
     top = max(s.gain for s in screens)
-    # Two pairs' noise, at most 10% (an early estimate can be wild), or the resolvable gain.
-    band = max(min(2 * sigma, math.log1p(TIE_CAP)), math.log1p(needed))
+    # Two pairs' noise and the resolvable gain, at most 10% (an early estimate can be wild).
+    band = min(2 * sigma + math.log1p(needed), math.log1p(TIE_CAP))
     tied = [s for s in screens if s.gain >= top - band]
     rest = sorted((s for s in screens if s not in tied), key=lambda s: s.gain, reverse=True)
     return tied + rest
