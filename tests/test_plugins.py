@@ -450,7 +450,7 @@ def test_no_core_module_imports_a_plugin():
     assert offenders == []
 
 
-def test_a_trainer_that_declares_no_phases_has_every_stage_judged_on_full():
+def test_the_phase_a_stage_is_judged_on_follows_the_trainer_and_the_device():
     from tuneup.hardware.types import MachineInfo
     from tuneup.tuning.session import stage_plans
 
@@ -464,3 +464,7 @@ def test_a_trainer_that_declares_no_phases_has_every_stage_judged_on_full():
     unet = stage_plans(names, gpu, {}, phases=load_trainer("unet").phases)
     assert [p.judged for p in mine] == ["full", "full", "full"]
     assert [p.judged for p in unet] == ["io", "synthetic", "full"]
+    # on the CPU the loader's workers and the model share the cores: the loader on FULL
+    cpu = MachineInfo(cpus_usable=2)
+    on_cpu = stage_plans(("workers", "amp"), cpu, {}, phases=load_trainer("unet").phases)
+    assert [p.judged for p in on_cpu] == ["full", "synthetic"]

@@ -2,7 +2,9 @@
 
 A SYNTHETIC-style timed loop (one device batch, the trainer's own step from
 `build_training`, no loader) for the fp32 baseline and each knob on its
-own, each in a fresh process (TF32-off must be set before CUDA starts,
+own (and cuDNN's benchmark mode off, to tell its autotuning apart in the first
+step; the first step is timed twice: in the fresh process, and for the same
+configuration built again in it, as a warm worker's next probe pays it), each in a fresh process (TF32-off must be set before CUDA starts,
 torch.compile and CUDA graphs leave state behind). Reports ms/step,
 samples/s, TFLOP/s (the analytic FLOPs of tuneup.trainer.flops), MFU (when
 tuneup knows the GPU's peak) and the ratio of samples/s to the baseline. A
@@ -37,6 +39,9 @@ KNOBS: list[tuple[str, dict[str, Any], bool]] = [
     ("amp bf16", {"amp_mode": "bf16"}, False),
     ("amp fp16", {"amp_mode": "fp16"}, False),
     ("channels_last", {"channels_last": True}, False),
+    # Where the first step goes: cuDNN's autotuning of the 3D convolutions' algorithms
+    # (benchmark mode tries each per shape) against its heuristics alone.
+    ("cudnn benchmark off", {"cudnn_benchmark": False}, True),
     ("fused Adam", {"optimizer_impl": "fused"}, False),
     ("jit script", {"jit": "script"}, False),
     ("cuda_graphs", {"cuda_graphs": True}, True),
@@ -98,6 +103,16 @@ def measure_one(values: dict[str, Any], warm: int, trials: int, steps: int) -> d
     setup.step(inp, tar)
     sync()
     first_s = time.perf_counter() - t0
+    # The same configuration built again in this process (as a warm worker's next probe
+    # is): what of the first step is the process's (kept: CUDA's context and modules,
+    # cuDNN's plans) and what each build pays again.
+    again = build_training(cfg, DistEnv(), with_loaders=False)
+    again.ensure_graph(inp, tar)
+    t1 = time.perf_counter()
+    again.step(inp, tar)
+    sync()
+    rebuilt_first_s = time.perf_counter() - t1
+    del again
     for _ in range(warm):
         setup.step(inp, tar)
     sync()
@@ -126,6 +141,7 @@ def measure_one(values: dict[str, Any], warm: int, trials: int, steps: int) -> d
         "peak_source": peak_source,
         "mfu": tflops / peak if peak else None,
         "first_step_s": first_s,
+        "rebuilt_first_step_s": rebuilt_first_s,
         "capture_s": capture_s,
         "setup_s": t0 - began,
         "loss": float(loss.float().item()),
