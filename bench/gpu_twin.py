@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
 import sys
 import tempfile
@@ -159,6 +160,9 @@ def run_ladder(
         return Engine(backend)
 
     with tempfile.TemporaryDirectory() as folder:
+        # A cache of its own: no earlier ladder's record prices this one, and the
+        # twin's simulated ladder leaves none in the user's cache.
+        os.environ["TUNEUP_CACHE_DIR"] = str(Path(folder) / "cache")
         request = SessionRequest(preset=preset_name, trainer="sim", time_budget_s=budget_s)
         built = assemble_new(
             request,

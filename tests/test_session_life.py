@@ -451,3 +451,21 @@ def test_the_progress_counter_never_runs_past_its_total(tmp_path: Path) -> None:
     # The total follows what the ladder's decisions take (it may shrink once stages decide
     # quickly); the last line's is the exact count.
     assert int(counters[-1][0]) == int(counters[-1][1])
+
+
+@pytest.mark.slow
+def test_a_time_budget_is_kept_on_the_real_cpu_smoke_ladder(tmp_path: Path) -> None:
+    # the whole cpu-smoke ladder takes over a minute on 2 cores: 45 s cannot hold it
+    out, budget = tmp_path / "budgeted", 45.0
+    began = time.monotonic()
+    done = tuneup_run("probe", "--preset", "cpu-smoke", "--budget", "45s", "--out", str(out))
+    wall = time.monotonic() - began
+    assert done.returncode == 0, done.stderr
+    assert "time budget 45 s:" in done.stderr  # the plan, said before the first probe
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["time_budget"]["limit_s"] == budget and summary["partial"] is None
+    probes = [json.loads(line) for line in (out / "journal.jsonl").read_text().splitlines()]
+    assert sum(p["wall_s"] for p in probes) <= budget  # no probe started past the budget
+    # start-up, the synthetic box and the summary come on top of the probes
+    assert wall <= budget + 30, wall
+    assert summary["time_budget"]["left_out"] or summary["time_budget"]["planned_out"]

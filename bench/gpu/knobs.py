@@ -2,10 +2,11 @@
 
 A SYNTHETIC-style timed loop (one device batch, the trainer's own step from
 `build_training`, no loader) for the fp32 baseline and each knob on its
-own (and cuDNN's benchmark mode off, to tell its autotuning apart in the first
-step; the first step is timed twice: in the fresh process, and for the same
-configuration built again in it, as a warm worker's next probe pays it), each in a fresh process (TF32-off must be set before CUDA starts,
-torch.compile and CUDA graphs leave state behind). Reports ms/step,
+own, each in a fresh process (TF32-off must be set before CUDA starts,
+torch.compile and CUDA graphs leave state behind), and cuDNN's benchmark mode
+off, to tell its autotuning apart in the first step. The first step is timed
+twice: in the fresh process, and for the same configuration built again in it,
+as a warm worker's next probe pays it. Reports ms/step,
 samples/s, TFLOP/s (the analytic FLOPs of tuneup.trainer.flops), MFU (when
 tuneup knows the GPU's peak) and the ratio of samples/s to the baseline. A
 knob that fails is recorded with its one-line reason and the rest go on.
