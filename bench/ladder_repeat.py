@@ -38,6 +38,7 @@ def one_run(version: str, code: Path | None, folder: Path) -> dict[str, Any]:
         if not shim.exists():
             shim.mkdir(parents=True)
             (shim / "tuneup_plugins").symlink_to(code / "plugins")
+            (shim / "tuneup_presets").symlink_to(code / "presets")  # its own presets
         env["PYTHONPATH"] = os.pathsep.join([str(code), str(shim)])
     command = [sys.executable, "-m", "tuneup", "probe", "--out", str(folder), "--json"]
     start = time.perf_counter()
