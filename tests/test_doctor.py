@@ -308,3 +308,23 @@ def test_an_unknown_option_is_one_line_and_exit_two(capsys) -> None:
     assert main(["doctor", "--bogus"]) == 2
     err = capsys.readouterr().err.strip()
     assert "unrecognized arguments: --bogus" in err and "\n" not in err
+
+
+def test_torch_is_read_in_a_child_and_a_failing_child_is_a_fact() -> None:
+    import subprocess
+
+    import torch
+
+    from tuneup.doctor.facts import read_torch
+
+    facts = read_torch()
+    assert facts.version == torch.__version__ and facts.error is None
+
+    def broken(*args, **kwargs):
+        return subprocess.CompletedProcess(args, 1, "", "ImportError: libcudnn.so.9: not found\n")
+
+    def slow(*args, **kwargs):
+        raise subprocess.TimeoutExpired(args, 120)
+
+    assert read_torch(broken).error == "reading torch failed: ImportError: libcudnn.so.9: not found"
+    assert "took over 120 s" in (read_torch(slow).error or "")

@@ -7,7 +7,10 @@ pure (checks.py), so each check's OK, WARN and FAIL is tested with fakes.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import subprocess
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -104,8 +107,45 @@ def _gpu_fact(gpu: DriverGpu) -> GpuFact:
     )
 
 
-def read_torch() -> TorchFacts:
-    """torch's versions and switches; CUDA is asked how many devices, no context is made."""
+TORCH_READ_TIMEOUT_S = 120.0  # a torch import on a slow shared file system takes tens of s
+
+_READ_IN_CHILD = (
+    "import dataclasses, json; from tuneup.doctor.facts import read_torch_here; "
+    "print(json.dumps(dataclasses.asdict(read_torch_here())))"
+)
+
+
+def read_torch(run: Callable[..., Any] = subprocess.run) -> TorchFacts:
+    """torch's versions and switches, read in a child process.
+
+    On the H200 reading them here left CUDA initialised in the doctor's process, so
+    NVIDIA_TF32_OVERRIDE and the like no longer held for what it ran next; a child
+    keeps this process free of whatever torch touches to answer.
+    """
+    try:
+        done = run(
+            [sys.executable, "-c", _READ_IN_CHILD],
+            capture_output=True,
+            text=True,
+            timeout=TORCH_READ_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired:
+        return TorchFacts(error=f"reading torch took over {TORCH_READ_TIMEOUT_S:.0f} s")
+    except OSError as exc:
+        return TorchFacts(error=f"could not start {sys.executable} to read torch: {exc}")
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        said = [line for line in done.stderr.strip().splitlines() if line.strip()]
+        why = said[-1] if said else f"exit status {done.returncode}"
+        return TorchFacts(error=f"reading torch failed: {why}")
+    try:
+        return TorchFacts(**json.loads(lines[-1]))
+    except (TypeError, ValueError) as exc:
+        return TorchFacts(error=f"reading torch gave no facts: {exc}")
+
+
+def read_torch_here() -> TorchFacts:
+    """torch's versions and switches in this process (read_torch runs it in a child)."""
     try:
         import torch  # torch: only when the doctor reads it
     except Exception as exc:
