@@ -35,10 +35,14 @@ class EagerStep:
         self.precision = precision
         self.lambda_rho = lambda_rho
         self._overflows: Tensor | None = None  # on the device: counted without a sync
-        # The last step's loss, graph and all, lives until the next step has computed its
-        # own, as in the tutorial's loop (`loss = ...` rebinds it a step later). Dropping it
-        # at return instead let glibc trim the heap every step and page it back in the next
-        # one: 10% slower on the CPU bench (bench/worker_vs_bare.py, results in bench/results).
+        # On the CPU the last step's loss, graph and all, lives until the next step has
+        # computed its own, as in the tutorial's loop (`loss = ...` rebinds it a step later).
+        # Dropping it at return instead let glibc trim the heap every step and page it back
+        # in the next one: 10% slower on the CPU bench (bench/worker_vs_bare.py). On a GPU
+        # the caching allocator keeps its blocks either way, and a graph kept alive holds the
+        # parameters' AccumulateGrad nodes: a backward on another stream (CUDA graphs' warm-up
+        # and capture) then warns that their streams do not match, which PyTorch says may
+        # cost synchronisation or break the capture. So it is kept on the CPU only.
         self._previous_loss: Tensor | None = None
 
     @property
@@ -67,7 +71,7 @@ class EagerStep:
                 # device: get_scale() would make the CPU wait for the GPU twice a step.
                 dropped = (after < before).to(torch.int64)
                 self._overflows = dropped if self._overflows is None else self._overflows + dropped
-        self._previous_loss = loss
+        self._previous_loss = loss if loss.device.type == "cpu" else None
         return loss.detach()
 
 
