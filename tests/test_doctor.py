@@ -168,6 +168,7 @@ def measured(**changes) -> Honesty:
     values = dict(
         device=H100,
         config={},
+        case="preset jean-zay-h100's baseline: batch 64, 64^3 crops, tf32",
         trainer_sps=99.0,
         bare_sps=100.0,
         ratio=0.99,
@@ -190,6 +191,7 @@ def test_the_timed_rows_when_the_trainer_tells_the_truth() -> None:
     checks = rows(measured())
     assert {level for level, _, _ in checks.values()} == {OK}
     assert "ratio 0.990 (pairs 0.980-1.000)" in checks["honesty"][1]
+    assert "jean-zay-h100's baseline: batch 64" in checks["honesty"][1]  # what was timed
     assert (
         checks["compute"][1]
         == "150 TFLOP/s, MFU 30.3% of the tf32 dense peak (494.5 TFLOP/s, datasheet)"
@@ -328,3 +330,36 @@ def test_torch_is_read_in_a_child_and_a_failing_child_is_a_fact() -> None:
 
     assert read_torch(broken).error == "reading torch failed: ImportError: libcudnn.so.9: not found"
     assert "took over 120 s" in (read_torch(slow).error or "")
+
+
+def test_the_honesty_check_times_what_the_presets_ladder_will_run() -> None:
+    from tuneup.doctor.honesty import preset_case
+    from tuneup.preset.load import load_preset
+
+    values, words = preset_case(load_preset("h200"))
+    assert values["global_batch_size"] == 64 and values["device"] == "cuda"
+    assert values["data_loader_config"] == "synthetic"  # one cached batch, no loader
+    assert words == "preset h200's baseline: batch 64, 64^3 crops, tf32"
+
+
+def test_doctor_with_a_preset_that_does_not_load_is_a_one_line_error() -> None:
+    from tuneup.commands.doctor import run_doctor_command
+    from tuneup.errors import UsageError
+
+    with pytest.raises(UsageError, match="no preset named 'nosuch'"):
+        run_doctor_command(quick=True, as_json=False, cpu=False, preset="nosuch")
+
+
+@pytest.mark.gpu
+def test_the_doctor_times_the_picked_presets_baseline_on_the_gpu() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "tuneup", "doctor", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    report = json.loads(done.stdout)
+    assert report["honesty"]["case"].startswith("preset ") and "batch" in report["honesty"]["case"]

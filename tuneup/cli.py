@@ -90,6 +90,12 @@ def _add_doctor(commands: argparse._SubParsersAction) -> None:
     doctor.add_argument(
         "--cpu", action="store_true", help="run the honesty check on the CPU (a tiny model)"
     )
+    doctor.add_argument(
+        "--preset",
+        metavar="P",
+        help="time this preset's baseline on the GPU (default: the one `tuneup probe` picks "
+        "here, so the figures describe what the ladder will run)",
+    )
     doctor.set_defaults(handler=_run_doctor)
 
 
@@ -97,7 +103,7 @@ def _run_doctor(args: argparse.Namespace) -> int:
     # loaded when the subcommand runs, so that --help stays instant
     from tuneup.commands.doctor import run_doctor_command
 
-    return run_doctor_command(quick=args.quick, as_json=args.json, cpu=args.cpu)
+    return run_doctor_command(quick=args.quick, as_json=args.json, cpu=args.cpu, preset=args.preset)
 
 
 def _add_presets(commands: argparse._SubParsersAction) -> None:

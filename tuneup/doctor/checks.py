@@ -298,7 +298,7 @@ def _honesty(h: Honesty) -> Check:
     spread = f"pairs {min(h.ratios):.3f}-{max(h.ratios):.3f}"
     detail = (
         f"trainer SYNTHETIC {h.trainer_sps:.1f} vs bare loop {h.bare_sps:.1f} samples/s "
-        f"on {h.device}: ratio {h.ratio:.3f} ({spread})"
+        f"on {h.device}, {h.case}: ratio {h.ratio:.3f} ({spread})"
     )
     if h.honest:
         return Check("honesty", OK, detail)

@@ -18,13 +18,17 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from tuneup.config import build_config
+from tuneup.preset.types import ProbePreset
 from tuneup.trainer.distributed import DistEnv
 from tuneup.trainer.flops import flops_per_sample, math_mode, peak_tflops
 
 HONEST = (0.97, 1.03)  # the trainer within 3% of the bare loop
-# Interleaved pairs x steps per timing: ~0.2 s per timing on an H100 (16 crops of 64^3)
-# and on a laptop core (the tiny model), so the whole check takes seconds.
+# Interleaved pairs x steps per timing: at most STEPS, fewer where a step is long, so a
+# timing takes about TIMING_S and the whole check seconds once the first step is done.
 REPEATS, STEPS = 7, 20
+TIMING_S = 0.2
+# The data the honesty check times on: one cached synthetic batch, no loader.
+CACHED_BATCH = {"data_loader_config": "synthetic", "num_data_workers": 0, "Nsamples_val": 0}
 GPU_CONFIG = {  # the tutorial's model at 16 crops per GPU (its batch 64 over 4 GPUs)
     "device": "cuda",
     "data_size": 64,
@@ -51,10 +55,24 @@ CPU_CONFIG = {  # tiny: seconds on a laptop
 }
 
 
+def preset_case(preset: ProbePreset) -> tuple[dict[str, Any], str]:
+    """What the preset's ladder will run, as the honesty check times it on the GPU: its model,
+    batch and precision (its train section) on one cached synthetic batch; and in words."""
+    values = {**preset.train, "device": "cuda", **CACHED_BATCH}
+    cfg = build_config(values, source=f"preset {preset.name}")
+    values["Nsamples"] = max(int(cfg.Nsamples), 4 * cfg.global_batch_size)
+    precision = math_mode(cfg.amp_mode, cfg.tf32)
+    return values, (
+        f"preset {preset.name}'s baseline: batch {cfg.global_batch_size}, "
+        f"{cfg.data_size}^3 crops, {precision}"
+    )
+
+
 @dataclass(frozen=True)
 class Honesty:
     device: str
     config: dict[str, Any]
+    case: str  # what was timed, in words (a preset's baseline, or tuneup's own small case)
     trainer_sps: float
     bare_sps: float
     ratio: float
@@ -74,8 +92,19 @@ class Honesty:
         return {**asdict(self), "honest": self.honest}
 
 
-def run_honesty(*, cpu: bool, repeats: int = REPEATS, steps: int = STEPS) -> Honesty:
-    """Build the config, warm up, then `repeats` interleaved pairs of `steps` steps each."""
+def run_honesty(
+    *,
+    cpu: bool,
+    repeats: int = REPEATS,
+    steps: int = STEPS,
+    case: tuple[dict[str, Any], str] | None = None,
+) -> Honesty:
+    """Build the config, warm up, then `repeats` interleaved pairs of up to `steps` steps each.
+
+    Args:
+        case: the GPU configuration and its words (preset_case: what the user's ladder
+            runs); None: tuneup's own small case. The CPU always runs the tiny model.
+    """
     import torch  # torch: only the timed honesty check runs it
 
     from tuneup.trainer.build import build_training  # torch: only the timed honesty check runs it
@@ -84,7 +113,12 @@ def run_honesty(*, cpu: bool, repeats: int = REPEATS, steps: int = STEPS) -> Hon
     from tuneup.worker.workload import DeviceTimer, SetupWorkload
 
     on_gpu = not cpu and torch.cuda.is_available()
-    values = dict(GPU_CONFIG if on_gpu else CPU_CONFIG)
+    if on_gpu and case is not None:
+        values, words = dict(case[0]), case[1]
+    elif on_gpu:
+        values, words = dict(GPU_CONFIG), "tuneup's own case: batch 16, 64^3 crops"
+    else:
+        values, words = dict(CPU_CONFIG), "a tiny model on the CPU"
     cfg = build_config(values, source="the doctor's honesty check")
     setup = build_training(cfg, DistEnv())
     workload = SetupWorkload(setup, DeviceTimer(setup.device))
@@ -99,8 +133,10 @@ def run_honesty(*, cpu: bool, repeats: int = REPEATS, steps: int = STEPS) -> Hon
             optimizer.step()
 
     clock = _event_clock(setup.device) if on_gpu else _wall_clock
-    workload.synthetic(steps)  # warm-up of both paths: cuDNN autotuning, allocator
-    bare(steps)
+    workload.synthetic(2)  # warm-up of both paths: the first step, cuDNN autotuning, allocator
+    bare(2)
+    step_s = clock(functools.partial(workload.synthetic, 2)) / 2
+    steps = max(2, min(steps, round(TIMING_S / max(step_s, 1e-9))))
     trainer_rates: list[float] = []
     bare_rates: list[float] = []
     order: list[tuple[Callable[[int], Any], list[float]]] = [
@@ -121,6 +157,7 @@ def run_honesty(*, cpu: bool, repeats: int = REPEATS, steps: int = STEPS) -> Hon
     return Honesty(
         device=name,
         config=values,
+        case=words,
         trainer_sps=trainer_sps,
         bare_sps=statistics.median(bare_rates),
         ratio=statistics.median(ratios),
