@@ -210,3 +210,42 @@ def test_speed_times_a_whole_ladder_and_says_where_its_time_went(dry_run) -> Non
     assert speed["wall_s"] > 0 and speed["probes"] >= 2
     assert 0 < speed["trial_share"] < 1
     assert speed["fresh_probes"] >= 1 and speed["headline"]
+
+
+@pytest.mark.slow
+def test_the_dry_run_prints_the_gpu_plan_and_it_fits_the_budget(dry_run) -> None:
+    done, out = dry_run
+    plan = json.loads((out / "results.json").read_text())["runs"][-1]["plan"]
+    fits = [p for p in plan if p["fits"]]
+    # one device window: the first four truths in rank order, each priced from the H200 run
+    assert [p["step"] for p in fits] == ["doctor", "honesty", "gpu-tests", "knobs"]
+    assert sum(p["gpu_s"] for p in fits) <= 9 * 60
+    assert all(
+        p["gpu_s"] > 0 and p["from"] != "no estimate" for p in plan if p["step"] != "orphans"
+    )
+    assert "plan for 9 min on the GPU" in done.stderr
+    assert "a later run: bash bench/gpu/run.sh --steps ladder" in done.stderr
+
+
+def test_the_plan_comes_from_the_recorded_gpu_run() -> None:
+    sys.path.insert(0, str(ROOT / "bench" / "gpu"))
+    try:
+        import suite_plan
+    finally:
+        sys.path.pop(0)
+    figures = suite_plan.read_figures()
+    assert figures["doctor_s"] == 36.0 and figures["gpu_tests_s"] == pytest.approx(65.2)
+    estimates = suite_plan.gpu_estimates(figures)
+    # the knobs in one warm process cost less than the 5 rows the H200 ran fresh (233 s)
+    # plus the 6 it never reached
+    assert estimates["knobs"][0] < 400
+    names = ["doctor", "honesty", "gpu-tests", "knobs", "ladder", "speed"]
+    wide = suite_plan.plan(names, 25 * 60, estimates, 8)
+    assert all(p.fits for p in wide)
+    narrow = suite_plan.plan(names, 120, estimates, 8)
+    assert [p.name for p in narrow if p.fits] == ["doctor"]
+
+
+def test_a_budget_that_is_not_a_duration_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    done = run_suite("--cpu", "--budget", "soon", "--out", str(tmp_path / "x"), timeout=60)
+    assert done.returncode == 2 and "--budget" in done.stderr and "'soon'" in done.stderr

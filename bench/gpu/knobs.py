@@ -2,11 +2,16 @@
 
 A SYNTHETIC-style timed loop (one device batch, the trainer's own step from
 `build_training`, no loader) for the fp32 baseline and each knob on its
-own, each in a fresh process (TF32-off must be set before CUDA starts,
-torch.compile and CUDA graphs leave state behind), and cuDNN's benchmark mode
-off, to tell its autotuning apart in the first step. The first step is timed
-twice: in the fresh process, and for the same configuration built again in it,
-as a warm worker's next probe pays it. Reports ms/step,
+own, and cuDNN's benchmark mode off, to tell its autotuning apart in the first
+step. The knobs share one warm process, as a ladder's probes do (so the 13-56 s
+first step of a fresh process is paid once, and a knob's first step there is
+what a warm probe pays), in an order that leaves the knobs that leave state
+behind last (CUDA graphs, then torch.compile); TF32 off (set before CUDA
+starts) and cuDNN's benchmark off (its algorithm cache is read either way) get
+processes of their own. Each row says which (`process`: fresh or shared). The
+first step is timed twice: as the knob met it, and for the same configuration
+built again in its process. `--fresh` runs every knob in a fresh process.
+Reports ms/step,
 samples/s, TFLOP/s (the analytic FLOPs of tuneup.trainer.flops), MFU (when
 tuneup knows the GPU's peak) and the ratio of samples/s to the baseline. A
 knob that fails is recorded with its one-line reason and the rest go on.
@@ -19,6 +24,7 @@ Writes --out after every knob.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -29,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from suite_common import last_json_line, model_values, peak_tflops, write_json
+from suite_common import model_values, peak_tflops, write_json
 
 HERE = Path(__file__).resolve().parent
 
@@ -151,38 +157,66 @@ def measure_one(values: dict[str, Any], warm: int, trials: int, steps: int) -> d
     }
 
 
-def run_child(name: str, values: dict[str, Any], args: argparse.Namespace, timeout: float) -> dict:
-    """One knob in a fresh process; its row, or why it has none."""
+def own_process(values: dict[str, Any]) -> bool:
+    """Whether a knob needs a process of its own: TF32 off is read when CUDA starts, and
+    cuDNN's benchmarked algorithms are read whether benchmark mode is on or off."""
+    return values.get("tf32") is False or values.get("cudnn_benchmark") is False
+
+
+def measure_many(todo: list[tuple[str, dict[str, Any]]], args: argparse.Namespace) -> None:
+    """The child of a shared process: each knob in turn, one JSON line as each finishes."""
+    import gc
+
+    import torch
+
+    for name, values in todo:
+        began = time.monotonic()
+        try:
+            row = {"status": "pass", **measure_one(values, args.warm, args.trials, args.steps)}
+        except Exception as exc:  # the next knob still runs; its row says what happened here
+            row = {"status": "fail", "why": f"{type(exc).__name__}: {exc}"[:300]}
+        row.update(knob=name, seconds=time.monotonic() - began)
+        print(json.dumps(row), flush=True)
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+
+def run_children(
+    todo: list[tuple[str, dict[str, Any]]], args: argparse.Namespace, timeout: float
+) -> dict[str, dict[str, Any]]:
+    """Knobs in one process, in order; each one's row, or why it has none."""
     env = dict(os.environ)
-    if values.get("tf32") is False:
+    if any(values.get("tf32") is False for _, values in todo):
         env["NVIDIA_TF32_OVERRIDE"] = "0"  # must precede CUDA's start: tuneup's own rule
     else:
         env.pop("NVIDIA_TF32_OVERRIDE", None)
-    command = [
-        sys.executable,
-        str(Path(__file__).resolve()),
-        "--one",
-        json.dumps(values),
-        "--warm",
-        str(args.warm),
-        "--trials",
-        str(args.trials),
-        "--steps",
-        str(args.steps),
-    ]
-    began = time.monotonic()
+    command = [sys.executable, str(Path(__file__).resolve()), "--many", json.dumps(todo)]
+    command += ["--warm", str(args.warm), "--trials", str(args.trials), "--steps", str(args.steps)]
+    stderr, ended = "", ""
     try:
         done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"status": "fail", "why": f"timeout after {timeout:.0f}s"}
-    seconds = time.monotonic() - began
-    out = last_json_line(done.stdout)
-    if done.returncode != 0 or out is None:
-        lines = [ln for ln in done.stderr.strip().splitlines() if ln.strip()]
-        why = next((ln for ln in reversed(lines) if "Error" in ln or "error" in ln), None)
-        why = why or (lines[-1] if lines else f"exit {done.returncode}, no output")
-        return {"status": "fail", "why": why.strip()[:300], "seconds": seconds}
-    return {"status": "pass", "seconds": seconds, **out}
+        stdout, stderr = done.stdout, done.stderr
+        if done.returncode != 0:
+            ended = f"exit {done.returncode}"
+    except subprocess.TimeoutExpired as exc:
+        stdout = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        ended = f"timeout after {timeout:.0f}s"
+    rows: dict[str, dict[str, Any]] = {}
+    for line in stdout.splitlines():
+        with contextlib.suppress(ValueError):
+            row = json.loads(line)
+            if isinstance(row, dict) and "knob" in row:
+                rows[row.pop("knob")] = row
+    lines = [ln for ln in stderr.strip().splitlines() if ln.strip()]
+    why = next((ln for ln in reversed(lines) if "Error" in ln or "error" in ln), None)
+    why = (why or (lines[-1] if lines else ended or "no output")).strip()[:300]
+    for position, (name, _) in enumerate(todo):
+        if name in rows:
+            rows[name]["process"] = "fresh" if position == 0 else "shared"
+        else:
+            rows[name] = {"status": "fail", "why": f"{ended}: {why}" if ended else why}
+    return rows
 
 
 def main() -> None:
@@ -194,7 +228,11 @@ def main() -> None:
     parser.add_argument("--warm", type=int, default=None)
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--steps", type=int, default=None, help="steps per trial")
+    parser.add_argument(
+        "--fresh", action="store_true", help="every knob in a fresh process (slower on a GPU)"
+    )
     parser.add_argument("--one", help=argparse.SUPPRESS)
+    parser.add_argument("--many", help=argparse.SUPPRESS)
     args = parser.parse_args()
     # Stopped by the suite (SIGTERM): unwind, so the probe runner's and subprocess.run's
     # clean-up ends the children, which sit in sessions of their own.
@@ -203,6 +241,9 @@ def main() -> None:
     args.steps = args.steps or (5 if args.cpu else 10)
     if args.one:
         print(json.dumps(measure_one(json.loads(args.one), args.warm, args.trials, args.steps)))
+        return
+    if args.many:
+        measure_many([(name, values) for name, values in json.loads(args.many)], args)
         return
     if args.out is None:
         parser.error("--out is required")
@@ -224,10 +265,9 @@ def main() -> None:
         "done": False,
     }
     rows: list[dict[str, Any]] = document["rows"]
-    baseline_sps = None
+    runnable: list[tuple[str, dict[str, Any], float]] = []
     for name, knobs, needs_cuda in KNOBS:
-        row: dict[str, Any] = {"knob": name, "values": knobs}
-        left = None if args.deadline_s is None else args.deadline_s - (time.monotonic() - began)
+        row: dict[str, Any] = {"knob": name, "values": knobs, "status": "pending"}
         timeout = (
             COMPILE_TIMEOUT_S if "jit" in knobs and knobs["jit"] == "compile" else TIMEOUT_S
         )[mode]
@@ -237,19 +277,34 @@ def main() -> None:
             row.update(status="skipped", why="needs CUDA")
         elif mode == "cpu" and name in CPU_SKIP and name not in chosen:
             row.update(status="skipped", why=CPU_SKIP[name])
-        elif left is not None and left < min(timeout, 20.0):
-            row.update(status="skipped", why=f"deadline ({left:.0f}s left)")
         else:
-            if left is not None:
-                timeout = min(timeout, left)
-            print(f"knobs: {name} ...", file=sys.stderr, flush=True)
-            row.update(run_child(name, {**base, **knobs}, args, timeout))
-        if row["status"] == "pass":
-            if name == "baseline":
-                baseline_sps = row["samples_per_s"]
-            row["ratio_to_baseline"] = row["samples_per_s"] / baseline_sps if baseline_sps else None
+            runnable.append((name, {**base, **knobs}, timeout))
         rows.append(row)
+    alone = [[k] for k in runnable if args.fresh or own_process(k[1])]
+    shared = [k for k in runnable if not (args.fresh or own_process(k[1]))]
+    for group in ([shared] if shared else []) + alone:
+        left = None if args.deadline_s is None else args.deadline_s - (time.monotonic() - began)
+        names = [name for name, _, _ in group]
+        if left is not None and left < 20.0:
+            found = {n: {"status": "skipped", "why": f"deadline ({left:.0f}s left)"} for n in names}
+        else:
+            timeout = sum(t for _, _, t in group)
+            timeout = timeout if left is None else min(timeout, left)
+            print(f"knobs: {', '.join(names)} ...", file=sys.stderr, flush=True)
+            found = run_children([(n, v) for n, v, _ in group], args, timeout)
+            if len(group) == 1 and found[names[0]].get("status") == "pass":
+                found[names[0]]["process"] = "fresh"
+        for row in rows:
+            if row["knob"] in found:
+                row.update(found[row["knob"]])
         write_json(args.out, document)
+    baseline_sps = next(
+        (r["samples_per_s"] for r in rows if r["knob"] == "baseline" and r["status"] == "pass"),
+        None,
+    )
+    for row in rows:
+        if row["status"] == "pass":
+            row["ratio_to_baseline"] = row["samples_per_s"] / baseline_sps if baseline_sps else None
     document["done"] = True
     write_json(args.out, document)
     for row in rows:

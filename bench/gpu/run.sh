@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # tuneup's GPU validation suite in one command (see bench/gpu/suite.py for the steps).
 #
-#   bash bench/gpu/run.sh                      # every step, within 25 minutes
+#   bash bench/gpu/run.sh                      # 9 minutes: the steps that fit, in rank order
 #   bash bench/gpu/run.sh --cpu --out /tmp/x   # the CPU dry run
-#   bash bench/gpu/run.sh --steps knobs,ladder --deadline-s 570
+#   bash bench/gpu/run.sh --steps ladder,speed --budget 9m   # a later window: the rest
 #
 # Works without network: uses $VENV (default .venv) where tuneup imports there, else
 # makes it with install-offline.sh, which shows it the packages of $PYTHON (torch, h5py,

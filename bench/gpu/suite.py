@@ -1,28 +1,34 @@
 """tuneup's GPU validation suite: the most important truths first, in one command.
 
 Steps, in rank order (each in its own process, with a time limit carved
-from what is left of --deadline-s; a step that cannot finish in time is
+from what is left of --budget; a step that cannot finish in time is
 skipped and says so):
 
-  1. doctor     tuneup doctor --json
+  1. doctor     tuneup doctor --json (it times the picked preset's baseline)
   2. honesty    the probe worker's FULL samples/s against an independent bare loop
   3. gpu-tests  pytest -m gpu
-  4. knobs      each knob's effect on step time and MFU at batch 64
-  5. ladder     a short real `tuneup probe` ladder, GPU telemetry joined
+  4. knobs      each knob's effect on step time and MFU at batch 64, one warm process
+  5. ladder     the default `tuneup probe` ladder under --budget (what is left),
+                GPU telemetry joined
   6. speed      the default single-GPU ladder, whole (the preset tuneup picks):
                 wall time, probes, where the time went (bench/ladder_speed.py);
                 the issue's target is under 10 minutes
   7. orphans    no worker or DataLoader child the suite started is left running
                 (always runs last: it is the suite's own clean-up)
 
+Before the first step it prints the plan: each step's GPU time as a recorded
+run says (suite_plan.py: the first H200 run's), which fit the budget in rank
+order, and the command for a later run with the rest. The dry run prints the
+same plan, for the budget given.
+
 Each step's record is appended to journal.jsonl as it finishes, and
 results.json and summary.md are rewritten then too, so a killed run keeps
 what it measured. Running again into the same folder (the default folder is
 per GPU and date) updates the steps it runs and keeps the others, so the
-suite can be run in pieces:
+suite can be run in pieces, one short device window each:
 
-    bash bench/gpu/run.sh                                  # everything, 25 minutes at most
-    bash bench/gpu/run.sh --steps doctor,honesty,gpu-tests --deadline-s 570
+    bash bench/gpu/run.sh                                  # 9 minutes: what fits, in rank order
+    bash bench/gpu/run.sh --steps ladder,speed --budget 9m # a later window: the rest
     bash bench/gpu/run.sh --cpu --out /tmp/dry             # the CPU dry run (< 2 minutes)
 
 Exit status: 0 when no step of this run failed, 1 when one did, 2 for a bad
@@ -45,8 +51,11 @@ from pathlib import Path
 from typing import Any
 
 from suite_common import last_json_line, read_json, slug, write_json
+from suite_plan import EVIDENCE, gpu_estimates, plan, plan_lines, read_figures
 from suite_report import render
 from suite_steps import HERE, ROOT, STEP_NAMES, STEPS, Context, Finished, Outcome, Step
+
+from tuneup.probe.estimate import parse_duration
 
 MARKER = "TUNEUP_GPU_SUITE"  # set in every step's environment: how our orphans are found
 RESERVE_S = 8.0  # kept back for the orphans step and the final writes
@@ -167,6 +176,11 @@ class Suite:
         self.began = time.monotonic()
         self.run_id = uuid.uuid4().hex[:12]
         self.ctx = Context(mode=self.mode, out=out)
+        figures = read_figures(args.evidence)
+        self.gpu_estimates = gpu_estimates(figures)
+        ranked = [name for name in STEP_NAMES if name in args.steps]
+        self.plan = plan(ranked, args.deadline_s, self.gpu_estimates, RESERVE_S)
+        self.plan_lines = plan_lines(self.plan, args.deadline_s, str(args.evidence), RESERVE_S)
         previous = read_json(out / "results.json") or {}
         if previous.get("mode") not in (None, self.mode):
             previous = {}  # a GPU folder is not merged with a dry run's, nor the other way
@@ -179,6 +193,10 @@ class Suite:
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "deadline_s": args.deadline_s,
             "steps": args.steps,
+            "plan": [
+                {"step": p.name, "gpu_s": round(p.seconds), "fits": p.fits, "from": p.source}
+                for p in self.plan
+            ],
             "seconds": 0.0,
             "run_id": self.run_id,
         }
@@ -249,8 +267,25 @@ class Suite:
         tmp.write_text(text)
         os.replace(tmp, self.out / "summary.md")
 
+    def need(self, step: Step) -> float:
+        """What the step needs to start: on a GPU what the recorded run says it takes; the
+        dry run keeps its own figures."""
+        if self.mode == "gpu" and step.name in self.gpu_estimates:
+            return self.gpu_estimates[step.name][0]
+        return step.estimate_s[self.mode]
+
+    def kept_for_later(self, step: Step) -> float:
+        """What the steps after `step` that the plan fits need: a step whose limit is the
+        time left (the ladder's --budget) leaves them theirs."""
+        fits = {p.name for p in self.plan if p.fits}
+        after = STEPS[[s.name for s in STEPS].index(step.name) + 1 :]
+        chosen = [s for s in after if s.name in self.args.steps]
+        if self.mode == "gpu":
+            chosen = [s for s in chosen if s.name in fits]
+        return sum(self.need(s) for s in chosen)
+
     def run_step(self, step: Step) -> None:
-        need = step.estimate_s[self.mode]
+        need = self.need(step)
         left = self.left() - RESERVE_S
         self.ctx.limit_s = None
         argv = step.command(self.ctx)
@@ -258,7 +293,7 @@ class Suite:
             why = f"skipped: deadline (needs ~{need:.0f}s, {max(0.0, left):.0f}s left)"
             self.record(step.name, shown(argv), Outcome("skipped", why), rc=None, seconds=None)
             return
-        limit = min(step.max_s[self.mode], left)
+        limit = min(step.max_s[self.mode], max(need, left - self.kept_for_later(step)))
         self.ctx.limit_s = limit
         argv = step.command(self.ctx)
         command = shown(argv)
@@ -392,13 +427,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help=f"comma-separated, from: {', '.join(STEP_NAMES)} (default: all; orphans always runs)",
     )
     parser.add_argument(
-        "--deadline-s",
-        type=float,
-        default=25 * 60.0,
-        help="stop before this many seconds, skipping steps that cannot finish (default 1500)",
+        "--budget",
+        default="9m",
+        help="the run's time (9m, 540s, 1h): steps in rank order while they fit, the rest "
+        "named for a later run (default 9m: one device window)",
+    )
+    parser.add_argument("--deadline-s", type=float, help="the budget in seconds (overrides it)")
+    parser.add_argument(
+        "--evidence",
+        type=Path,
+        default=EVIDENCE,
+        help="the recorded GPU run the plan's estimates come from (default: the first H200's)",
     )
     parser.add_argument("--out", type=Path, help="results folder (default bench/results/gpu-...)")
     args = parser.parse_args(argv)
+    if args.deadline_s is None:
+        try:
+            args.deadline_s = parse_duration(args.budget)
+        except ValueError as exc:
+            parser.error(f"--budget: {exc}")
     chosen = [s.strip() for s in args.steps.split(",") if s.strip()]
     unknown = [s for s in chosen if s not in STEP_NAMES]
     if unknown:
@@ -431,6 +478,8 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     suite = Suite(args, env_info, out)
     print(f"suite: results in {out}", file=sys.stderr, flush=True)
+    for line in suite.plan_lines:
+        print(f"suite: {line}", file=sys.stderr, flush=True)
     stopped: Stopped | None = None
     try:
         for step in STEPS:
