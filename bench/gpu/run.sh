@@ -15,7 +15,10 @@ cd "$ROOT"
 VENV="${VENV:-.venv}"
 PYTHON="${PYTHON:-python3}"
 
-if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import tuneup" >/dev/null 2>&1; then
+# The app's GPU test needs textual and plotext: their wheels in ./wheels (brought with
+# `pip download textual plotext -d wheels` on a machine with network) are installed too.
+if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import tuneup" >/dev/null 2>&1 \
+    || { [ -d "$ROOT/wheels" ] && ! "$VENV/bin/python" -c "import textual, plotext" >/dev/null 2>&1; }; then
     VENV="$VENV" PYTHON="$PYTHON" bash "$ROOT/install-offline.sh"
 fi
 
