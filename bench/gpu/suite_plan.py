@@ -8,7 +8,8 @@ figure with where it came from:
 
 - doctor: its run in run.log, plus the first step of the preset's baseline it now
   times (knobs.json's baseline row);
-- gpu-tests: pytest's own time in pytest.out;
+- gpu-tests: pytest's own time in pytest.out, and the app's GPU test added since
+  (APP_TEST_S: a worker's start and a tiny model's one-stage ladder; not yet measured);
 - knobs: one warm process (a fresh start, the baseline's first step, each further
   precision or layout's first step less what every process pays, then the timed
   steps at each row's step time) and the two knobs that need a process of their own;
@@ -41,6 +42,7 @@ COMPILE_COLD_S = 60.0  # torch.compile's cold compile (gpu-ladder.md's time box)
 SCRIPT_S = 5.0  # TorchScript's scripting of the U-Net
 CAPTURE_S = 2.0  # a CUDA graph's capture
 KNOB_STEPS = 10 + 3 * 10  # knobs.py on a GPU: 10 warm-up steps, 3 trials of 10
+APP_TEST_S = 45.0
 HONESTY_PROCESSES = 4  # 2 repeats x (the worker, the bare loop)
 HONESTY_STEPS = 3 * 20
 
@@ -102,7 +104,8 @@ def gpu_estimates(figures: dict[str, Any]) -> dict[str, tuple[float, str]]:
         said = "run.log's doctor + its baseline's first step"
         out["doctor"] = (figures["doctor_s"] + base_first, said)
     if "gpu_tests_s" in figures:
-        out["gpu-tests"] = (figures["gpu_tests_s"] + 5.0, "pytest.out's time + its start")
+        said = "pytest.out's time + its start + the app's test"
+        out["gpu-tests"] = (figures["gpu_tests_s"] + 5.0 + APP_TEST_S, said)
     # One warm process: each knob's first step beyond the floor where its kernels are new.
     shared = [
         ("baseline", base_first),
