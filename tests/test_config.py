@@ -341,3 +341,10 @@ def test_train_help_lists_every_knob_with_its_default(cli_dir):
     assert "data_loader_config=lowmem [lowmem|inmem|synthetic|dali-lowmem|gpu]" in text
     assert "start_lr: 0.0002" in text and "warmup_steps: 128" in text
     assert "--set" in text
+
+
+def test_a_value_whose_first_use_costs_extra_says_so() -> None:
+    from tuneup.config import first_uses
+
+    assert first_uses({"jit": "compile"}) == {("jit", "compile"): 60.0}
+    assert first_uses({"jit": "none", "amp_mode": "bf16"}) == {}

@@ -415,7 +415,7 @@ def _bad_outs(tmp_path: Path) -> list[tuple[Path, str]]:
     try:
         Path("/sys/tuneup-write-test").mkdir()
     except OSError:
-        cases.append((Path("/sys/tuneup-results"), "choose a folder you can write to"))
+        cases.append((Path("/sys/tuneup-results"), "give --out a place you can write to"))
     return cases
 
 
@@ -455,17 +455,18 @@ def test_the_progress_counter_never_runs_past_its_total(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_a_time_budget_is_kept_on_the_real_cpu_smoke_ladder(tmp_path: Path) -> None:
-    # the whole cpu-smoke ladder takes over a minute on 2 cores: 45 s cannot hold it
-    out, budget = tmp_path / "budgeted", 45.0
+    # the whole cpu-smoke ladder takes about a minute on 2 cores: 30 s cannot hold it
+    out, budget = tmp_path / "budgeted", 30.0
     began = time.monotonic()
-    done = tuneup_run("probe", "--preset", "cpu-smoke", "--budget", "45s", "--out", str(out))
+    done = tuneup_run("probe", "--preset", "cpu-smoke", "--budget", "30s", "--out", str(out))
     wall = time.monotonic() - began
     assert done.returncode == 0, done.stderr
-    assert "time budget 45 s:" in done.stderr  # the plan, said before the first probe
+    assert "time budget 30 s:" in done.stderr  # the plan, said before the first probe
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["time_budget"]["limit_s"] == budget and summary["partial"] is None
+    said = json.dumps(summary["time_budget"]) + done.stderr[-2000:]
+    assert summary["time_budget"]["limit_s"] == budget and summary["partial"] is None, said
     probes = [json.loads(line) for line in (out / "journal.jsonl").read_text().splitlines()]
-    assert sum(p["wall_s"] for p in probes) <= budget  # no probe started past the budget
+    assert sum(p["wall_s"] for p in probes) <= budget, said  # none started past the budget
     # start-up, the synthetic box and the summary come on top of the probes
     assert wall <= budget + 30, wall
-    assert summary["time_budget"]["left_out"] or summary["time_budget"]["planned_out"]
+    assert summary["time_budget"]["left_out"] or summary["time_budget"]["planned_out"], said

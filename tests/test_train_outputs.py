@@ -254,8 +254,9 @@ def test_an_expdir_that_cannot_be_made_is_one_line(
                  "--set", f"expdir={blocker / 'exp'}")  # fmt: skip
     assert run.code == 2
     assert run.err.count("\n") == 1 and "Traceback" not in run.err
-    assert f"expdir {blocker / 'exp' / 'tiny' / '1GPU' / '00'}: cannot create folder: " in run.err
-    assert run.err.rstrip().endswith("set expdir to a writable folder")
+    assert f"cannot use {blocker / 'exp' / 'tiny' / '1GPU' / '00' / 'logs'}" in run.err
+    assert f"{blocker} is a file, not a folder" in run.err
+    assert run.err.rstrip().endswith("give expdir another path")
     assert run.out == "", "nothing trains when the logs cannot be written"
 
 

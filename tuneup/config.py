@@ -37,6 +37,7 @@ def knob(
     tutorial: bool = False,
     per_process: bool = False,
     moves_data: bool = False,
+    first_use_s: Mapping[Any, float] | None = None,
 ) -> Any:
     """Declare a config field with its help, allowed values and group.
 
@@ -50,6 +51,9 @@ def knob(
             share a worker process.
         moves_data: what the loader delivers, or how it reaches the device, depends on
             it (the IO phase measures it again); every knob of the "data" group does.
+        first_use_s: what a value's first use in a session costs beyond its steps, as
+            a guess until measured (torch.compile's cold compile): a time budget keeps
+            room for it before such a probe starts.
     """
     metadata = {
         "help": help,
@@ -58,6 +62,7 @@ def knob(
         "tutorial": tutorial,
         "per_process": per_process,
         "moves_data": moves_data or group == "data",
+        "first_use_s": dict(first_use_s or {}),
     }
     if isinstance(default, (dict, list)):
         return field(default_factory=functools.partial(_deep_copy, default), metadata=metadata)
@@ -180,7 +185,12 @@ class TrainConfig:
         "foreach", "Adam implementation", choices=("foreach", "fused", "apex"), group="performance"
     )
     jit: str = knob(
-        "none", "compile the model", choices=("none", "script", "compile"), group="performance"
+        "none",
+        "compile the model",
+        choices=("none", "script", "compile"),
+        group="performance",
+        # a cold torch.compile of the U-Net (gpu-ladder.md's time box); scripting, seconds
+        first_use_s={"compile": 60.0, "script": 5.0},
     )
     compile_mode: str = knob(
         "default",
@@ -287,6 +297,25 @@ def knob_fields() -> tuple[dataclasses.Field, ...]:
 
 def knob_names() -> tuple[str, ...]:
     return tuple(f.name for f in knob_fields())
+
+
+def first_uses(values: Mapping[str, Any]) -> dict[tuple[str, Any], float]:
+    """The (knob, value) pairs of `values` whose first use costs extra, with that cost."""
+    found = {}
+    for f in knob_fields():
+        costs = f.metadata["first_use_s"]
+        value = values.get(f.name, _field_default(f))
+        if costs and _hashable(value) and value in costs:
+            found[(f.name, value)] = float(costs[value])
+    return found
+
+
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
 
 
 def process_kind(values: Mapping[str, Any]) -> dict[str, Any]:

@@ -5,12 +5,15 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from tuneup.errors import ExitCode
+from tuneup.errors import ExitCode, UsageError
 from tuneup.export.session import read_session_export, render_session
+from tuneup.paths import output_file, problem
 from tuneup.tuning.journal import ResultsDir, quoted
 
 
 def run_export_command(folder: Path, fmt: str, output: Path | None, edition: str = "sc22") -> int:
+    if output is not None:
+        output_file(output, "-o", "the export's file")  # before any work
     text = render_session(read_session_export(folder), fmt, edition)
     partial = ResultsDir(folder).summary().partial
     if partial is not None:
@@ -23,7 +26,9 @@ def run_export_command(folder: Path, fmt: str, output: Path | None, edition: str
     if output is None:
         sys.stdout.write(text)
     else:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(text, encoding="utf-8")
+        try:
+            output.write_text(text, encoding="utf-8")
+        except OSError as exc:  # the disk filled since the check, say
+            raise UsageError(problem(output, exc, "-o", "the export's file")) from None
         print(f"wrote {output}", file=sys.stderr)
     return ExitCode.OK

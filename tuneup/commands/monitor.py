@@ -29,6 +29,7 @@ from tuneup.hardware.types import GpuBackend
 from tuneup.monitor.once import print_once, stream_json
 from tuneup.monitor.sampler import Sampler
 from tuneup.monitor.widgets.readings import job_text
+from tuneup.paths import output_file
 
 MIN_INTERVAL_S = 0.1
 DEFAULT_INTERVAL_S = 0.5
@@ -92,6 +93,8 @@ def _check_args(
         raise UsageError(
             f"--attach {attach} is a folder: give the file of `tuneup train --metrics FILE`"
         )
+    if record is not None:
+        output_file(record, "--record", "the trace file")
 
 
 def _replay_interval(backend: GpuBackend) -> float:

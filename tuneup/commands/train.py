@@ -13,6 +13,7 @@ from typing import Any
 from tuneup.bundled import DEFAULT_PRESET, cache_dir, read_bundled_preset
 from tuneup.config import TrainConfig, load_config
 from tuneup.errors import ExitCode, UsageError
+from tuneup.paths import output_file
 from tuneup.trainer.datacache import ensure_synthetic_data
 from tuneup.trainer.datacheck import check_data
 from tuneup.trainer.distributed import (
@@ -104,6 +105,8 @@ def run_train_command(
     set_tf32_env(cfg.tf32)
 
     env = dist_env_from(os.environ)
+    if metrics_path is not None and env.is_main:
+        output_file(metrics_path, "--metrics", "the metrics file")  # before any work
     check_data(cfg, only_set=synth is not None)  # the user's own files, before any work
     # torch: after the config is checked, so bad input fails fast
     from tuneup.trainer.build import preflight

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from tuneup.errors import UsageError
+from tuneup.paths import output_folder
 
 DEFAULT_RUN_NUM = "00"  # the tutorial's --run_num default
 CONFIG_RULE = "------------------ Configuration ------------------"
@@ -67,13 +68,7 @@ def timestamped(message: str, when: float) -> str:
 
 def make_experiment_dir(path: Path) -> Path:
     """Create the run's folder and its logs/; a folder that cannot be made is a usage error."""
-    try:
-        (path / "logs").mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        reason = exc.strerror or str(exc)
-        raise UsageError(
-            f"expdir {path}: cannot create folder: {reason}; set expdir to a writable folder"
-        ) from None
+    output_folder(path / "logs", "expdir", "the run's log folder")
     return path
 
 

@@ -10,17 +10,16 @@ silently, and no probe whose line could be read is measured again.
 
 from __future__ import annotations
 
-import errno
 import json
 import math
 import os
 import shlex
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tuneup.errors import UsageError
+from tuneup.paths import output_folder, problem
 from tuneup.probe.types import ProbeResult
 from tuneup.tuning.summary import Summary
 
@@ -62,23 +61,7 @@ def quoted(path: Path | str) -> str:
 
 def folder_problem(path: Path, exc: OSError) -> str:
     """One line for a results folder that cannot be made or written, with the way out."""
-    where = f"cannot use {path} as the results folder"
-    code = exc.errno
-    if code in (errno.EACCES, errno.EPERM, errno.EROFS):
-        why = "read-only file system" if code == errno.EROFS else "permission denied"
-        return f"{where} ({why}): choose a folder you can write to with --out"
-    if code in (errno.EEXIST, errno.ENOTDIR):
-        culprit = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), path)
-        return f"{where}: {culprit} is a file, not a folder: choose another --out"
-    if code == errno.ENAMETOOLONG:
-        longest = max((len(part) for part in path.parts), default=0)
-        return (
-            f"{where}: the path is too long ({len(str(path))} characters, longest name "
-            f"{longest}; names may have at most 255): choose a shorter --out"
-        )
-    if code == errno.ENOSPC:
-        return f"{where}: no space left on the device: free some or choose another --out"
-    return f"{where}: {exc.strerror or exc}: choose another --out"
+    return problem(path, exc, "--out", "the results folder")
 
 
 class ResultsDir:
@@ -89,12 +72,7 @@ class ResultsDir:
 
     def prepare(self) -> None:
         """Make the folder (and its parents); a folder tuneup cannot use is a UsageError."""
-        try:
-            self.path.mkdir(parents=True, exist_ok=True)
-            with tempfile.NamedTemporaryFile(dir=self.path, prefix=".tuneup-write-check"):
-                pass  # a name of its own: two runs starting here do not trip on each other
-        except OSError as exc:
-            raise UsageError(folder_problem(self.path, exc)) from None
+        output_folder(self.path, "--out", "the results folder")
 
     def has_session(self) -> bool:
         try:
@@ -112,7 +90,16 @@ class ResultsDir:
     def session(self) -> dict[str, Any]:
         file = self.path / SESSION
         if not file.is_file():
-            raise UsageError(f"{self.path} is not a tuneup results folder (no {SESSION})")
+            if not self.path.exists():
+                why = "no such folder"
+            elif not self.path.is_dir():
+                why = "it is a file"
+            else:
+                why = f"no {SESSION} in it"
+            raise UsageError(
+                f"{self.path} is not a tuneup results folder ({why}): give a folder "
+                "`tuneup probe` or the app wrote (its --out)"
+            )
         try:
             return json.loads(file.read_text())
         except json.JSONDecodeError:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from tuneup import __version__
 from tuneup.cluster import shm  # a module, so tests can stand in for /dev/shm
+from tuneup.config import first_uses
 from tuneup.errors import UsageError
 from tuneup.hardware.types import MachineInfo
 from tuneup.monitor.sampler import Sampler
@@ -338,6 +339,8 @@ class ProbeSession:
     # Where this machine's ladder costs are kept for the next estimate (None: nowhere).
     record: LadderRecord | None = None
     _walls: list[float] = field(default_factory=list)
+    # (knob, value) pairs with a first-use cost some probe of this session has paid
+    _used: set[tuple[str, Any]] = field(default_factory=set)
     _done: int = 0
     _total: int = 0
     _deadline: float | None = None
@@ -428,7 +431,7 @@ class ProbeSession:
         self.control.wait_if_paused()
         if self.stop_requested() or self.control.stopped:
             raise SessionInterrupted
-        self._check_time(stage)
+        self._check_time(stage, values)
         self.control.current_stage = stage
         if self.control.skipping(stage):
             result = ProbeResult(
@@ -446,9 +449,10 @@ class ProbeSession:
             failed = replace(attempts[-1], retried=True)
             self.results.append(failed)
             self._report(stage, failed, reused=False)
-            self._check_time(stage)
+            self._check_time(stage, values)
             attempts.append(self._run(stage, candidate, values, ranks, again=failed.reason))
         result = attempts[-1]
+        self._used.update(first_uses(values))
         if not candidate.reference:  # noddp changes the arithmetic on purpose
             result = self._guard(stage, result, values)
         self._remember_baseline(stage, result)
@@ -471,7 +475,7 @@ class ProbeSession:
         self._walls.append(result.wall_s)
         return result
 
-    def _check_time(self, stage: str = "") -> None:
+    def _check_time(self, stage: str = "", values: dict[str, Any] | None = None) -> None:
         """Refuse to start a probe the allocation's time limit or the time budget would cut
         short. Under the time budget a stage's probe ends its stage (StageCut: the
         confirmation keeps its time), the confirmation's ends the confirmation with the pairs
@@ -488,7 +492,10 @@ class ProbeSession:
         if self._deadline is None or not measured:
             return
         budget_left = self._deadline - self._now()
-        need = TIME_STRETCH * median(measured[-5:])
+        # A value whose first use costs extra (a cold torch.compile) and that no probe of
+        # this session used yet: its cost, as its knob declares it, on top of a probe's.
+        fresh = {k: s for k, s in first_uses(values or {}).items() if k not in self._used}
+        need = TIME_STRETCH * median(measured[-5:]) + sum(fresh.values())
         if stage == BASELINE_STAGE:
             if budget_left < need:
                 raise OutOfTime(max(budget_left, 0.0), need, True, "in the time budget")
@@ -534,6 +541,10 @@ class ProbeSession:
         costs = self.clock.costs()
         shape = StageShape(plan.name, len(plan.candidates), plan.judged, plan.expected_gain)
         need = stage_shape(shape, self.clock.habits(plan.name)).seconds(self.preset.budget, costs)
+        firsts: dict[tuple[str, Any], float] = {}
+        for cand in plan.candidates:
+            firsts.update(first_uses(cand.values))
+        need += sum(s for k, s in firsts.items() if k not in self._used)
         reserve = self._confirmation_s()
         if left >= need + reserve:
             return None
