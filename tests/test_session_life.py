@@ -170,7 +170,7 @@ def test_a_stop_signal_mid_probe_journals_says_how_to_resume_and_leaves_nothing(
     assert summary["partial"]["not_run"] == ["amp"]
     assert summary["recommendation"]["headline"].startswith("partial (stopped by ")
     last = hanging.log.read_text().splitlines()[-1]
-    assert "continue with: tuneup probe --resume" in last
+    assert "or with: tuneup probe --resume" in last
     assert shlex.split(last.split("--resume ", 1)[1]) == [str(hanging.out)]
 
     resumed = hanging.resume()
@@ -377,7 +377,8 @@ def test_no_probe_starts_that_the_allocation_could_not_let_finish(tmp_path: Path
     assert done.returncode == 75, done.stderr
     last = done.stderr.splitlines()[-1]
     assert "s left in the allocation" in last and "may take 300 s" in last
-    assert f"in a new allocation with: tuneup probe --resume {quoted(out)}" in last
+    assert "continue in a new allocation" in last
+    assert last.endswith(f"or with: tuneup probe --resume {quoted(out)}")
     assert not (out / "journal.jsonl").exists()
 
     slurm["SLURM_JOB_END_TIME"] = str(int(time.time()) + 3600)

@@ -235,6 +235,7 @@ def test_review_of_an_interrupted_session_resumes_with_r(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from tuneup.tui.screens.tune import TuneScreen
+    from tuneup.tui.widgets.ladder import LadderTable
 
     folder = _finished_session(tmp_path)
     capsys.readouterr()
@@ -247,10 +248,19 @@ def test_review_of_an_interrupted_session_resumes_with_r(
         async with app.run_test(size=SIZE) as pilot:
             await until(lambda: isinstance(app.screen, TuneScreen), pilot)
             await pilot.pause(0.2)
-            assert isinstance(app.screen, TuneScreen)
+            screen = app.screen
+            assert isinstance(screen, TuneScreen)
             assert not app.driver.started.is_set()  # nothing runs until asked
+            # what the folder holds, and what r would do, before anything runs
+            assert screen.query_one(LadderTable).row_count == 3
+            status = str(screen.query_one("#tune-status", Static).content)
+            assert status.startswith("stopped after 3 probe(s): r resumes the ladder")
+            assert "(stopped)" in str(screen.query_one("#tune-title", Static).content)
+            offered = [b.binding.key for b in app.active_bindings.values() if b.enabled]
+            assert "r" in offered  # the footer offers it
             await pilot.press("r")
             await until(lambda: app.driver.finished.is_set(), pilot, timeout=20)
+            assert screen.check_action("resume", ()) is False  # no longer offered
 
     run(scenario)
     assert (folder / "summary.json").is_file()

@@ -13,7 +13,7 @@ from tuneup.commands.progress import PlainReporter, RichReporter, final_table
 from tuneup.errors import ExitCode
 from tuneup.hardware.machine import machine_info
 from tuneup.tuning.assembly import SessionRequest, assemble_new, assemble_resume, parse_stages
-from tuneup.tuning.journal import quoted
+from tuneup.tuning.journal import quoted, where_it_stands
 from tuneup.tuning.session import OutOfTime, SessionInterrupted, SilentReporter
 from tuneup.tuning.summary import Summary
 from tuneup.tuning.verdicts import confirmation_lines, stage_summary
@@ -64,12 +64,14 @@ def run_probe_command(
             built.session.start(resume=built.resumed)
             outcome = built.session.run()
         except OutOfTime as exc:
-            _say(f"tuneup: stopped; {_partial(folder)}")
-            _say(f"tuneup: {exc}; {_finished_and_resume(folder, 'in a new allocation')}")
+            *first, last = where_it_stands(folder, "in a new allocation")
+            for line in first:
+                _say(f"tuneup: stopped; {line}")
+            _say(f"tuneup: {exc}; {last}")
             return ExitCode.OUT_OF_TIME
         except SessionInterrupted:
-            _say(f"tuneup: interrupted; {_partial(folder)}")
-            _say(f"tuneup: {_finished_and_resume(folder)}")
+            for line in where_it_stands(folder):
+                _say(f"tuneup: interrupted; {line}")
             return stop.exit_code
         finally:
             built.close()
@@ -95,23 +97,6 @@ def _say(line: str) -> None:
     """A last line on stderr; after SIGHUP the terminal may be gone (EIO), and that is fine."""
     with contextlib.suppress(OSError):
         print(line, file=sys.stderr, flush=True)
-
-
-def _partial(folder: Path) -> str:
-    """What the stopped ladder left to use now: its partial summary, when it wrote one."""
-    if not (folder / "summary.json").is_file():
-        return "no configuration was measured yet"
-    return (
-        f"the best configuration so far is in {quoted(folder / 'summary.json')} (partial; "
-        f"export it with: tuneup export {quoted(folder)} --format yaml)"
-    )
-
-
-def _finished_and_resume(folder: Path, where: str = "") -> str:
-    return (
-        f"finished probes are in {quoted(folder / 'journal.jsonl')}; continue"
-        f"{' ' + where if where else ''} with: tuneup probe --resume {quoted(folder)}"
-    )
 
 
 def _events(reporter: Any) -> Any:

@@ -6,8 +6,10 @@ Textual is imported only inside `run_tui_command`, so `tuneup --help` stays fast
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import io
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,7 @@ from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import load_preset
 from tuneup.trainers.adapters import DEFAULT_TRAINER, load_trainer, scan_trainers
 from tuneup.tuning.assembly import choose_layout, pick_preset
-from tuneup.tuning.journal import ResultsDir
+from tuneup.tuning.journal import ResultsDir, where_it_stands
 from tuneup.tuning.ladder_record import LadderRecord
 
 
@@ -80,6 +82,12 @@ def run_tui_command(
     with StopSignals(stream=io.StringIO(), hard_abort=True) as stop:
         stop.arm(lambda: _exit_soon(app))
         app.run()
+    folder = app.session_folder
+    if folder is not None and (folder / "session.json").is_file():
+        # The terminal is the user's again: where the session stands, and how to go on.
+        with contextlib.suppress(OSError):  # SIGHUP: the terminal may be gone
+            for line in where_it_stands(folder):
+                print(f"tuneup: {line}", file=sys.stderr, flush=True)
     return stop.exit_code if stop.requested else ExitCode.OK
 
 

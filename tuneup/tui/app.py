@@ -131,6 +131,7 @@ class TuneupApp(App[None]):
         self.gpu_memory_gib = gpu_memory_gib
         self.driver: Any = None
         self.built: AssembledSession | None = None
+        self._reviewed: Path | None = review
         self._alerts: list[str] = []
 
     def on_mount(self) -> None:
@@ -156,6 +157,13 @@ class TuneupApp(App[None]):
         if self.ladder_record is None:
             return None
         return self.ladder_record.recall(self.trainer, preset, machine_tag(machine))
+
+    @property
+    def session_folder(self) -> Path | None:
+        """The folder of the session the app last showed (new, resumed or reviewed)."""
+        if self.built is not None:
+            return self.built.results.path
+        return self._reviewed
 
     def on_unmount(self) -> None:
         if self.driver is not None and self.driver.running:
@@ -248,6 +256,7 @@ class TuneupApp(App[None]):
         one stopped with a partial summary opens its RESULTS over TUNE (`r` resumes)."""
         results = ResultsDir(folder)
         results.session()  # a clear error when it is not a results folder
+        self._reviewed = folder
         if (folder / "summary.json").is_file():
             summary, probes = load_results(folder)
             if summary.partial is not None:

@@ -59,6 +59,31 @@ def quoted(path: Path | str) -> str:
     return shlex.quote(str(path))
 
 
+def where_it_stands(folder: Path, where: str = "") -> list[str]:
+    """What every front end says as it leaves a session: where its results are, and how to
+    go on (export a finished one; resume a stopped one, in the app or from the command line,
+    `where` it may: "in a new allocation"). The last words are a command to paste."""
+    summary_file, here = folder / SUMMARY, quoted(folder)
+    again = (
+        f"finished probes are in {quoted(folder / JOURNAL)}; continue"
+        f"{' ' + where if where else ''} in the app (tuneup tui --results {here}, then r) "
+        f"or with: tuneup probe --resume {here}"
+    )
+    if not summary_file.is_file():
+        return [f"no answer yet: the ladder stopped before its baseline was measured; {again}"]
+    try:
+        partial = json.loads(summary_file.read_text()).get("partial")
+    except (OSError, ValueError, AttributeError):
+        partial = None
+    if not partial:
+        return [f"results: {here} (export with: tuneup export {here} --format yaml)"]
+    return [
+        f"the best configuration so far is in {quoted(summary_file)} (partial; export it "
+        f"with: tuneup export {here} --format yaml)",
+        again,
+    ]
+
+
 def folder_problem(path: Path, exc: OSError) -> str:
     """One line for a results folder that cannot be made or written, with the way out."""
     return problem(path, exc, "--out", "the results folder")

@@ -28,7 +28,8 @@ from tuneup.tuning.verdicts import bottleneck
 
 HELP = (
     "p pause/resume after the current probe · s skip the rest of this stage · "
-    "e export (when finished) · m monitor · q quit (stops the ladder; the journal stays)"
+    "e export (when finished) · m monitor · r resume a stopped ladder · "
+    "q quit (stops the ladder; the journal stays, and tuneup says how to resume it)"
 )
 
 
@@ -76,6 +77,7 @@ class TuneScreen(Screen[None]):
         Binding("s", "skip", "skip stage"),
         Binding("e", "export", "export"),
         Binding("m", "monitor", "monitor"),
+        Binding("r", "resume", "resume the ladder"),
         Binding("question_mark", "help", "help"),
         Binding("q", "quit_session", "quit"),
     ]
@@ -125,6 +127,45 @@ class TuneScreen(Screen[None]):
         self.driver.post = self.post_message
         if self.start_on_mount:
             self.run_worker(self.driver.run, thread=True, exit_on_error=False, name="probe-session")
+        else:
+            self._show_journal()
+
+    def _show_journal(self) -> None:
+        """An interrupted session reopened: what its journal holds, and what r would do."""
+        results = self.driver.session.results
+        info = results.session()
+        self.query_one("#tune-title", Static).update(
+            f"tuneup: preset {info.get('preset')} · trainer {info.get('trainer')} · "
+            f"{results.path} (stopped)"
+        )
+        probes = [r for r in results.results() if not r.retried]
+        ladder = self.query_one(LadderTable)
+        for result in probes:
+            ladder.add_result(result, reused=True)
+        baseline = next((r for r in probes if r.stage == "baseline" and r.ok), None)
+        if baseline is not None:
+            _kind, sentence = bottleneck(baseline.io_sps, baseline.synthetic_sps, baseline.full_sps)
+            self.query_one("#tune-verdict", Static).update(f"baseline: {sentence}")
+        self._show_status(
+            f"stopped after {len(probes)} probe(s): r resumes the ladder from there "
+            "(finished probes are not run again)"
+        )
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """`r` is offered only on a stopped session not yet resumed."""
+        if action == "resume":
+            return not self.start_on_mount and not self.driver.started.is_set()
+        return True
+
+    def action_resume(self) -> None:
+        resume = getattr(self.app, "action_resume_session", None)
+        if resume is None or self.driver.started.is_set():
+            return
+        self.query_one(LadderTable).restart()  # the resume replays the journal into it
+        self._points.clear()
+        self.done = 0
+        resume()
+        self.refresh_bindings()
 
     def _refresh_gpu_charts(self) -> None:
         """Redraw the GPU charts from the sampler's ring buffer (a copy under its lock)."""
@@ -277,7 +318,10 @@ class TuneScreen(Screen[None]):
                 self.driver.stop()  # the Finished message then exits the app
 
         self.app.push_screen(
-            Confirm("A probe is running. Stop the session? (finished probes stay journaled)"),
+            Confirm(
+                "A probe is running. Stop the session? Finished probes stay journaled; "
+                "tuneup says how to resume it when the app closes."
+            ),
             answered,
         )
 

@@ -20,10 +20,14 @@ class Confirm(ModalScreen[bool]):
     }
     Confirm > Vertical {
         width: 60;
+        max-width: 95%;
         height: auto;
         border: thick $warning;
         background: $surface;
         padding: 1 2;
+    }
+    Confirm Label {
+        width: 100%;
     }
     Confirm Horizontal {
         height: auto;

@@ -73,6 +73,12 @@ class LadderTable(DataTable[str]):
     def on_mount(self) -> None:
         self.add_columns(*COLUMNS)
 
+    def restart(self) -> None:
+        """Empty, as before the first probe (a resume replays the journal into it)."""
+        self.clear()
+        self.baseline_sps = None
+        self.results = []
+
     def add_result(self, result: ProbeResult, reused: bool = False) -> None:
         """Append a finished probe; the first ok baseline is what later rows compare with."""
         if result.stage == "baseline" and result.ok and self.baseline_sps is None:
