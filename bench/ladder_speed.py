@@ -47,7 +47,8 @@ from typing import Any
 
 from _record import record
 
-LEFT = re.compile(r"· ladder: about (.+?) left(?P<guess> \(a guess)?")
+# "(a guess ...)" before a version said what an estimate rests on; "(measured here)" after
+LEFT = re.compile(r"· ladder: about (.+?) left(?: \((?P<basis>[^)]*)\))?")
 CHECKPOINTS = (0.25, 0.5, 0.75)
 
 
@@ -158,7 +159,10 @@ def estimate_errors(lines: list[tuple[float, str]], wall: float) -> dict[str, An
         if found and text.startswith("["):
             left = seconds_of(found.group(1))
             if left is not None:
-                said.append((when, left, found.group("guess") is None))
+                basis = found.group("basis") or ""
+                said.append(
+                    (when, left, not basis.startswith("a guess") and basis in ("", "measured here"))
+                )
     if not said:
         return None
 

@@ -111,7 +111,7 @@ TF32 = CudaOnlyStage(
     needs=("cuda",),
     judged_on="synthetic",
     expected_gain=0.0,
-    candidates=(Candidate("off", {"tf32": False}),),
+    candidates=(Candidate("tf32 off", {"tf32": False}),),
 )
 
 
@@ -175,8 +175,8 @@ OPTIMIZER = OptimizerStage(
     judged_on="synthetic",
     expected_gain=0.04,
     candidates=(
-        Candidate("fused", {"optimizer_impl": "fused"}),
-        Candidate("apex", {"optimizer_impl": "apex"}),
+        Candidate("fused Adam", {"optimizer_impl": "fused"}),
+        Candidate("apex FusedAdam", {"optimizer_impl": "apex"}),
     ),
 )
 
@@ -210,7 +210,10 @@ JIT = JitStage(
     knobs=("jit", "compile_mode"),
     judged_on="synthetic",
     expected_gain=0.05,
-    candidates=(Candidate("script", {"jit": "script"}), Candidate("compile", {"jit": "compile"})),
+    candidates=(
+        Candidate("TorchScript", {"jit": "script"}),
+        Candidate("torch.compile", {"jit": "compile"}),
+    ),
 )
 
 
@@ -255,7 +258,7 @@ CUDA_GRAPHS = CudaGraphsStage(
     needs=("cuda",),
     judged_on="synthetic",
     expected_gain=0.03,
-    candidates=(Candidate("on", {"cuda_graphs": True}),),
+    candidates=(Candidate("cuda_graphs", {"cuda_graphs": True}),),
 )
 
 
@@ -269,7 +272,7 @@ CHANNELS_LAST = Stage(
     knobs=("channels_last",),
     judged_on="synthetic",
     expected_gain=0.035,
-    candidates=(Candidate("on", {"channels_last": True}),),
+    candidates=(Candidate("channels_last", {"channels_last": True}),),
 )
 
 
@@ -296,7 +299,7 @@ class BatchSizeStage(Stage):
             new = round(size * factor)
             if new < ranks or new == size or new % ranks:
                 continue  # every rank needs an equal, non-empty share
-            proposed.append(Candidate(f"x{factor:g} ({knob} {new})", {knob: new, **rule}))
+            proposed.append(Candidate(f"batch x{factor:g} ({knob} {new})", {knob: new, **rule}))
         return proposed
 
     def incumbent_reason(self, machine: MachineInfo, base: Mapping[str, Any]) -> str | None:

@@ -295,7 +295,7 @@ def test_a_straggler_is_flagged_in_lines_and_summary():
     assert probe.stragglers == [2] and probe.ranks == 4
     assert probe.rank_sps[2] < min(probe.rank_sps[r] for r in (0, 1, 3))
     assert probe.full_sps == pytest.approx(4 * probe.rank_sps[2])
-    line = result_line(probe, baseline_sps=None, ranks=4)
+    line = result_line(probe, None, ranks=4)
     assert "[4 ranks]" in line and "straggler: rank 2" in line
     alone = sim.measure("ddp", Candidate("1 rank", {}, ranks=1), BASE)
     assert "[1 rank]" in result_line(alone, None, ranks=4)

@@ -137,10 +137,10 @@ def test_the_guess_prices_every_phase_at_the_step_model() -> None:
     assert not guess_costs(BUDGET, StepModel()).shares
 
 
-def test_the_time_left_says_when_it_is_only_a_guess() -> None:
-    assert time_left_text(125, measured=True) == "about 2 min 05 s left"
-    assert time_left_text(20 * 60, measured=False) == (
-        "about 20 min left (a guess until the first probes finish)"
+def test_the_time_left_says_what_it_rests_on() -> None:
+    assert time_left_text(125, "measured here") == "about 2 min 05 s left (measured here)"
+    assert time_left_text(20 * 60, "a guess from the trainer's step model") == (
+        "about 20 min left (a guess from the trainer's step model)"
     )
 
 

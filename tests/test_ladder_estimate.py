@@ -30,10 +30,10 @@ class Said(SilentReporter):
     """Keeps each time_left the session says (at the start, then after each probe)."""
 
     def __init__(self) -> None:
-        self.said: list[tuple[int, float, bool]] = []  # probes done, seconds, measured
+        self.said: list[tuple[int, float, str]] = []  # probes done, seconds, what it rests on
 
-    def time_left(self, seconds: float, measured: bool) -> None:
-        self.said.append((len(self.said), seconds, measured))
+    def time_left(self, seconds: float, basis: str) -> None:
+        self.said.append((len(self.said), seconds, basis))
 
 
 class Timed(SimTrainer):
@@ -74,9 +74,9 @@ def test_the_time_left_is_a_guess_until_the_first_probe_then_this_machines(tmp_p
     session.start(resume=False)
     outcome = session.run()
 
-    (done0, _, measured0), (done1, _, measured1) = said.said[:2]
-    assert (done0, measured0) == (0, False)
-    assert (done1, measured1) == (1, True)
+    (done0, _, basis0), (done1, _, basis1) = said.said[:2]
+    assert (done0, basis0) == (0, "a guess from the trainer's step model")  # no costs recorded
+    assert (done1, basis1) == (1, "measured here")
     walls = [p.wall_s for p in outcome.probes]
     total = sum(walls)
     # Priced at what probes cost here, and counted with the pairs this ladder's decisions
@@ -100,8 +100,8 @@ def test_a_ladder_that_ran_here_gives_the_next_its_costs_before_any_probe(tmp_pa
     said = Said()
     second = timed_session(tmp_path / "two", said, record)
     second.start(resume=False)
-    _, seconds, measured = said.said[0]
-    assert measured
+    _, seconds, basis = said.said[0]
+    assert basis.startswith("from this machine's last ladder of ")
     real = sum(p.wall_s for p in outcome.probes)
     assert abs(seconds - real) <= 0.35 * real
     unrecorded = Said()

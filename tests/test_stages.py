@@ -142,11 +142,16 @@ def test_amp_pairs_bf16_with_channels_last_on_the_gpu_until_the_layout_is_taken(
 
 
 def test_optimizer_offers_apex_only_where_it_can_run():
-    assert labels(builtin.OPTIMIZER.candidates_for(GPU_NODE, {})) == ["fused", "apex"]
+    assert labels(builtin.OPTIMIZER.candidates_for(GPU_NODE, {})) == [
+        "fused Adam",
+        "apex FusedAdam",
+    ]
     no_apex = MachineInfo(cuda=True, gpu_count=1, cpus_usable=8)
-    assert labels(builtin.OPTIMIZER.candidates_for(no_apex, {})) == ["fused"]
-    assert labels(builtin.OPTIMIZER.candidates_for(GPU_NODE, {"cuda_graphs": True})) == ["fused"]
-    assert labels(builtin.OPTIMIZER.candidates_for(LAPTOP, {})) == ["fused"]
+    assert labels(builtin.OPTIMIZER.candidates_for(no_apex, {})) == ["fused Adam"]
+    assert labels(builtin.OPTIMIZER.candidates_for(GPU_NODE, {"cuda_graphs": True})) == [
+        "fused Adam"
+    ]
+    assert labels(builtin.OPTIMIZER.candidates_for(LAPTOP, {})) == ["fused Adam"]
 
 
 def test_tf32_probe_turns_it_off_and_skips_cpu_runs():
@@ -355,7 +360,7 @@ def test_a_bigger_batch_carries_the_sqrt_rule_when_the_config_has_none():
     base = cpu_smoke()  # lr_schedule.scaling: none, global batch 8
     proposal = builtin.BATCH_SIZE.propose(LAPTOP, base)
     by_label = {c.label: c.values for c in proposal.candidates}
-    double = by_label["x2 (global_batch_size 16)"]
+    double = by_label["batch x2 (global_batch_size 16)"]
     assert double["lr_schedule"]["scaling"] == "sqrt" and double["base_batch_size"] == 8
     assert double["lr_schedule"]["start_lr"] == base["lr_schedule"]["start_lr"]
     cfg = build_config({**base, **double})
@@ -376,8 +381,8 @@ def test_a_bigger_batch_carries_the_sqrt_rule_when_the_config_has_none():
 )
 def test_compile_is_left_out_before_any_probe_where_its_toolchain_is_missing(machine, why):
     plan = builtin.JIT.propose(machine, {})
-    assert labels(plan.candidates) == ["script"]
-    assert [label for label, _ in plan.rejected] == ["compile"] and why in plan.rejected[0][1]
+    assert labels(plan.candidates) == ["TorchScript"]
+    assert [label for label, _ in plan.rejected] == ["torch.compile"] and why in plan.rejected[0][1]
     # and the user reads why on the stage's line
     from tuneup.tuning.session import stage_plans
 
@@ -386,7 +391,7 @@ def test_compile_is_left_out_before_any_probe_where_its_toolchain_is_missing(mac
 
 
 def test_compile_is_tried_where_the_toolchain_is_complete():
-    assert labels(builtin.JIT.propose(GPU_NODE, {}).candidates) == ["script", "compile"]
+    assert labels(builtin.JIT.propose(GPU_NODE, {}).candidates) == ["TorchScript", "torch.compile"]
     # a CPU run needs only the C compiler
     cpu_only = dataclasses.replace(LAPTOP, triton=False, libcuda=False)
-    assert labels(builtin.JIT.propose(cpu_only, {}).candidates) == ["script", "compile"]
+    assert labels(builtin.JIT.propose(cpu_only, {}).candidates) == ["TorchScript", "torch.compile"]

@@ -114,7 +114,7 @@ def test_trim_is_offered_when_the_budget_is_too_small_and_makes_it_fit(tmp_path:
             trim = screen.query_one("#trim", Button)
             assert not trim.has_class("offered")
             # A budget a little under the full ladder: some stages must go.
-            screen.query_one("#time-budget").value = f"{(screen.estimate_s() - 60) / 60:.2f}"
+            screen.query_one("#time-budget").value = f"{0.8 * screen.estimate_s() / 60:.3f}"
             await pilot.pause()
             assert trim.has_class("offered")
             assert "over the" in text(app, "#estimate")
@@ -227,6 +227,10 @@ def test_review_of_a_finished_session_opens_the_results(
         app = make_app(tmp_path, review=folder)
         async with app.run_test(size=SIZE) as pilot:
             await until(lambda: results_shown(app), pilot)
+            await pilot.press("question_mark")  # every screen has a help key
+            await pilot.pause(0.1)
+            said = [n.message for n in app._notifications]
+            assert said and "e export" in said[-1] and "q quit" in said[-1]
 
     run(scenario)
 
@@ -288,13 +292,16 @@ def test_m_opens_the_monitor_on_the_given_gpus_and_escape_returns(tmp_path: Path
     importlib.util.find_spec("pytest_textual_snapshot") is None,
     reason="needs pytest-textual-snapshot (the test extra)",
 )
-def test_screenshot_of_setup(snap_compare: Callable[..., bool], tmp_path: Path) -> None:
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+def test_screenshot_of_setup(
+    snap_compare: Callable[..., bool], tmp_path: Path, size: tuple[int, int]
+) -> None:
     async def settle(pilot: Any) -> None:
         await until(lambda: isinstance(pilot.app.screen, SetupScreen), pilot)
         await pilot.pause(0.2)
 
     app = make_app(tmp_path)
-    assert snap_compare(app, terminal_size=SIZE, run_before=settle)
+    assert snap_compare(app, terminal_size=size, run_before=settle)
 
 
 def results_shown(app: Any) -> bool:

@@ -75,6 +75,10 @@ def test_a_results_folder_shows_headline_gains_and_verdict_and_exports(tmp_path:
                 assert entry.stage in bars
             adopted = [e for e in summary.stages if e.winner]
             assert adopted and all(f"adopted {e.winner}" in bars for e in adopted)
+            # a stage that adopted nothing draws no bar: it contributed nothing
+            for entry in (e for e in summary.stages if not e.winner and e.gain_pct is not None):
+                line = next(ln for ln in bars.splitlines() if ln.startswith(entry.stage + " "))
+                assert "█" not in line and "not adopted" in line and "+0.0%" in line
             verdict = str(screen.query_one("#results-verdict", Static).content)
             assert verdict.startswith("before: ") and "\nafter: " in verdict
             await pilot.click("#export")
@@ -105,8 +109,12 @@ def _finished(folder: Path) -> Path:
     importlib.util.find_spec("pytest_textual_snapshot") is None,
     reason="needs pytest-textual-snapshot (the test extra)",
 )
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
 def test_screenshot_of_the_results_screen(
-    snap_compare: Callable[..., bool], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    snap_compare: Callable[..., bool],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    size: tuple[int, int],
 ) -> None:
     monkeypatch.chdir(tmp_path)
     finished_session(Path("run"), seed=7)
@@ -114,4 +122,4 @@ def test_screenshot_of_the_results_screen(
     async def settle(pilot: Any) -> None:
         await pilot.pause(0.2)
 
-    assert snap_compare(Review(Path("run")), terminal_size=SIZE, run_before=settle)
+    assert snap_compare(Review(Path("run")), terminal_size=size, run_before=settle)

@@ -217,8 +217,12 @@ def test_e_on_the_results_screen_writes_exports_that_load_back(tmp_path: Path) -
     importlib.util.find_spec("pytest_textual_snapshot") is None,
     reason="needs pytest-textual-snapshot (the test extra)",
 )
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
 def test_screenshot_of_the_finished_ladder(
-    snap_compare: Callable[..., bool], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    snap_compare: Callable[..., bool],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    size: tuple[int, int],
 ) -> None:
     monkeypatch.chdir(tmp_path)
     driver = make_driver(Path("run"), GatedSim(seed=7))
@@ -243,7 +247,7 @@ def test_screenshot_of_the_finished_ladder(
         await pilot.wait_for_scheduled_animations()
         await pilot.pause(0.3)
 
-    assert snap_compare(app, terminal_size=SIZE, run_before=settle)
+    assert snap_compare(app, terminal_size=size, run_before=settle)
 
 
 def test_failed_probes_show_their_reason(tmp_path: Path) -> None:
@@ -253,8 +257,36 @@ def test_failed_probes_show_their_reason(tmp_path: Path) -> None:
     ]
     from tuneup.tui.widgets.ladder import ladder_row
 
-    assert ladder_row(results[1], 88.0)[-1] == "oom: needs 60 GB"
-    assert ladder_row(results[0], 88.0)[5] == "+0.0%"
+    assert ladder_row(results[1], results[0])[-1] == "oom: needs 60 GB"
+    assert ladder_row(results[0], results[0])[5] == "+0.0%"
+
+
+def test_the_table_and_the_log_word_a_probe_alike(tmp_path: Path) -> None:
+    from tuneup.commands.progress import final_table
+    from tuneup.probe.describe import result_line
+    from tuneup.probe.types import Contention
+    from tuneup.tui.widgets.ladder import ladder_row
+
+    base = ProbeResult("baseline", {}, {}, Status.OK, io_sps=90, synthetic_sps=380, full_sps=88)
+    again = ProbeResult("amp", {}, {}, Status.OK, synthetic_sps=380.0)
+    busy = Contention(other_cpus=1.5, usable_cpus=2, note="other processes used 75% of the CPUs")
+    crowded = ProbeResult(
+        "channels_last", {"channels_last": True}, {}, Status.OK, full_sps=21.2, contention=busy
+    )
+    bf16 = ProbeResult("amp", {"amp_mode": "bf16"}, {}, Status.OK, synthetic_sps=570.0)
+    # a SYNTHETIC-only probe reports SYNTHETIC, against the baseline's SYNTHETIC
+    assert "SYNTHETIC      570.0 samples/s (+50.0% vs baseline)" in result_line(bf16, base)
+    assert ladder_row(bf16, base)[5] == "+50.0%"
+    # a contended probe says so, with the reason, wherever it is listed
+    said = "ok (contended, left out: other processes used 75% of the CPUs)"
+    assert ladder_row(crowded, base)[-1] == said and said in result_line(crowded, base)
+    # the re-measured incumbent has one name
+    assert ladder_row(again, base)[1] == "incumbent" and " incumbent " in result_line(again, base)
+    out = tmp_path / "table.txt"
+    with out.open("w") as stream:
+        final_table([base, again, crowded, bf16], stream)
+    table = " ".join(out.read_text().split())
+    assert "incumbent" in table and "contended, left out" in table and "+50.0%" in table
 
 
 def test_gpu_charts_follow_a_replayed_trace_while_the_ladder_runs(tmp_path: Path) -> None:

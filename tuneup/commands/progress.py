@@ -13,10 +13,18 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from tuneup.probe.describe import ranks_tag, result_line, session_ranks, sps_text, stragglers_text
+from tuneup.probe.describe import (
+    ranks_tag,
+    result_line,
+    session_ranks,
+    sps_text,
+    status_text,
+    variant_text,
+    versus_baseline,
+)
 from tuneup.probe.estimate import time_left_text
 from tuneup.probe.events import Event, TrialEvent, WarmupEvent
-from tuneup.probe.types import ProbeResult, Status
+from tuneup.probe.types import ProbeResult
 
 
 def _count(n: Any, what: str) -> str:
@@ -62,7 +70,7 @@ class PlainReporter:
 
     def __init__(self, stream: IO[str] | None = None) -> None:
         self.stream = stream or sys.stderr
-        self.baseline_sps: float | None = None
+        self.baseline: ProbeResult | None = None
         self.ranks = 1
         self.done = 0
         self.total = 0
@@ -88,17 +96,17 @@ class PlainReporter:
     def total_changed(self, total: int) -> None:
         self.total = total
 
-    def time_left(self, seconds: float, measured: bool) -> None:
+    def time_left(self, seconds: float, basis: str) -> None:
         first = not self.left
-        self.left = time_left_text(seconds, measured)
+        self.left = time_left_text(seconds, basis)
         if first:  # the estimate before any probe; later ones end each probe's line
             print(f"tuneup probe: ladder {self.left}", file=self.stream, flush=True)
 
     def probe_done(self, result: ProbeResult, reused: bool) -> None:
         self.done += 1
-        if result.stage == "baseline" and result.ok and self.baseline_sps is None:
-            self.baseline_sps = result.full_sps
-        line = result_line(result, self.baseline_sps, reused, ranks=self.ranks)
+        if result.stage == "baseline" and result.ok and self.baseline is None:
+            self.baseline = result
+        line = result_line(result, self.baseline, reused, ranks=self.ranks)
         left = f" · ladder: {self.left}" if self.left else ""
         print(f"[{self.done}/~{self.total}] {line}{left}", file=self.stream, flush=True)
 
@@ -130,8 +138,8 @@ class RichReporter(PlainReporter):
         super().total_changed(total)
         self.progress.update(self.ladder, total=total)
 
-    def time_left(self, seconds: float, measured: bool) -> None:
-        self.left = time_left_text(seconds, measured)
+    def time_left(self, seconds: float, basis: str) -> None:
+        self.left = time_left_text(seconds, basis)
         self.progress.update(self.ladder, description=f"ladder ({self.left})")
 
     def probe_start(self, stage: str, label: str) -> None:
@@ -148,11 +156,11 @@ class RichReporter(PlainReporter):
 
     def probe_done(self, result: ProbeResult, reused: bool) -> None:
         self.done += 1
-        if result.stage == "baseline" and result.ok and self.baseline_sps is None:
-            self.baseline_sps = result.full_sps
+        if result.stage == "baseline" and result.ok and self.baseline is None:
+            self.baseline = result
         self.progress.update(self.ladder, advance=1)
         self.progress.update(self.current, visible=False)
-        line = result_line(result, self.baseline_sps, reused, ranks=self.ranks)
+        line = result_line(result, self.baseline, reused, ranks=self.ranks)
         self.console.print(line, highlight=False)
 
     def close(self) -> None:
@@ -162,7 +170,7 @@ class RichReporter(PlainReporter):
 def final_table(probes: list[ProbeResult], stream: IO[str] | None = None) -> None:
     """The ladder as a table: stage, variant, IO, SYNTHETIC, FULL, vs baseline, status."""
 
-    baseline = next((p.full_sps for p in probes if p.stage == "baseline" and p.ok), None)
+    baseline = next((p for p in probes if p.stage == "baseline" and p.ok), None)
     ranks = next((p.ranks for p in probes if p.stage == "baseline"), 1)
     table = Table(title="probe ladder", title_justify="left")
     for column in ("stage", "variant", "IO", "SYNTHETIC", "FULL", "vs baseline", "status"):
@@ -170,22 +178,13 @@ def final_table(probes: list[ProbeResult], stream: IO[str] | None = None) -> Non
             column, justify="right" if column in ("IO", "SYNTHETIC", "FULL") else "left"
         )
     for p in probes:
-        variant = ", ".join(f"{k}={v}" for k, v in p.variant.items()) or "-"
-        variant += ranks_tag(p.ranks, ranks)
-        versus = (
-            f"{100 * (p.full_sps / baseline - 1):+.1f}%" if p.ok and p.full_sps and baseline else ""
-        )
-        status = p.status.value if p.status is Status.OK else f"{p.status.value}: {p.reason}"
-        if p.ok and p.throttled:
-            status += " (throttled: noisy)"
-        status += stragglers_text(p)
         table.add_row(
             p.stage,
-            variant,
+            variant_text(p) + ranks_tag(p.ranks, ranks),
             sps_text(p.io_sps),
             sps_text(p.synthetic_sps),
             sps_text(p.full_sps),
-            versus,
-            status,
+            versus_baseline(p, baseline),
+            status_text(p),
         )
     Console(file=stream or sys.stdout, width=140).print(table)

@@ -42,39 +42,76 @@ def session_ranks(info: Mapping[str, Any]) -> int:
     return 1
 
 
-def _unchanged(stage: str) -> str:
-    """What a probe that changes nothing measured: the baseline, or a stage's incumbent."""
-    return "baseline" if stage in ("baseline", "confirm") else "incumbent"
+REUSED = " [from journal]"  # a probe a resume took from the journal instead of running
+
+
+def variant_text(result: ProbeResult) -> str:
+    """What the probe changed, one name everywhere: its knob values; "baseline" for the
+    baseline's (and the confirmation's) unchanged probe; "incumbent" for a stage's
+    re-measure of its incumbent."""
+    text = ", ".join(f"{k}={v}" for k, v in result.variant.items())
+    if text:
+        return text
+    return "baseline" if result.stage in ("baseline", "confirm") else "incumbent"
+
+
+def shown_phase(result: ProbeResult) -> str:
+    """The phase a probe's line reports: FULL where it measured it, else the one it did."""
+    for phase in ("full", "synthetic", "io"):
+        if result.rate(phase) is not None:
+            return phase
+    return "full"
+
+
+def versus_baseline(result: ProbeResult, baseline: ProbeResult | None) -> str:
+    """The change against the baseline, on the phase the probe reports ("" if unknown)."""
+    phase = shown_phase(result)
+    mine = result.rate(phase) if result.ok else None
+    theirs = baseline.rate(phase) if baseline is not None else None
+    if phase == "io" and baseline is not None and theirs is None:
+        theirs = baseline.io_sps  # the baseline's carried IO is still its figure
+    if not mine or not theirs:
+        return ""
+    return f"{100 * (mine / theirs - 1):+.1f}%"
+
+
+def status_text(result: ProbeResult, reused: bool = False) -> str:
+    """The status with every reason a reader needs: why it failed, and when it ran ok but
+    was contended (left out of comparisons), throttled, straggling or stopped early."""
+    text = result.status.value
+    if result.reason and not result.ok:
+        text += f": {result.reason}"
+    if result.ok and result.contention is not None and result.contention.contended:
+        text += f" (contended, left out: {result.contention.note})"
+    if result.ok and result.throttled:
+        text += " (throttled: noisy)"
+    text += stragglers_text(result)
+    if result.ok and result.stopped_early:
+        phase = shown_phase(result)
+        trials = len(result.trials_of(phase))
+        text += f" (stopped early: {trials} {phase.upper()} trials, clearly slower)"
+    return text + (REUSED if reused else "")
 
 
 def result_line(
     result: ProbeResult,
-    baseline_sps: float | None,
+    baseline: ProbeResult | None,
     reused: bool = False,
     *,
     ranks: int = 1,
 ) -> str:
-    """One line per finished probe: stage, variant (and ranks), FULL rate, change, status.
+    """One line per finished probe: stage, variant (and ranks), the rate of the phase it
+    reports, its change against the baseline's same phase, status.
 
     `ranks` is the session's world size: a probe on fewer ranks (a 1-rank
     reference) says so even when it ran on one.
     """
-    label = ", ".join(f"{k}={v}" for k, v in result.variant.items()) or _unchanged(result.stage)
-    label += ranks_tag(result.ranks, ranks)
-    if result.ok and result.full_sps and baseline_sps:
-        change = f" ({100 * (result.full_sps / baseline_sps - 1):+.1f}% vs baseline)"
-    else:
-        change = ""
-    status = result.status.value if result.ok else f"{result.status.value}: {result.reason}"
-    if result.ok and result.throttled:
-        status += " (throttled: noisy)"
-    if result.ok and result.contention is not None and result.contention.contended:
-        status += f" (contended: {result.contention.note})"
-    status += stragglers_text(result)
-    if result.ok and result.stopped_early:
-        status += f" (stopped early: {len(result.full_sps_trials)} FULL trials, clearly slower)"
-    again = " [from journal]" if reused else ""
+    label = variant_text(result) + ranks_tag(result.ranks, ranks)
+    phase = shown_phase(result)
+    versus = versus_baseline(result, baseline)
+    change = f" ({versus} vs baseline)" if versus else ""
+    rate = result.rate(phase) if phase != "io" else (result.io_sps or None)
     return (
-        f"{result.stage:<13} {label:<32} FULL {sps_text(result.full_sps):>10} samples/s"
-        f"{change}  {status}{again}"
+        f"{result.stage:<13} {label:<32} {phase.upper():<9} {sps_text(rate):>10} samples/s"
+        f"{change}  {status_text(result, reused)}"
     )

@@ -385,10 +385,10 @@ def _positive(seconds: float, text: str, fix: str) -> float:
     return seconds
 
 
-def time_left_text(seconds: float, measured: bool) -> str:
-    """ "about 3 min left", and "(a guess)" while no probe of this machine has said better."""
+def time_left_text(seconds: float, basis: str) -> str:
+    """ "about 3 min left (measured here)": the estimate, and what it rests on."""
     said = f"about {duration_text(max(seconds, 0.0))} left"
-    return said if measured else f"{said} (a guess until the first probes finish)"
+    return f"{said} ({basis})" if basis else said
 
 
 def time_limit(budget_s: float | None, allocation_left_s: float | None) -> float | None:

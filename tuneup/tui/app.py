@@ -88,6 +88,7 @@ class TuneupApp(App[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("m", "monitor", "monitor"),
         Binding("r", "resume_session", "resume", show=False),
+        Binding("question_mark", "help", "help"),
         Binding("ctrl+q", "quit", "quit"),
     ]
 
@@ -283,6 +284,18 @@ class TuneupApp(App[None]):
             engine_factory=self.engine_factory,
         )
         return self._session_driver(built, relay)
+
+    def action_help(self) -> None:
+        """Every screen's keys, as its footer lists them (a screen may say more: its HELP)."""
+        said = getattr(self.screen, "HELP", None)
+        if not said:
+            keys = [
+                f"{self.get_key_display(b.binding)} {b.binding.description}"
+                for b in self.active_bindings.values()
+                if b.binding.show and b.enabled and b.binding.description != "help"
+            ]
+            said = " · ".join(keys)
+        self.notify(said, title="keys", timeout=8)
 
     def action_resume_session(self) -> None:
         driver = self.driver

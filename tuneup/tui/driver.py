@@ -81,12 +81,12 @@ class SessionDriver:
             self.total = total
 
     class TimeLeft(Message):
-        """The ladder's expected time left; `measured`: from this machine's probes."""
+        """The ladder's expected time left, and what it rests on in words."""
 
-        def __init__(self, seconds: float, measured: bool) -> None:
+        def __init__(self, seconds: float, basis: str) -> None:
             super().__init__()
             self.seconds = seconds
-            self.measured = measured
+            self.basis = basis
 
     class WorkerEvent(Message):
         """One event of the running probe's worker (start, warmup, trial, loss, ...)."""
@@ -199,8 +199,8 @@ class SessionDriver:
     def total_changed(self, total: int) -> None:
         self.post(self.TotalChanged(total))
 
-    def time_left(self, seconds: float, measured: bool) -> None:
-        self.post(self.TimeLeft(seconds, measured))
+    def time_left(self, seconds: float, basis: str) -> None:
+        self.post(self.TimeLeft(seconds, basis))
 
     def event(self, event: Event) -> None:
         """The worker's events (called from the runner's reader thread)."""

@@ -459,7 +459,7 @@ def _build(
     record = LadderRecord(cache_dir())
     shares = not fresh_processes and machine.world_size == 1
     limit = time_limit(time_budget_s, job.seconds_left() if job.end_time is not None else None)
-    costs, habits = prior_costs(trainer, preset, machine_tag(machine), record, shares)
+    costs, habits, _basis = prior_costs(trainer, preset, machine_tag(machine), record, shares)
     ladder_plan = plan_ladder(stage_shapes(plans), preset.budget, costs, limit, habits=habits)
     if limit is not None:
         preset = dataclasses.replace(preset, budget=ladder_plan.budget)

@@ -151,9 +151,9 @@ class Reporter(Protocol):
         ladder longer, quick decisions shorter, or it ended (the exact count)."""
         ...
 
-    def time_left(self, seconds: float, measured: bool) -> None:
-        """The ladder's expected time left, after each probe (and at the start);
-        `measured`: from this machine's probes (else StepModel's guess)."""
+    def time_left(self, seconds: float, basis: str) -> None:
+        """The ladder's expected time left, after each probe (and at the start), and what it
+        rests on in words ("measured here", or the preset's costs, a record, a guess)."""
         ...
 
 
@@ -166,7 +166,7 @@ class SilentReporter:
     def total_changed(self, total: int) -> None:
         pass
 
-    def time_left(self, seconds: float, measured: bool) -> None:
+    def time_left(self, seconds: float, basis: str) -> None:
         pass
 
     def probe_start(self, stage: str, label: str) -> None:
@@ -408,7 +408,8 @@ class ProbeSession:
         left = self.clock.left(None, self.clock.costs())
         self._total = left.probes
         self.reporter.session_start(self.session_info(), self._total)
-        self._say_time_left(None)
+        if not self._journaled:  # a resume's replayed probes take no time: said after a real one
+            self._say_time_left(None)
         if self.sampler is not None:
             self.sampler.start()
 
@@ -562,15 +563,16 @@ class ProbeSession:
         if total != self._total:  # said before the line that would have run past it
             self._total = total
             self.reporter.total_changed(total)
-        self._say_time_left(stage)
+        if not reused:
+            self._say_time_left(stage)
         self.reporter.probe_done(result, reused=reused)
 
     def _say_time_left(self, stage: str | None) -> None:
         """Tell the reporter the time left after one of `stage` (None: before the first);
         never for a simulated trainer."""
         if not self.clock.simulated:
-            seconds, measured = self.clock.seconds_left(stage)
-            self.reporter.time_left(seconds, measured)
+            seconds, basis = self.clock.seconds_left(stage)
+            self.reporter.time_left(seconds, basis)
 
     def _guard(self, stage: str, result: ProbeResult, values: dict[str, Any]) -> ProbeResult:
         """The loss guard, applied here, before journaling, so the journal says `diverged`;

@@ -23,6 +23,7 @@ from tuneup.probe.estimate import (
     ProbeCosts,
     ProbeKind,
     StageShape,
+    StepModel,
     confirmation_pairs,
     guess_costs,
     ladder_shape,
@@ -148,25 +149,38 @@ def prior_costs(
     machine: str,
     record: LadderRecord | None,
     shares: bool,
-) -> tuple[ProbeCosts, Habits]:
-    """What probes cost here before any has run: an earlier ladder's record of this trainer,
-    preset and machine (`measured`), else the figures the preset recorded on the machine
-    it is for (`probe.costs`), else the trainer's StepModel guess."""
+) -> tuple[ProbeCosts, Habits, str]:
+    """What probes cost here before any has run, and what that rests on in words: an earlier
+    ladder's record of this trainer, preset and machine (`measured`), else the figures the
+    preset recorded on the machine it is for (`probe.costs`), else the trainer's StepModel
+    guess."""
     adapter = load_trainer(trainer)
     kept = None
     if record is not None and not adapter.simulated:
         kept = record.recall(trainer, preset.name, machine)
+    return prior(kept, preset, adapter.step_model, shares)
+
+
+def prior(
+    kept: LadderCosts | None, preset: ProbePreset, step_model: StepModel, shares: bool
+) -> tuple[ProbeCosts, Habits, str]:
+    """prior_costs once the record is read (the app's setup screen reads its own)."""
     if kept is not None:
-        return replace(kept.costs, measured=True, recorded=True), kept.habits
+        when = f" of {kept.when}" if kept.when else ""
+        costs = replace(kept.costs, measured=True, recorded=True)
+        return costs, kept.habits, f"from this machine's last ladder{when}"
     if preset.costs is not None:
         recorded = preset.costs
         habits = Habits(
             float(recorded.get("pairs_per_stage", Habits.pairs_per_stage)),
             float(recorded.get("adopt_rate", Habits.adopt_rate)),
         )
-        return recorded_costs(recorded, preset.budget, shares), habits
-    costs = guess_costs(preset.budget, adapter.step_model)
-    return (costs if shares else replace(costs, shares=False)), Habits()
+        # where the preset recorded them (its `source`) is in `tuneup presets show`
+        basis = f"from preset {preset.name}'s recorded costs"
+        return recorded_costs(recorded, preset.budget, shares), habits, basis
+    costs = guess_costs(preset.budget, step_model)
+    basis = "a guess from the trainer's step model"
+    return (costs if shares else replace(costs, shares=False)), Habits(), basis
 
 
 def stage_shapes(plans: Sequence[StagePlan]) -> list[StageShape]:
@@ -175,6 +189,9 @@ def stage_shapes(plans: Sequence[StagePlan]) -> list[StageShape]:
         StageShape(p.name, 0 if p.skip_reason else len(p.candidates), p.judged, p.expected_gain)
         for p in plans
     ]
+
+
+MEASURED_HERE = "measured here"
 
 
 @dataclass
@@ -208,7 +225,7 @@ class LadderClock:
     def __post_init__(self) -> None:
         # Asked after every probe: the trainer and an earlier ladder's record are read once.
         self.simulated = load_trainer(self.trainer).simulated  # no time worth telling
-        self._prior, self._prior_habits = prior_costs(
+        self._prior, self._prior_habits, self.basis = prior_costs(
             self.trainer, self.preset, self.machine, self.record, self.shares_processes
         )
 
@@ -289,15 +306,16 @@ class LadderClock:
             here, later = LadderShape({ProbeKind(("full",)): 2 * pairs}), LadderShape()
         return self._kinds(here, costs), self._kinds(later, costs)
 
-    def seconds_left(self, stage: str | None) -> tuple[float, bool]:
-        """The time left after one of `stage`, and whether it rests on measured figures: the
-        rest of the stage under way at this ladder's costs, later stages at `later_costs`."""
+    def seconds_left(self, stage: str | None) -> tuple[float, str]:
+        """The time left after one of `stage`, and what it rests on in words ("measured
+        here" once this ladder's probes priced it, else the prior's basis): the rest of the
+        stage under way at this ladder's costs, later stages at `later_costs`."""
         costs = self.costs()
         here, later = self.split(stage, costs)
         seconds = here.seconds(self.budget, costs) + later.seconds(
             self.budget, self.later_costs(costs)
         )
-        return seconds, costs.measured
+        return seconds, MEASURED_HERE if costs.measured and not costs.recorded else self.basis
 
     def keep(self) -> None:
         """This ladder's measured costs, for the next estimate before any probe has run."""

@@ -26,6 +26,7 @@ from tuneup.probe.types import ProbeResult
 from tuneup.tui.widgets.gain_bars import GainBars, stage_gains
 from tuneup.tuning.journal import ResultsDir
 from tuneup.tuning.summary import Summary
+from tuneup.tuning.verdicts import gain_text
 
 # tuneup's export formats -> file name in the results folder (a trainer that exports its
 # sessions in formats of its own names their files: SessionExport.file_name).
@@ -111,10 +112,7 @@ def speedup_text(summary: Summary) -> str:
     gain = summary.speedup
     if gain.value is None:
         return "speedup: unknown"
-    text = f"speedup: {gain.value:.2f}x"
-    if gain.low is not None and gain.high is not None:
-        text += f" ({gain.low:.2f}-{gain.high:.2f} over {gain.pairs} pairs)"
-    return text + f" [{gain.method}]"
+    return f"speedup: {gain_text(gain.value, gain.low, gain.high, gain.pairs)} [{gain.method}]"
 
 
 def notes_text(summary: Summary) -> str:
@@ -263,6 +261,9 @@ class ResultsScreen(Screen[None]):
             self.notify(str(exc), severity="error")
             return
         shown.update("written:\n" + "\n".join(f"  {p}" for p in self.exported))
+        # said where it is seen, whatever the terminal's height: the list is below the fold
+        names = ", ".join(p.name for p in self.exported)
+        self.notify(f"wrote {names} in {self.results_dir}", title="exported", timeout=8)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """`r` only for a ladder that stopped before its end (a partial summary)."""

@@ -34,7 +34,6 @@ from tuneup.probe.estimate import (
     StepModel,
     duration_text,
     fits,
-    guess_costs,
     ladder_shape,
     time_limit,
 )
@@ -42,6 +41,7 @@ from tuneup.probe.stages import Proposal, Stage
 from tuneup.probe.types import Budget
 from tuneup.tuning.ladder_record import LadderCosts
 from tuneup.tuning.planner import plan_ladder
+from tuneup.tuning.time_left import prior
 
 
 @dataclass(frozen=True)
@@ -168,9 +168,12 @@ class SetupScreen(Screen[None]):
     SetupScreen #preset { width: 30; }
     SetupScreen #preset-description { padding: 0 1; width: 1fr; }
     SetupScreen #data { width: 1fr; }
-    SetupScreen #time-budget { width: 24; }
+    SetupScreen #time-budget { width: 12; }
+    SetupScreen .field { padding: 1 1 0 1; width: auto; }
     SetupScreen #layout-row { height: auto; }
-    SetupScreen #nproc, SetupScreen #nodes { width: 20; }
+    SetupScreen #nproc, SetupScreen #nodes { width: 10; }
+    SetupScreen #actions { height: auto; border-top: solid $panel; }
+    SetupScreen #buttons { height: auto; }
     SetupScreen #layout-note { padding: 0 1; width: 1fr; }
     SetupScreen #data-error { color: $error; padding: 0 1; }
     SetupScreen #estimate { padding: 0 1; height: auto; }
@@ -233,27 +236,32 @@ class SetupScreen(Screen[None]):
                     id="preset",
                 )
                 yield Static(self.preset.description, id="preset-description")
-            yield Label("Data", classes="section")
+            yield Label("Data and time budget", classes="section")
             with Horizontal(id="data-row"):
+                yield Label("data", classes="field")
                 yield Input(
                     placeholder="empty: synthesize the preset's box; or the path of train.h5",
                     id="data",
                 )
-                yield Input(placeholder="time budget, min", id="time-budget", type="number")
+                yield Label("budget, min", classes="field")
+                yield Input(placeholder="none", id="time-budget", type="number")
             yield Static("", id="data-error")
             yield Label("Ranks", classes="section")
             with Horizontal(id="layout-row"):
+                yield Label("per node", classes="field")
                 yield Input(str(self.nproc), placeholder="ranks per node", id="nproc")
+                yield Label("nodes", classes="field")
                 yield Input(str(self.nodes), placeholder="nodes", id="nodes")
                 yield Static(self._layout_text(), id="layout-note")
             yield Label("Stages", classes="section")
             yield SelectionList[str](id="stages")
             yield Static(budget_text(self.budget), id="budget")
-            with Vertical(id="actions"):
-                yield Static("", id="estimate")
-                with Horizontal():
-                    yield Button("Trim to fit", id="trim", variant="warning")
-                    yield Button("Start", id="start", variant="primary")
+        # Always in view, whatever the terminal's height: what it costs, and the way on.
+        with Vertical(id="actions"):
+            yield Static("", id="estimate")
+            with Horizontal(id="buttons"):
+                yield Button("Trim to fit", id="trim", variant="warning")
+                yield Button("Start", id="start", variant="primary")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -311,17 +319,17 @@ class SetupScreen(Screen[None]):
             for p in self.chosen()
         ]
 
+    def prior(self) -> tuple[ProbeCosts, Habits, str]:
+        """What a probe costs here, as `tuneup probe` prices it before its first probe: an
+        earlier ladder's record, else the preset's costs, else the trainer's guess."""
+        shares = self.machine.world_size == 1
+        return prior(self.measured(), self.preset, self.step_model, shares)
+
     def costs(self) -> ProbeCosts:
-        """What a probe costs here: measured by an earlier ladder, else the trainer's guess."""
-        kept = self.measured()
-        if kept is not None:
-            return kept.costs
-        costs = guess_costs(self.budget, self.step_model)
-        return costs if self.machine.world_size == 1 else dataclasses.replace(costs, shares=False)
+        return self.prior()[0]
 
     def habits(self) -> Habits:
-        kept = self.measured()
-        return kept.habits if kept is not None else Habits()
+        return self.prior()[1]
 
     def estimate_s(self) -> float:
         shape = ladder_shape(self.shapes(), habits=self.habits())
@@ -335,9 +343,7 @@ class SetupScreen(Screen[None]):
             self.estimate_s(), self.time_budget_s, allocation_left_s(self.job, self.clock())
         )
         count = len(self.chosen())
-        kept = self.measured()
-        how = f"measured here {kept.when}" if kept else "a guess"
-        text = f"{count} stage(s): {message} ({how})"
+        text = f"{count} stage(s): {message} ({self.prior()[2]})"
         if not ok:
             text += " - trim the ladder, or raise the budget"
         estimate = self.query_one("#estimate", Static)

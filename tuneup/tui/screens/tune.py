@@ -70,7 +70,11 @@ class TuneScreen(Screen[None]):
         padding: 0 1;
     }
     TuneScreen #tune-log { height: 7; border: round $panel; }
+    /* a short terminal (80x24): the table first; the charts go, the log keeps its last lines */
+    TuneScreen.-short #tune-bottom { display: none; }
+    TuneScreen.-short #tune-log { height: 4; }
     """
+    SHORT = 32  # rows below which the charts make way for the table
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("p", "pause", "pause/resume"),
@@ -118,10 +122,14 @@ class TuneScreen(Screen[None]):
             verdict = Static("waiting for the baseline", id="tune-verdict")
             verdict.border_title = "bottleneck"
             yield verdict
-        yield RichLog(id="tune-log", wrap=False, markup=False, highlight=False)
+        yield RichLog(id="tune-log", wrap=True, markup=False, highlight=False)
         yield Footer()
 
+    def on_resize(self) -> None:
+        self.set_class(self.size.height < self.SHORT, "-short")
+
     def on_mount(self) -> None:
+        self.set_class(self.app.size.height < self.SHORT, "-short")
         if self.gpu_feed is not None:
             self.set_interval(1.0, self._refresh_gpu_charts)
         self.driver.post = self.post_message
@@ -180,9 +188,10 @@ class TuneScreen(Screen[None]):
         self.total = message.total
         self.ranks = session_ranks(info)
         ranks = f" · {self.ranks} ranks" if self.ranks > 1 else ""
+        stages = len(info.get("stages", []))
         self.query_one("#tune-title", Static).update(
             f"tuneup: preset {info.get('preset')} · trainer {info.get('trainer')}{ranks} · "
-            f"{info.get('search')} search over {', '.join(info.get('stages', []))}"
+            f"{info.get('search')} search, {stages} stage(s)"
         )
         self.query_one(ProgressBar).update(total=message.total, progress=0)
 
@@ -191,7 +200,7 @@ class TuneScreen(Screen[None]):
         self.query_one(ProgressBar).update(total=max(self.total, self.done))
 
     def on_session_driver_time_left(self, message: SessionDriver.TimeLeft) -> None:
-        self.left = time_left_text(message.seconds, message.measured)
+        self.left = time_left_text(message.seconds, message.basis)
 
     def on_session_driver_probe_started(self, message: SessionDriver.ProbeStarted) -> None:
         self.current = f"{message.stage}: {message.label}"
@@ -205,18 +214,18 @@ class TuneScreen(Screen[None]):
     def on_session_driver_probe_done(self, message: SessionDriver.ProbeDone) -> None:
         result = message.result
         ladder = self.query_one(LadderTable)
-        first_baseline = ladder.baseline_sps is None
+        first_baseline = ladder.baseline is None
         ladder.add_result(result, message.reused)
         self.done += 1
         bar = self.query_one(ProgressBar)
         bar.update(total=max(self.total, self.done), progress=self.done)
-        line = result_line(result, ladder.baseline_sps, message.reused, ranks=self.ranks)
+        line = result_line(result, ladder.baseline, message.reused, ranks=self.ranks)
         self.query_one(RichLog).write(f"[{self.done}/~{max(self.total, self.done)}] {line}")
         if result.ok and result.full_sps is not None:
             self._points.append((float(self.done), float(result.full_sps)))
             xs, ys = zip(*self._points, strict=True)
             self.query_one(Chart).plot(Series(xs=tuple(xs), ys=tuple(ys)))
-        if first_baseline and ladder.baseline_sps is not None:
+        if first_baseline and ladder.baseline is not None:
             _kind, sentence = bottleneck(result.io_sps, result.synthetic_sps, result.full_sps)
             self.query_one("#tune-verdict", Static).update(f"baseline: {sentence}")
         self.current = ""

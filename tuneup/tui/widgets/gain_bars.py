@@ -23,16 +23,24 @@ class StageGain:
 
 
 def stage_gains(stages: Sequence[StageOutcome]) -> list[StageGain]:
-    """The bars from summary.json's `stages` list."""
+    """The bars from summary.json's `stages` list: an adopted stage's gain on the phase that
+    decided it; a stage that adopted nothing contributed nothing (no bar), and its note
+    says what its best candidate measured."""
     gains = []
     for entry in stages:
+        phase = entry.decided_on if entry.decided_on and entry.decided_on != "full" else ""
+        on = f" on {phase.upper()}" if phase else ""
         if entry.winner:
-            note = f"adopted {entry.winner}"
+            gains.append(
+                StageGain(entry.stage, entry.gain_pct, True, f"adopted {entry.winner}{on}")
+            )
         elif entry.reason.startswith("skipped"):
-            note = "skipped"
+            gains.append(StageGain(entry.stage, None, False, "skipped"))
+        elif entry.gain_pct is None:
+            gains.append(StageGain(entry.stage, None, False, "kept"))
         else:
-            note = "kept"
-        gains.append(StageGain(entry.stage, entry.gain_pct, bool(entry.winner), note))
+            best = f"kept (best {entry.gain_pct:+.1f}%{on}, not adopted)"
+            gains.append(StageGain(entry.stage, 0.0, False, best))
     return gains
 
 
@@ -76,7 +84,7 @@ class GainBars(Widget):
 
     def __init__(self, gains: Sequence[StageGain] = (), *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.border_title = "what each stage contributed (FULL, vs the config before it)"
+        self.border_title = "what each stage contributed (vs the config before it)"
         self.gains = list(gains)
 
     def show(self, gains: Sequence[StageGain]) -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from textual.widgets import DataTable
 
-from tuneup.probe.describe import sps_text
-from tuneup.probe.types import ProbeResult, Status
+from tuneup.probe.describe import sps_text, status_text, variant_text, versus_baseline
+from tuneup.probe.types import ProbeResult
 
 COLUMNS = ("stage", "variant", "IO", "SYNTHETIC", "FULL", "vs baseline", "status")
 
@@ -13,42 +13,20 @@ COLUMNS = ("stage", "variant", "IO", "SYNTHETIC", "FULL", "vs baseline", "status
 VARIANT_WIDTH = 32
 
 
-def variant_text(result: ProbeResult) -> str:
-    """A short name for what the probe changed; the confirmation's long diff is "recommendation"."""
-    if result.stage == "confirm":
-        return "recommendation" if result.variant else "baseline"
-    if not result.variant:
-        return "baseline" if result.stage == "baseline" else "incumbent (again)"
-    text = ", ".join(f"{k}={v}" for k, v in result.variant.items())
-    return text if len(text) <= VARIANT_WIDTH else text[: VARIANT_WIDTH - 1] + "…"
-
-
-def status_text(result: ProbeResult, reused: bool = False) -> str:
-    """The status, with the reason when a probe did not run ok (people need the why)."""
-    text = result.status.value
-    if result.reason and result.status is not Status.OK:
-        text += f": {result.reason}"
-    if result.ok and result.throttled:
-        text += " (throttled: noisy)"
-    if reused:
-        text += " [journal]"
-    return text
-
-
 def ladder_row(
-    result: ProbeResult, baseline_sps: float | None, reused: bool = False
+    result: ProbeResult, baseline: ProbeResult | None, reused: bool = False
 ) -> tuple[str, ...]:
-    """One table row: the same columns as `tuneup probe`'s final table."""
-    versus = ""
-    if result.ok and result.full_sps and baseline_sps:
-        versus = f"{100 * (result.full_sps / baseline_sps - 1):+.1f}%"
+    """One table row: the same columns and words as `tuneup probe`'s final table."""
+    variant = variant_text(result)
+    if len(variant) > VARIANT_WIDTH:
+        variant = variant[: VARIANT_WIDTH - 1] + "…"
     return (
         result.stage,
-        variant_text(result),
+        variant,
         sps_text(result.io_sps),
         sps_text(result.synthetic_sps),
         sps_text(result.full_sps),
-        versus,
+        versus_baseline(result, baseline),
         status_text(result, reused),
     )
 
@@ -67,7 +45,7 @@ class LadderTable(DataTable[str]):
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes, show_cursor=False, zebra_stripes=True)
         self.border_title = "probe ladder"
-        self.baseline_sps: float | None = None
+        self.baseline: ProbeResult | None = None  # the first ok baseline: rows compare with it
         self.results: list[ProbeResult] = []
 
     def on_mount(self) -> None:
@@ -76,13 +54,13 @@ class LadderTable(DataTable[str]):
     def restart(self) -> None:
         """Empty, as before the first probe (a resume replays the journal into it)."""
         self.clear()
-        self.baseline_sps = None
+        self.baseline = None
         self.results = []
 
     def add_result(self, result: ProbeResult, reused: bool = False) -> None:
         """Append a finished probe; the first ok baseline is what later rows compare with."""
-        if result.stage == "baseline" and result.ok and self.baseline_sps is None:
-            self.baseline_sps = result.full_sps
+        if result.stage == "baseline" and result.ok and self.baseline is None:
+            self.baseline = result
         self.results.append(result)
-        self.add_row(*ladder_row(result, self.baseline_sps, reused))
+        self.add_row(*ladder_row(result, self.baseline, reused))
         self.scroll_end(animate=False)
