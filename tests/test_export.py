@@ -208,8 +208,9 @@ def test_sbatch_without_hints_uses_placeholders_and_the_workers():
     assert options["ntasks-per-node"] == "1" and options["gpus-per-node"] == "1"
     assert options["cpus-per-task"] == "5"  # no share known: the process and its 4 workers
     assert "set cpus_per_task to your site's CPUs per GPU" in text
-    cpu = sbatch_options(render("sbatch", {"device": "cpu"}))
-    assert "gpus-per-node" not in cpu
+    cpu_script = render("sbatch", {"device": "cpu"})
+    assert "gpus-per-node" not in sbatch_options(cpu_script)
+    assert "GPU" not in cpu_script and "trains on the CPU cores of its task" in cpu_script
 
 
 def test_sbatch_runs_tuneup_train_on_the_embedded_config(tmp_path):

@@ -295,3 +295,26 @@ def test_a_budget_that_is_not_a_duration_is_a_one_line_error(tmp_path: Path) -> 
     done = tuneup("probe", "--trainer", "sim", "--budget", "3x", "--out", str(tmp_path / "b"))
     assert done.returncode == 2 and done.stderr.strip().count("\n") == 0
     assert "'3x' is not a duration" in done.stderr and not (tmp_path / "b").exists()
+
+
+def test_a_misspelt_stage_preset_or_trainer_gets_a_did_you_mean(tmp_path: Path) -> None:
+    for args, hint in (
+        (["--stages", "wrokers"], "did you mean 'workers'?"),
+        (["--preset", "h20"], "did you mean 'h200'?"),
+        (["--trainer", "smi"], "did you mean 'sim'?"),
+    ):
+        done = tuneup("probe", "--out", str(tmp_path / "x"), *["--trainer", "sim"], *args)
+        assert done.returncode == 2 and hint in done.stderr, (args, done.stderr)
+
+
+def test_a_simulated_session_is_named_as_one(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "tuneup", "probe", "--trainer", "sim"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    (folder,) = (tmp_path / "tuneup-results").iterdir()
+    assert folder.name.startswith("sim-cpu-smoke-")  # not a real cpu-smoke run's name

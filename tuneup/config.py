@@ -9,7 +9,6 @@ the app. Loading accepts tuneup's flat YAML and the tutorial's own format
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import functools
 import typing
 from collections.abc import Iterable, Mapping
@@ -19,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from tuneup.errors import UsageError
+from tuneup.errors import UsageError, did_you_mean
 
 # The tutorial's full_scale depth (64^3 crops come down to 1^3); its blocks are named
 # conv_down1..6 and conv_up6..2, so a deeper model would not be the tutorial's.
@@ -344,11 +343,6 @@ def _type_label(tp: Any) -> str:
     return f"{name} or null" if args else name
 
 
-def _suggest(name: str, options: Iterable[str]) -> str:
-    close = difflib.get_close_matches(name, list(options), n=1)
-    return f"did you mean '{close[0]}'? " if close else ""
-
-
 def _float_or_none(text: str) -> float | None:
     """YAML 1.1 reads `1e-3` (no dot) as a string; accept it as the number it means."""
     try:
@@ -408,7 +402,7 @@ def _coerce_nested(key: str, value: Any) -> dict[str, Any]:
     for sub, sub_value in value.items():
         if sub not in defaults:
             raise UsageError(
-                f"unknown key '{key}.{sub}': {_suggest(sub, defaults)}"
+                f"unknown key '{key}.{sub}': {did_you_mean(sub, defaults)}"
                 f"valid keys are {', '.join(defaults)}"
             )
         default = defaults[sub]
@@ -496,7 +490,7 @@ def build_config(values: Mapping[str, Any], *, source: str = "config") -> TrainC
     for key, value in values.items():
         if key not in fields:
             raise UsageError(
-                f"unknown config key '{key}' in {source}: {_suggest(key, fields)}"
+                f"unknown config key '{key}' in {source}: {did_you_mean(key, fields)}"
                 "`tuneup train --help` lists every key"
             )
         checked[key] = _coerce(key, value, types[key], fields[key].metadata["choices"])
@@ -527,7 +521,7 @@ def apply_overrides(values: dict[str, Any], overrides: Iterable[str]) -> dict[st
         head, dot, sub = key.partition(".")
         if head not in knob_names():
             raise UsageError(
-                f"unknown config key '{head}' in --set: {_suggest(head, knob_names())}"
+                f"unknown config key '{head}' in --set: {did_you_mean(head, knob_names())}"
                 "`tuneup train --help` lists every key"
             )
         if dot:

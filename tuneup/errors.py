@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from enum import IntEnum
 
 
@@ -23,3 +25,10 @@ class UsageError(Exception):
     """
 
     exit_code: int = ExitCode.USAGE
+
+
+def did_you_mean(name: object, options: Iterable[object]) -> str:
+    """The hint "did you mean 'x'? " when a close option exists, else "": the one way every
+    error names a likely fix for a misspelt stage, preset, trainer, knob or key."""
+    close = difflib.get_close_matches(str(name), [str(o) for o in options], n=1)
+    return f"did you mean '{close[0]}'? " if close else ""

@@ -12,12 +12,11 @@ clash, so a third-party package cannot shadow a built-in stage).
 
 from __future__ import annotations
 
-import difflib
 import importlib.metadata
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from tuneup.errors import UsageError
+from tuneup.errors import UsageError, did_you_mean
 
 PLUGIN_API_VERSION = 2
 """The plugin API this tuneup implements. It changes only when a change to the
@@ -117,8 +116,7 @@ class Registry(Generic[T]):
             if ep.name == name:
                 return self._load(ep)
         known = self.names()
-        close = difflib.get_close_matches(name, known, n=1)
-        hint = f"did you mean '{close[0]}'? " if close else ""
+        hint = did_you_mean(name, known)
         listed = ", ".join(known) if known else "none (is tuneup installed?)"
         raise UsageError(f"unknown {self.kind} '{name}': {hint}known {self.kind}s are {listed}")
 

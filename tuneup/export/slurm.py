@@ -79,7 +79,11 @@ def _cpus(workers: int, tasks: int, gpus_per_task: int, site: SiteHints) -> tupl
             wanted,
             (
                 f"{workers} loader workers + 1 training process (no CPU share in the hints: "
-                "set cpus_per_task to your site's CPUs per GPU)"
+                + (
+                    "set cpus_per_task to your site's CPUs per GPU)"
+                    if gpus_per_task
+                    else "set cpus_per_task to the CPUs each task may use)"
+                )
             ),
             "",
         )
@@ -115,7 +119,7 @@ def job_layout(
         gpus = (1 if site.gpus_per_node is None else site.gpus_per_node) if on_gpu else 0
         tasks = gpus if gpus > 0 else 1
         gpus_per_task = 1
-    cpus, why, note = _cpus(cfg.num_data_workers, tasks, gpus_per_task, site)
+    cpus, why, note = _cpus(cfg.num_data_workers, tasks, gpus_per_task if on_gpu else 0, site)
     return JobLayout(
         nodes=site.nodes or 1,
         tasks_per_node=tasks,
@@ -141,11 +145,12 @@ def env_lines(cfg: TrainConfig, layout: JobLayout) -> list[str]:
         f"less {cfg.num_data_workers} loader workers"
     )
     lines.append(f"export OMP_NUM_THREADS={layout.omp_threads}")
-    return lines + site_env_lines(layout.site)
+    return lines + site_env_lines(layout.site, on_gpu=cfg.device != "cpu")
 
 
-def site_env_lines(site: SiteHints) -> list[str]:
-    """The site's GPU order and variables (its hints), and NCCL's others as placeholders."""
+def site_env_lines(site: SiteHints, *, on_gpu: bool = True) -> list[str]:
+    """The site's GPU order and variables (its hints), and, for a job on GPUs, NCCL's
+    others as placeholders."""
     lines: list[str] = []
     if site.cuda_visible_devices:
         lines += [
@@ -156,7 +161,7 @@ def site_env_lines(site: SiteHints) -> list[str]:
         lines.append("# the site's environment (the preset's hints)")
         lines += [f"export {name}={shlex.quote(value)}" for name, value in site.env]
     named = {name for name, _ in site.env}
-    left = [(n, v) for n, v in NCCL_PLACEHOLDERS if n not in named]
+    left = [(n, v) for n, v in NCCL_PLACEHOLDERS if n not in named] if on_gpu else []
     if left:
         lines.append("# NCCL (several GPUs): uncomment and fill in what your site recommends")
         lines += [f"# export {name}={value}" for name, value in left]
@@ -268,8 +273,13 @@ def render_sbatch(cfg: TrainConfig, hints: Mapping[str, Any] | None) -> str:
         render_tuneup(cfg).rstrip("\n"),
         "TUNEUP_CONFIG",
         "",
-        f"# {layout.ranks} ranks ({layout.nodes} x {layout.tasks_per_node}); each rank "
-        "trains on GPU $SLURM_LOCALID, so every GPU stays visible (no --gpus-per-task)",
+        f"# {layout.ranks} ranks ({layout.nodes} x {layout.tasks_per_node}); "
+        + (
+            "each rank trains on the CPU cores of its task"
+            if cfg.device == "cpu"
+            else "each rank trains on GPU $SLURM_LOCALID, so every GPU stays visible "
+            "(no --gpus-per-task)"
+        ),
         srun_line(layout),
     ]
     return "\n".join(lines) + "\n"

@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 
 from tuneup.bundled import bundled_preset_names, read_bundled_preset
-from tuneup.errors import UsageError
+from tuneup.errors import UsageError, did_you_mean
 from tuneup.hardware.types import MachineInfo
 from tuneup.preset import schema
 from tuneup.preset.schema import PROBE_KEYS
@@ -194,7 +194,7 @@ def load_preset(name_or_path: str, *, environ: Mapping[str, str] | None = None) 
         raise UsageError(f"preset file not found: {path}")
     known = known_names(environ)
     raise UsageError(
-        f"no preset named '{text}': {schema.did_you_mean(text, known)}known presets are "
+        f"no preset named '{text}': {did_you_mean(text, known)}known presets are "
         f"{', '.join(known)} (user presets go in {user_presets_dir(environ)}/NAME.yaml), "
         "or give a path to a YAML file"
     )

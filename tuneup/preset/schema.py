@@ -8,14 +8,13 @@ the first problem: a preset with three mistakes gets three lines.
 
 from __future__ import annotations
 
-import difflib
 import itertools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tuneup.cluster.site import SITE_HINT_KEYS, hint_problem
 from tuneup.config import build_config
-from tuneup.errors import UsageError
+from tuneup.errors import UsageError, did_you_mean
 from tuneup.probe.stages import load_stage, stage_names
 from tuneup.probe.types import PHASES, STEP_COUNTED_BUDGET, Budget, Candidate
 
@@ -38,12 +37,6 @@ LAUNCH_KEYS = ("nproc", "nodes")
 # per GPU (the node's NIC bandwidth over its GPUs), the latency of one network step
 # (us), and the ring bandwidth inside a node per GPU (GB/s).
 INTERCONNECT_HINTS = ("interconnect_gbs", "interconnect_latency_us", "intra_node_gbs")
-
-
-def did_you_mean(name: str, options: Iterable[str]) -> str:
-    """The hint "did you mean 'x'? " when a close option exists, else the empty string."""
-    close = difflib.get_close_matches(str(name), [str(o) for o in options], n=1, cutoff=0.7)
-    return f"did you mean '{close[0]}'? " if close else ""
 
 
 def unknown_keys(data: Mapping[str, Any], valid: Iterable[str], where: str) -> list[str]:

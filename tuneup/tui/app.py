@@ -38,6 +38,7 @@ from tuneup.tuning.assembly import (
     SessionRequest,
     assemble_new,
     assemble_resume,
+    default_folder,
 )
 from tuneup.tuning.engine import build_engine
 from tuneup.tuning.journal import ResultsDir
@@ -216,8 +217,9 @@ class TuneupApp(App[None]):
         return self._session_driver(built, relay)
 
     def _default_out(self, preset: str) -> Path:
-        stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(self.clock()))
-        return self.results_root / f"{preset}-{stamp}"
+        return default_folder(
+            preset, self.clock, simulated=self.adapter.simulated, root=self.results_root
+        )
 
     def _relay(self) -> Any:
         return None if self.adapter.simulated else EventRelay()  # a simulation sends none

@@ -24,7 +24,7 @@ from tuneup.cluster.job import JobEnv, default_layout, describe, read_job_env
 from tuneup.cluster.launch import LaunchPlan, check_plan
 from tuneup.cluster.leftovers import describe as describe_processes
 from tuneup.cluster.leftovers import find_leftovers, stop_leftovers
-from tuneup.errors import UsageError
+from tuneup.errors import UsageError, did_you_mean
 from tuneup.hardware.types import MachineInfo
 from tuneup.preset.autopick import auto_pick, gpu_inventory
 from tuneup.preset.load import ProbePreset, load_preset, preset_warnings
@@ -149,7 +149,8 @@ def pick_stages(preset_stages: tuple[str, ...], chosen: tuple[str, ...] | None) 
     for name in chosen:
         if name not in known:
             raise UsageError(
-                f"--stages: no stage named '{name}' (known: {', '.join(sorted(known))})"
+                f"--stages: no stage named '{name}': {did_you_mean(name, known)}known stages "
+                f"are {', '.join(sorted(known))}"
             )
     return chosen
 
@@ -232,8 +233,17 @@ def base_values(preset: ProbePreset, trainer: str, data_path: Path | None) -> di
     return values
 
 
-def default_folder(preset: str, clock: Callable[[], float] = time.time) -> Path:
-    return DEFAULT_ROOT / f"{preset}-{time.strftime('%Y%m%d-%H%M%S', time.localtime(clock()))}"
+def default_folder(
+    preset: str,
+    clock: Callable[[], float] = time.time,
+    *,
+    simulated: bool = False,
+    root: Path = DEFAULT_ROOT,
+) -> Path:
+    """A new session's folder: PRESET-TIME, "sim-" first for a simulated trainer's (its
+    figures are not this machine's, and the folder says so)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(clock()))
+    return root / f"{'sim-' if simulated else ''}{preset}-{stamp}"
 
 
 def assemble_new(
@@ -273,7 +283,8 @@ def assemble_new(
     notes.append(describe(job))
     notes += [f"warning: {w}" for w in preset_warnings(preset, machine)]
 
-    results = ResultsDir(out or default_folder(preset.name, clock))
+    simulated = load_trainer(trainer).simulated
+    results = ResultsDir(out or default_folder(preset.name, clock, simulated=simulated))
     if results.has_session():
         raise _already_a_session(results.path)
     results.prepare()
