@@ -318,3 +318,19 @@ def test_a_simulated_session_is_named_as_one(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     (folder,) = (tmp_path / "tuneup-results").iterdir()
     assert folder.name.startswith("sim-cpu-smoke-")  # not a real cpu-smoke run's name
+
+
+def test_on_a_terminal_a_replayed_probe_still_says_it_came_from_the_journal() -> None:
+    import io
+
+    from rich.console import Console
+
+    from tuneup.commands.progress import RichReporter
+
+    reporter = RichReporter()
+    reporter.progress.stop()
+    reporter.console = Console(file=io.StringIO(), force_terminal=True, width=200)
+    probe = ProbeResult("baseline", {}, {}, Status.OK, full_sps=10.0, ranks=1)
+    reporter.probe_done(probe, reused=True)
+    reporter.close()
+    assert "[from journal]" in reporter.console.file.getvalue()

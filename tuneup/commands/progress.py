@@ -161,7 +161,7 @@ class RichReporter(PlainReporter):
         self.progress.update(self.ladder, advance=1)
         self.progress.update(self.current, visible=False)
         line = result_line(result, self.baseline, reused, ranks=self.ranks)
-        self.console.print(line, highlight=False)
+        self.console.print(line, highlight=False, markup=False)  # "[from journal]" is text
 
     def close(self) -> None:
         self.progress.stop()
