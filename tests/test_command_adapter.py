@@ -506,3 +506,23 @@ def test_tuneup_probe_points_at_the_tutorial_script(scripts, tmp_path, capsys):
     best = min(tried, key=lambda w: (-min(w, 8), w))
     assert document["summary"]["recommendation"]["values"]["num_data_workers"] == best
     assert list((tmp_path / "run" / "probes").glob("*.stderr.log"))
+
+
+def test_a_ladder_whose_baseline_fails_says_where_what_ran_is_kept(tmp_path, capsys):
+    import yaml
+
+    from tuneup.cli import main
+
+    preset = {
+        "name": "broken-script",
+        "train": {"num_data_workers": 1},
+        "probe": {"stages": ["workers"], "budget": {"limit_s": 30}},
+        "command": {"run": [sys.executable, "-c", "import sys; sys.exit(3)"]},
+    }
+    path = tmp_path / "broken.yaml"
+    path.write_text(yaml.safe_dump(preset), encoding="utf-8")
+    out = tmp_path / "run"
+    code = main(["probe", "--trainer", "command", "--preset", str(path), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code != 0 and "baseline" in err
+    assert f"what ran is journaled in {out / 'journal.jsonl'}" in err

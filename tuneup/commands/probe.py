@@ -73,6 +73,11 @@ def run_probe_command(
             for line in where_it_stands(folder):
                 _say(f"tuneup: interrupted; {line}")
             return stop.exit_code
+        except Exception:
+            # the error follows in its own line; first, where what did run is kept
+            if (folder / "journal.jsonl").is_file():
+                _say(f"tuneup: what ran is journaled in {quoted(folder / 'journal.jsonl')}")
+            raise
         finally:
             built.close()
             close = getattr(reporter, "close", None)

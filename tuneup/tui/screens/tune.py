@@ -122,7 +122,7 @@ class TuneScreen(Screen[None]):
             verdict = Static("waiting for the baseline", id="tune-verdict")
             verdict.border_title = "bottleneck"
             yield verdict
-        yield RichLog(id="tune-log", wrap=True, markup=False, highlight=False)
+        yield RichLog(id="tune-log", wrap=False, markup=False, highlight=False)
         yield Footer()
 
     def on_resize(self) -> None:
