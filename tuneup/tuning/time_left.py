@@ -315,7 +315,7 @@ class LadderClock:
         seconds = here.seconds(self.budget, costs) + later.seconds(
             self.budget, self.later_costs(costs)
         )
-        return seconds, MEASURED_HERE if costs.measured and not costs.recorded else self.basis
+        return seconds, MEASURED_HERE if self._seen else self.basis
 
     def keep(self) -> None:
         """This ladder's measured costs, for the next estimate before any probe has run."""
