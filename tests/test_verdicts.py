@@ -141,3 +141,10 @@ def test_a_negative_communication_overhead_is_called_noise_not_a_cost() -> None:
     assert "costs -" not in sentence
     figures["overhead_pct"] = 8.5
     assert "costs 8.5% of SYNTHETIC on 2 ranks" in ddp_sentence(figures)
+
+
+def test_an_unresolved_knob_is_named_once() -> None:
+    from tuneup.tuning.verdicts import _named
+
+    assert _named("channels_last", "channels_last") == "channels_last"
+    assert _named("amp", "bf16") == "amp bf16"

@@ -155,11 +155,19 @@ def unresolved_text(outcome: SearchOutcome) -> str | None:
     if not items:
         return None
     parts = [
-        f"{u['stage']} {u['candidate']} ({100 * ((u['speedup'] or 1.0) - 1):+.1f}%, "
+        f"{_named(u['stage'], u['candidate'])} ({100 * ((u['speedup'] or 1.0) - 1):+.1f}%, "
         f"likely {u['low']:.2f}-{u['high']:.2f}x)"
         for u in items
     ]
     return "unresolved at this machine's noise: " + ", ".join(parts)
+
+
+def _named(stage: str, candidate: str) -> str:
+    """A candidate as a reader knows it: its label, with its stage where the label alone
+    does not say which knob ("amp bf16"; "channels_last", not "channels_last channels_last")."""
+    if stage in candidate:
+        return candidate
+    return f"{stage} {candidate}"
 
 
 def _throttled(outcome: SearchOutcome, stage: str) -> int:
