@@ -1,6 +1,7 @@
 """A stand-in for `python -m tuneup.worker --serve`, for the runner's tests.
 
-Reads spec paths on stdin, one per line; for each, writes a `start` event
+Reads spec paths on stdin, one JSON string per line (as the runner writes them); for
+each, writes a `start` event
 (its pid and how many probes it served before) and then does what the spec's
 config asks in its "fake" key:
 
@@ -47,9 +48,9 @@ def result(spec: dict[str, Any]) -> None:
 def main() -> int:
     served = 0
     for line in sys.stdin:
-        path = line.strip()
-        if not path:
+        if not line.strip():
             continue
+        path = json.loads(line)
         with open(path, encoding="utf-8") as fh:
             spec = json.load(fh)
         mode = spec["config"].get("fake", "ok")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 import traceback
 from collections.abc import Sequence
@@ -18,6 +19,7 @@ from tuneup import __version__
 from tuneup.cluster.signals import Stopped
 from tuneup.config import describe_knobs
 from tuneup.errors import ExitCode, UsageError
+from tuneup.paths import fix, is_storage_error, storage_fault
 
 # The tutorial's train.py flags (SC22, and SC21's --enable_amp), accepted by `tuneup
 # train` as the knobs they set, so one command line runs either program.
@@ -310,7 +312,15 @@ def _add_probe(commands: argparse._SubParsersAction) -> None:
         "--resume",
         type=Path,
         metavar="DIR",
-        help="continue an interrupted session without repeating finished probes",
+        help="continue an interrupted session without repeating finished probes (a "
+        "failed baseline, and a probe killed by a signal, are measured again; a session "
+        "whose session.json is damaged or gone is rebuilt from its journal with --preset)",
+    )
+    probe.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="with --resume: measure again every journaled probe that failed or ran "
+        "contended (once its cause is fixed)",
     )
     probe.add_argument(
         "--json",
@@ -494,6 +504,9 @@ def _run_probe(args: argparse.Namespace) -> int:
     from tuneup.commands.probe import run_probe_command
     from tuneup.probe.estimate import parse_duration
 
+    if args.retry_failed and args.resume is None:
+        raise UsageError("--retry-failed measures a resumed session's failures: add --resume DIR")
+
     if args.resume is not None and args.out is not None:
         raise UsageError("--resume continues DIR in place: leave out --out")
     budget_s = None
@@ -515,6 +528,7 @@ def _run_probe(args: argparse.Namespace) -> int:
         nodes=args.nodes,
         fresh_processes=args.fresh_processes or None,
         budget_s=budget_s,
+        retry_failed=args.retry_failed,
     )
 
 
@@ -576,12 +590,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         with contextlib.suppress(OSError):
             print(f"tuneup: {exc}", file=sys.stderr)
         return exc.exit_code
+    except OSError as exc:
+        if debug:
+            traceback.print_exc()
+        if is_storage_error(exc):  # a write the storage refused: its fix, not a traceback
+            where = Path(os.fsdecode(exc.filename)) if exc.filename else Path(".")
+            then = f"{fix(exc, 'it')}, then run again"
+            fault = storage_fault(where, exc, "a file in" if not exc.filename else "the file")
+            print(f"tuneup: error: {fault}; {then}", file=sys.stderr)
+            return ExitCode.USAGE
+        return _internal(exc, debug)
     except Exception as exc:  # an internal failure: one line unless --debug
         if debug:
             traceback.print_exc()
-        print(
-            f"tuneup: internal error: {type(exc).__name__}: {exc} (rerun with --debug for the "
-            "traceback)",
-            file=sys.stderr,
-        )
-        return ExitCode.INTERNAL
+        return _internal(exc, debug)
+
+
+def _internal(exc: BaseException, debug: bool) -> int:
+    """An internal failure in one line; the --debug hint only where it was not given."""
+    hint = "" if debug else " (rerun with --debug for the traceback)"
+    print(f"tuneup: internal error: {type(exc).__name__}: {exc}{hint}", file=sys.stderr)
+    return ExitCode.INTERNAL

@@ -14,6 +14,7 @@ class ExitCode(IntEnum):
     INTERNAL = 1
     USAGE = 2
     PROBE_FAILED = 3  # a probe worker reported an error event; the baseline never ran
+    UNMEASURED = 4  # the ladder ended, but some stages could not be measured: said, with the fix
     OUT_OF_TIME = 75  # sysexits' EX_TEMPFAIL: the allocation ends; resume in a new one
     INTERRUPTED = 130  # SIGINT; SIGTERM gives 143 and SIGHUP 129 (128 + the signal)
 

@@ -1,45 +1,148 @@
-"""The one check of a path the user names: usable, or one line saying why and what to do.
+"""The one check of a path the user names, and the one wording of a write that fails.
 
 Every front end checks its output paths here before any work (`--out`, `-o`,
 `--metrics`, `--record`, `expdir`; a results folder to read, `--resume` or
 `--results`, is checked by its one reader, tuning.journal.ResultsDir), so a
 read-only folder, a path through a file, a name too long or a full disk reads
 the same everywhere: a UsageError (exit 2) naming the path,
-the flag and the fix. A write that fails later is described the same way
-(`problem`).
+the flag and the fix.
+
+A write that fails later, wherever tuneup writes (the journal, the lock, the
+summary, an export, the metrics, the cache), goes through `writing`: a
+StorageFault (exit 2) in one line saying what could not be written and why,
+what was kept, and how to go on. cli.main words any other storage OSError the
+same way, so none reaches the user as an internal error.
 """
 
 from __future__ import annotations
 
 import errno
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from tuneup.errors import UsageError
+
+# The errors of a place to write, not of tuneup: each has a fix the user can make.
+STORAGE_ERRNOS = frozenset(
+    {
+        errno.ENOSPC,
+        errno.EDQUOT,
+        errno.EROFS,
+        errno.EACCES,
+        errno.EPERM,
+        errno.ENOTDIR,
+        errno.EISDIR,
+        errno.EEXIST,
+        errno.ENAMETOOLONG,
+        errno.EFBIG,
+        errno.ENOENT,
+    }
+)
+
+
+class StorageFault(UsageError):
+    """A write that failed for a reason of its storage (full, read-only, quota, a path
+    through a file): one line, exit 2, with what was kept and how to go on."""
+
+
+def is_storage_error(exc: BaseException) -> bool:
+    """Whether `exc` is a write's storage failure (STORAGE_ERRNOS), not a fault of tuneup."""
+    return isinstance(exc, OSError) and exc.errno in STORAGE_ERRNOS
+
+
+def why(path: Path, exc: OSError) -> str:
+    """Why `path` could not be made or written, in words."""
+    code = exc.errno
+    if code == errno.EROFS:
+        return "read-only file system"
+    if code in (errno.EACCES, errno.EPERM):
+        return "permission denied"
+    if code in (errno.EEXIST, errno.ENOTDIR):
+        culprit = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), path)
+        return f"{culprit} is a file, not a folder"
+    if code == errno.EISDIR:
+        return "it is a folder"
+    if code == errno.ENAMETOOLONG:
+        longest = max((len(part) for part in path.parts), default=0)
+        return (
+            f"the path is too long ({len(str(path))} characters, longest name {longest}; "
+            "names may have at most 255)"
+        )
+    if code == errno.ENOSPC:
+        return "no space left on the device"
+    if code == errno.EDQUOT:
+        return "the disk quota is used up"
+    if code == errno.EFBIG:
+        return "the file is too large for this file system"
+    if code == errno.ENOENT:
+        return "its folder is gone"
+    return str(exc.strerror or exc)
+
+
+def fix(exc: OSError, place: str) -> str:
+    """What the user does about `exc` at `place` (a folder, or a flag naming one)."""
+    code = exc.errno
+    if code in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return f"free some or give {place} another path"
+    if code in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return f"give {place} a place you can write to"
+    if code == errno.ENAMETOOLONG:
+        return f"give {place} a shorter one"
+    if code == errno.EISDIR:
+        return f"give {place} a file name"
+    return f"give {place} another path"
 
 
 def problem(path: Path, exc: OSError, flag: str, what: str) -> str:
     """One line for `path` (given with `flag`, used as `what`) that could not be made or
     written: why, and what to do."""
-    where = f"cannot use {path} as {what}"
-    code = exc.errno
-    if code in (errno.EACCES, errno.EPERM, errno.EROFS):
-        why = "read-only file system" if code == errno.EROFS else "permission denied"
-        return f"{where} ({why}): give {flag} a place you can write to"
-    if code in (errno.EEXIST, errno.ENOTDIR):
-        culprit = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), path)
-        return f"{where}: {culprit} is a file, not a folder: give {flag} another path"
-    if code == errno.EISDIR:
-        return f"{where}: it is a folder: give {flag} a file name"
-    if code == errno.ENAMETOOLONG:
-        longest = max((len(part) for part in path.parts), default=0)
-        return (
-            f"{where}: the path is too long ({len(str(path))} characters, longest name "
-            f"{longest}; names may have at most 255): give {flag} a shorter one"
-        )
-    if code == errno.ENOSPC:
-        return f"{where}: no space left on the device: free some or give {flag} another path"
-    return f"{where}: {exc.strerror or exc}: give {flag} another path"
+    where, reason = f"cannot use {path} as {what}", why(path, exc)
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"{where} ({reason}): {fix(exc, flag)}"
+    return f"{where}: {reason}: {fix(exc, flag)}"
+
+
+def storage_fault(
+    path: Path, exc: OSError, what: str, *, kept: str = "", then: str = ""
+) -> StorageFault:
+    """The one line for a write that failed mid-way: what (`what`, at `path`) and why,
+    what is `kept`, and `then`, how to go on."""
+    parts = [f"cannot write {what} {path} ({why(path, exc)})"]
+    if kept:
+        parts.append(kept)
+    if then:
+        parts.append(then)
+    return StorageFault(": ".join(parts[:2]) + "".join(f"; {p}" for p in parts[2:]))
+
+
+@contextmanager
+def writing(path: Path, what: str, *, kept: str = "", then: str = "") -> Iterator[None]:
+    """Around a write of `what` at `path`: a storage failure becomes a StorageFault
+    (`storage_fault`); any other error passes unchanged."""
+    try:
+        yield
+    except OSError as exc:
+        if not is_storage_error(exc):
+            raise
+        raise storage_fault(path, exc, what, kept=kept, then=then) from None
+
+
+def check_name(path: Path, flag: str) -> None:
+    """Refuse a path whose name cannot be written as text (bytes that are not UTF-8): the
+    probes' specs and the session's files carry it as JSON.
+
+    Raises:
+        UsageError: naming the flag and the fix.
+    """
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError(
+            f"{flag}: the path {path!s} has bytes that are not UTF-8 text: give {flag} a "
+            "name in UTF-8"
+        ) from None
 
 
 def output_folder(path: Path, flag: str, what: str) -> Path:
@@ -48,6 +151,7 @@ def output_folder(path: Path, flag: str, what: str) -> Path:
     Raises:
         UsageError: it cannot be used, in one line (`problem`).
     """
+    check_name(path, flag)
     try:
         path.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path, prefix=".tuneup-write-check"):
@@ -64,6 +168,7 @@ def output_file(path: Path, flag: str, what: str) -> Path:
     Raises:
         UsageError: it cannot be used, in one line (`problem`).
     """
+    check_name(path, flag)
     try:
         if path.is_dir():
             raise IsADirectoryError(errno.EISDIR, "is a folder")

@@ -12,9 +12,10 @@ from tuneup.cluster.signals import StopSignals, signal_name
 from tuneup.commands.progress import PlainReporter, RichReporter, final_table
 from tuneup.errors import ExitCode
 from tuneup.hardware.machine import machine_info
+from tuneup.paths import StorageFault
 from tuneup.tuning.assembly import SessionRequest, assemble_new, assemble_resume, parse_stages
 from tuneup.tuning.journal import quoted, where_it_stands
-from tuneup.tuning.session import OutOfTime, SessionInterrupted, SilentReporter
+from tuneup.tuning.session import DataGone, OutOfTime, SessionInterrupted, SilentReporter
 from tuneup.tuning.summary import Summary
 from tuneup.tuning.verdicts import confirmation_lines, stage_summary
 
@@ -33,6 +34,7 @@ def run_probe_command(
     nodes: int | None = None,
     fresh_processes: bool | None = None,
     budget_s: float | None = None,
+    retry_failed: bool = False,
 ) -> int:
     request = SessionRequest(
         preset=preset_name,
@@ -44,6 +46,7 @@ def run_probe_command(
         nodes=nodes,
         fresh_processes=fresh_processes,
         time_budget_s=budget_s,
+        retry_failed=retry_failed,
     )
     reporter = _reporter(as_json)
     machine = machine_info()
@@ -69,10 +72,17 @@ def run_probe_command(
                 _say(f"tuneup: stopped; {line}")
             _say(f"tuneup: {exc}; {last}")
             return ExitCode.OUT_OF_TIME
+        except DataGone as exc:
+            for line in where_it_stands(folder)[:-1]:
+                _say(f"tuneup: stopped; {line}")
+            _say(f"tuneup: error: {exc}")
+            return ExitCode.USAGE
         except SessionInterrupted:
             for line in where_it_stands(folder):
                 _say(f"tuneup: interrupted; {line}")
             return stop.exit_code
+        except StorageFault:
+            raise  # its one line says what is kept and how to go on
         except Exception:
             # the error follows in its own line; first, where what did run is kept
             if (folder / "journal.jsonl").is_file():
@@ -93,9 +103,29 @@ def run_probe_command(
             "probes": [p.to_journal() for p in outcome.probes],
         }
         print(json.dumps(document, default=str))
-        return ExitCode.OK
+        return ExitCode.UNMEASURED if summary.document.get("unmeasured") else ExitCode.OK
     _print_outcome(outcome, summary, folder)
+    gone = summary.document.get("unmeasured")
+    if gone:
+        _say(f"tuneup: {unmeasured_remedy(gone, folder)}")
+        return ExitCode.UNMEASURED
     return ExitCode.OK
+
+
+def unmeasured_remedy(gone: list[dict[str, str]], folder: Path) -> str:
+    """What to do about the stages a ladder could not measure: the cause first, then the
+    resume that measures them again."""
+    names = ", ".join(u.get("stage", "?") for u in gone)
+    contended = all("contended" in u.get("why", "") for u in gone)
+    first = (
+        "stop what else runs here (or wait for a quiet moment)"
+        if contended
+        else "fix what made their probes fail (their reasons are above)"
+    )
+    return (
+        f"the answer leaves out {names}: they could not be measured; {first}, then measure "
+        f"them with: tuneup probe --resume {quoted(folder)} --retry-failed"
+    )
 
 
 def _say(line: str) -> None:

@@ -93,6 +93,11 @@ class PlainReporter:
     def probe_start(self, stage: str, label: str) -> None:
         pass
 
+    def note(self, line: str) -> None:
+        """Something the session did on its own that the user must know (data made again,
+        failures measured again)."""
+        print(f"tuneup: {line}", file=self.stream, flush=True)
+
     def total_changed(self, total: int) -> None:
         self.total = total
 
@@ -141,6 +146,9 @@ class RichReporter(PlainReporter):
     def time_left(self, seconds: float, basis: str) -> None:
         self.left = time_left_text(seconds, basis)
         self.progress.update(self.ladder, description=f"ladder ({self.left})")
+
+    def note(self, line: str) -> None:
+        self.progress.console.print(f"tuneup: {line}", markup=False, highlight=False)
 
     def probe_start(self, stage: str, label: str) -> None:
         self.progress.update(

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -98,6 +99,7 @@ def parse_preset(data: Any, source: str, *, default_name: str | None = None) -> 
         stage_candidates=candidates,
         launch=Launch(**launch),
         sections=sections,
+        document=_json_values(data),
         costs=costs,
     )
 
@@ -154,6 +156,12 @@ def _origin_of_file(path: Path, environ: Mapping[str, str] | None) -> str:
     except OSError:
         inside = False
     return f"{'user' if inside else 'file'}: {path}"
+
+
+def _json_values(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The document as plain JSON values (a YAML date becomes its text)."""
+    result: dict[str, Any] = json.loads(json.dumps(dict(data), default=str))
+    return result
 
 
 def _load_file(path: Path, environ: Mapping[str, str] | None) -> ProbePreset:

@@ -48,6 +48,8 @@ class ProbePreset:
         costs: what a probe's parts cost on the machine the preset is for, as recorded
             there (`probe.costs`: its source says where and when); the estimate's
             figures before this machine has measured its own. None: the trainer's guess.
+        document: the YAML document it was read from, as JSON values (session.json keeps
+            it, so a session resumes when its preset file has moved away).
     """
 
     name: str
@@ -63,3 +65,4 @@ class ProbePreset:
     sections: dict[str, dict[str, Any]] = field(default_factory=dict)
     origin: str = ""
     costs: dict[str, Any] | None = None
+    document: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)

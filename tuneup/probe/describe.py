@@ -85,6 +85,11 @@ def status_text(result: ProbeResult, reused: bool = False) -> str:
         text += f" (contended, left out: {result.contention.note})"
     if result.ok and result.throttled:
         text += " (throttled: noisy)"
+    if result.ok and result.far_trials:
+        text += (
+            f" ({result.far_trials} trial(s) far from the rest, still apart when measured "
+            "again: figure uncertain)"
+        )
     text += stragglers_text(result)
     if result.ok and result.stopped_early:
         phase = shown_phase(result)

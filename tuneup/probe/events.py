@@ -146,6 +146,7 @@ class ResultEvent(Event):
     rank_sps: tuple[float, ...] = ()
     stragglers: tuple[int, ...] = ()
     trials_discarded: int | None = None
+    far_trials: int | None = None
     stopped_early: str = ""  # why the trials ended early; empty when they did not
     timed_s: float | None = None  # seconds in timed trials (what measuring cost)
     compile_cache: str = ""  # "warm" or "cold" under torch.compile; "" without it
@@ -283,6 +284,7 @@ def _result_event(get: _Get, common: dict[str, Any]) -> Event:
         rank_sps=numbers(get("rank_sps")),
         stragglers=tuple(r for r in map(count, as_list(get("stragglers"))) if r is not None),
         trials_discarded=count(get("trials_discarded")),
+        far_trials=count(get("far_trials")),
         stopped_early=text(get("stopped_early")),
         timed_s=number(get("timed_s")),
         compile_cache=text(get("compile_cache")),

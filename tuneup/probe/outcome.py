@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from tuneup.cluster.launch import RankFailure, rank_failures
@@ -176,6 +177,7 @@ def build_result(
             rank_sps=list(measured.rank_sps),
             stragglers=list(measured.stragglers),
             trials_discarded=measured.trials_discarded or 0,
+            far_trials=measured.far_trials or 0,
             stopped_early=measured.stopped_early,
             compile_cache=measured.compile_cache,
         )
@@ -224,6 +226,53 @@ def _classify_error(error: ErrorEvent) -> tuple[Status, str]:
     return Status.CRASH, f"{label}: {message}" if label else message
 
 
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+def oom_kill_count(root: Path = CGROUP_ROOT, own: Path = Path("/proc/self/cgroup")) -> int | None:
+    """The OOM kills this process's memory cgroup has counted (`oom_kill` in cgroup v2's
+    memory.events, or v1's memory.oom_control); None where neither can be read."""
+    places: list[Path] = []
+    try:
+        for line in own.read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            where = path.lstrip("/")
+            if controllers == "":
+                places.append(root / where / "memory.events")
+            elif "memory" in controllers.split(","):
+                places.append(root / "memory" / where / "memory.oom_control")
+    except (OSError, ValueError):
+        pass
+    places += [root / "memory.events", root / "memory" / "memory.oom_control"]
+    for place in places:
+        try:
+            for line in place.read_text().splitlines():
+                key, _, value = line.partition(" ")
+                if key == "oom_kill":
+                    return int(value)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+# The count when this process began watching its probes: a SIGKILL is blamed on the OOM
+# killer only when the count rose since.
+OOM_KILLS_AT_START = oom_kill_count()
+
+
+def sigkill_cause(rose: bool | None) -> str:
+    """What a SIGKILL means, as far as the cgroup's OOM count can tell (None: it cannot)."""
+    if rose is None:
+        return (
+            "a signal from outside, or the kernel's out-of-memory killer when host memory ran out"
+        )
+    if rose:
+        return "the kernel's out-of-memory killer: this job's memory cgroup counted an OOM kill"
+    return (
+        "from outside tuneup, not the out-of-memory killer: this job's memory cgroup counted none"
+    )
+
+
 def signal_reason(signum: int, who: str = "worker") -> str:
     """`who` killed by the signal, named, with what it usually means (SIGKILL, SIGSEGV)."""
     try:
@@ -232,7 +281,9 @@ def signal_reason(signum: int, who: str = "worker") -> str:
         name = f"signal {signum}"
     reason = f"{who} killed by {name}"
     if signum == signal.SIGKILL:
-        reason += " (the kernel's out-of-memory killer does this when host memory runs out)"
+        now = oom_kill_count()
+        rose = None if now is None or OOM_KILLS_AT_START is None else now > OOM_KILLS_AT_START
+        reason += f" ({sigkill_cause(rose)})"
     elif signum == signal.SIGSEGV:
         reason += " (segmentation fault)"
     return reason

@@ -19,6 +19,7 @@ exit overlapping the next process's start-up, never a measurement.
 from __future__ import annotations
 
 import contextlib
+import json
 import signal
 import subprocess
 import threading
@@ -110,7 +111,8 @@ class ResidentWorker:
         record.served_before = self.served
         self._log_offset = _size(self.log_path)
         try:
-            self.proc.stdin.write(f"{record.spec_path}\n".encode())
+            # a JSON string a line: no path (a newline in --out, say) can split it
+            self.proc.stdin.write((json.dumps(str(record.spec_path)) + "\n").encode())
             self.proc.stdin.flush()
         except OSError:  # it died between two probes
             return False

@@ -97,6 +97,21 @@ def relative_spread(xs: Sequence[float]) -> float:
     return MEDIAN_EFFICIENCY * mean_dev / abs(mid)
 
 
+MAD_TO_SIGMA = 1.4826  # a normal deviation is this many times its median absolute deviation
+
+
+def relative_mad(xs: Sequence[float]) -> float:
+    """The median absolute deviation from the median, as a normal deviation relative to the
+    median (1.4826 x MAD / median): unmoved by up to half the values being wild, where
+    relative_spread is moved by each (0 for fewer than two values)."""
+    if len(xs) < 2:
+        return 0.0
+    mid = median(xs)
+    if mid == 0:
+        return 0.0
+    return MAD_TO_SIGMA * median([abs(x - mid) for x in xs]) / abs(mid)
+
+
 def noise_margin(
     trials: Sequence[float],
     floor: float = 0.02,

@@ -176,6 +176,12 @@ class ProbeResult:
     transient: bool = False
     # This attempt failed and the probe was run again: a later journal line replaces it.
     retried: bool = False
+    # Measured again on a resume: the failure (or contended run) it replaces, in words; a
+    # reader of the journal puts it in that line's place.
+    replaces: str = ""
+    # Trials far from their siblings that stayed after being measured again (the worker's
+    # rule, tuneup.worker.trials.far_trial): its figure may be off, and it says so.
+    far_trials: int = 0
     # The probes its process ran before it: 0 in a fresh process (tuneup.worker.serve).
     served_before: int = 0
     # Why its trials ended early (clearly slower than it had to be); empty when they did not.

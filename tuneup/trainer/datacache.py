@@ -8,8 +8,13 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+from tuneup.paths import output_folder, writing
 from tuneup.trainer.npy import convert_box, npy_paths
 from tuneup.trainer.synth import synthesize
+
+# The cache's place is the environment's to choose: the fix names the variables.
+CACHE_FLAG = "TUNEUP_CACHE_DIR (or XDG_CACHE_HOME)"
+CACHE_FIX = "free some space there, or set TUNEUP_CACHE_DIR to a folder with room you can write to"
 
 
 def ensure_synthetic_data(box: int, val_box: int, seed: int, root: Path) -> tuple[Path, Path, bool]:
@@ -17,11 +22,13 @@ def ensure_synthetic_data(box: int, val_box: int, seed: int, root: Path) -> tupl
     folder = root / f"synth-{box}-{val_box}-seed{seed}"
     train, val = folder / "train.h5", folder / "val.h5"
     made = False
-    if not (train.is_file() and val.is_file()):
-        result = synthesize(folder, box=box, val_box=val_box, seed=seed)
-        train, val, made = result.train_path, result.val_path, True
-    if _dali_installed():
-        _ensure_npy_copies((train, val))  # so the data stage can probe DALI too
+    with writing(folder, "tuneup's cache", then=CACHE_FIX):
+        if not (train.is_file() and val.is_file()):
+            output_folder(root, CACHE_FLAG, "tuneup's cache")
+            result = synthesize(folder, box=box, val_box=val_box, seed=seed)
+            train, val, made = result.train_path, result.val_path, True
+        if _dali_installed():
+            _ensure_npy_copies((train, val))  # so the data stage can probe DALI too
     return train, val, made
 
 

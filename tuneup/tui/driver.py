@@ -88,6 +88,13 @@ class SessionDriver:
             self.seconds = seconds
             self.basis = basis
 
+    class Note(Message):
+        """Something the session did on its own that the user must know."""
+
+        def __init__(self, line: str) -> None:
+            super().__init__()
+            self.line = line
+
     class WorkerEvent(Message):
         """One event of the running probe's worker (start, warmup, trial, loss, ...)."""
 
@@ -201,6 +208,9 @@ class SessionDriver:
 
     def time_left(self, seconds: float, basis: str) -> None:
         self.post(self.TimeLeft(seconds, basis))
+
+    def note(self, line: str) -> None:
+        self.post(self.Note(line))
 
     def event(self, event: Event) -> None:
         """The worker's events (called from the runner's reader thread)."""

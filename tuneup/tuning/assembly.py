@@ -11,6 +11,7 @@ and give it back in `AssembledSession.close`.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import sys
 import time
@@ -26,8 +27,9 @@ from tuneup.cluster.leftovers import describe as describe_processes
 from tuneup.cluster.leftovers import find_leftovers, stop_leftovers
 from tuneup.errors import UsageError, did_you_mean
 from tuneup.hardware.types import MachineInfo
+from tuneup.paths import is_storage_error
 from tuneup.preset.autopick import auto_pick, gpu_inventory
-from tuneup.preset.load import ProbePreset, load_preset, preset_warnings
+from tuneup.preset.load import ProbePreset, load_preset, parse_preset, preset_warnings
 from tuneup.probe.estimate import time_limit
 from tuneup.probe.events import EventHandler
 from tuneup.probe.stages import stage_names
@@ -35,12 +37,13 @@ from tuneup.probe.types import Budget
 from tuneup.trainers.adapters import DEFAULT_TRAINER, load_trainer
 from tuneup.trainers.backends import interrupt_backend
 from tuneup.tuning.engine import Engine, build_engine
-from tuneup.tuning.journal import ResultsDir, quoted
+from tuneup.tuning.journal import JOURNAL, SESSION, ResultsDir, SessionLost, folder_problem, quoted
 from tuneup.tuning.ladder_record import LadderRecord, machine_tag
-from tuneup.tuning.lock import ResultsLock
+from tuneup.tuning.lock import LOCK_FILE, Owner, ResultsLock
 from tuneup.tuning.planner import plan_ladder
 from tuneup.tuning.preflight import loader_shm_problem
 from tuneup.tuning.session import (
+    DataGone,
     ProbeSession,
     Reporter,
     SilentReporter,
@@ -73,6 +76,9 @@ class SessionRequest:
         time_budget_s: the ladder's time budget in seconds (`--budget`); None: the
             allocation's time left, or none outside a job. The ladder is planned to
             fit it and kept to it (tuning.planner).
+        retry_failed: on a resume, measure again every journaled probe that failed or
+            ran contended (`--retry-failed`); without it, only those whose cause may be
+            gone (ProbeSession.start says which).
     """
 
     preset: str | None = None
@@ -86,6 +92,7 @@ class SessionRequest:
     budget: Budget | None = None
     fresh_processes: bool | None = None
     time_budget_s: float | None = None
+    retry_failed: bool = False
 
 
 @dataclass
@@ -107,6 +114,7 @@ class AssembledSession:
     notes: list[str] = field(default_factory=list)
     alerts: list[str] = field(default_factory=list)
     stopping: bool = False
+    made_folder: bool = False  # the folder is this session's own: removed if it stays empty
 
     def __post_init__(self) -> None:
         self.session.stop_requested = lambda: self.stopping
@@ -126,6 +134,43 @@ class AssembledSession:
             self.engine.close()
         finally:
             self.lock.release()
+            if self.made_folder:
+                discard_if_empty(self.results.path)
+
+
+def discard_if_empty(folder: Path) -> None:
+    """Remove a folder this run made when nothing was written there but its lock (a disk
+    full from the start): no folder is left holding only `.tuneup.lock`."""
+    try:
+        names = {p.name for p in folder.iterdir()}
+        if names - {LOCK_FILE, "probes"}:
+            return
+        probes = folder / "probes"
+        if probes.is_dir() and any(probes.iterdir()):
+            return
+        if probes.is_dir():
+            probes.rmdir()
+        (folder / LOCK_FILE).unlink(missing_ok=True)
+        folder.rmdir()
+    except OSError:
+        pass  # left as it is: a later --out there says what it holds
+
+
+def take_lock(lock: ResultsLock, results: ResultsDir, resumed: bool) -> Owner | None:
+    """Acquire the folder's lock; a lock the storage refuses (full, read-only) is one line.
+
+    Raises:
+        FolderBusy: a live tuneup holds it.
+        UsageError: the lock cannot be written (with what is kept and the way on).
+    """
+    try:
+        return lock.acquire()
+    except OSError as exc:
+        if not is_storage_error(exc):
+            raise
+        if resumed:
+            raise results.fault(exc, LOCK_FILE, "the folder's lock") from None
+        raise UsageError(folder_problem(results.path, exc)) from None
 
 
 def pick_preset(preset_name: str | None, machine: MachineInfo) -> tuple[str, str | None]:
@@ -287,9 +332,19 @@ def assemble_new(
     results = ResultsDir(out or default_folder(preset.name, clock, simulated=simulated))
     if results.has_session():
         raise _already_a_session(results.path)
+    if results.has_journal():
+        raise _a_journal_without_session(results.path)
+    existed = True
+    with contextlib.suppress(OSError):  # a name too long, say: prepare() says what is wrong
+        existed = results.path.exists()
     results.prepare()
     lock = ResultsLock(results.path)
-    lock.acquire()
+    try:
+        take_lock(lock, results, resumed=False)
+    except BaseException:
+        if not existed:
+            discard_if_empty(results.path)
+        raise
     try:
         if results.has_session():  # another run finished there while this one started
             raise _already_a_session(results.path)
@@ -315,9 +370,12 @@ def assemble_new(
             alerts=[],
             time_budget_s=request.time_budget_s,
             monotonic=monotonic,
+            made_folder=not existed,
         )
     except BaseException:
         lock.release()
+        if not existed:
+            discard_if_empty(results.path)
         raise
 
 
@@ -343,14 +401,26 @@ def assemble_resume(
         FolderBusy: a live tuneup still runs this session.
     """
     results = ResultsDir(folder)
-    info = results.session()
+    lost: SessionLost | None = None
+    try:
+        info = results.session()
+    except SessionLost as exc:
+        lost = exc
+        info = _rebuilt_session(results, request, exc)
     _check_same(folder, request, info)
     lock = ResultsLock(results.path)
-    previous = lock.acquire()
+    previous = take_lock(lock, results, resumed=True)
     try:
         alerts = _recover(results, previous.describe() if previous is not None else None)
-        source = str(info.get("preset_source") or info.get("preset"))
-        preset = load_preset(request.preset or source)
+        if lost is not None:
+            kept = results.rebuild_session(info)
+            alerts.append(
+                f"{SESSION} was {lost.why}: rebuilt it from the journal's {lost.probes} "
+                f"probe(s) and preset {info['preset']}"
+                + (f" (the damaged file is kept as {quoted(kept)})" if kept else "")
+            )
+        preset, said = _resumed_preset(request, info)
+        alerts += said
         recorded_budget = info.get("budget")
         if isinstance(recorded_budget, dict):
             preset = dataclasses.replace(preset, budget=Budget.from_dict(recorded_budget))
@@ -388,6 +458,7 @@ def assemble_resume(
             notes=[describe(job)],
             alerts=alerts,
             time_budget_s=request.time_budget_s,
+            retry_failed=request.retry_failed,
         )
     except BaseException:
         lock.release()
@@ -407,6 +478,83 @@ def _recover(results: ResultsDir, previous_owner: str | None) -> list[str]:
             f"{describe_processes(left)}"
         )
     return alerts + results.repair().notes(results.path)
+
+
+def _rebuilt_session(
+    results: ResultsDir, request: SessionRequest, lost: SessionLost
+) -> dict[str, Any]:
+    """The session record of a folder whose session.json is damaged or gone, from its
+    journal and the preset given again (or the one its summary names).
+
+    The base config is the journaled baseline's own, so every journaled probe is found
+    again by its config; the stages are --stages, else the preset's.
+
+    Raises:
+        SessionLost: no preset given and none recorded elsewhere in the folder.
+    """
+    summary = _summary_fields(results)
+    preset_name = request.preset or summary.get("preset")
+    if not preset_name:
+        raise lost
+    preset = load_preset(str(preset_name))
+    trainer = request.trainer or str(summary.get("trainer") or DEFAULT_TRAINER)
+    load_trainer(trainer)
+    probes = results.results()
+    baseline = next((p for p in probes if p.stage == "baseline"), None)
+    base = dict(baseline.config) if baseline is not None else base_values(preset, trainer, None)
+    return {
+        "preset": preset.name,
+        "preset_source": preset.source or preset.name,
+        "preset_document": preset.document,
+        "trainer": trainer,
+        "search": request.search or "staged",
+        "seed": request.seed or 0,
+        "stages": list(request.stages or preset.stages),
+        "base_config": base,
+        "budget": preset.budget.to_dict(),
+        "hints": preset.hints,
+        "rebuilt_from_journal": f"{SESSION} was {lost.why}; {len(probes)} probe(s) in {JOURNAL}",
+    }
+
+
+def _summary_fields(results: ResultsDir) -> dict[str, Any]:
+    """summary.json's preset and trainer where it can be read ({} otherwise)."""
+    try:
+        document = results.summary().document
+    except (UsageError, OSError, ValueError):
+        return {}
+    return {k: document[k] for k in ("preset", "trainer") if document.get(k)}
+
+
+def _resumed_preset(request: SessionRequest, info: dict[str, Any]) -> tuple[ProbePreset, list[str]]:
+    """The preset a resume runs with: the one given, else the recorded one; when its file
+    has moved away, the copy session.json keeps (said)."""
+    source = str(info.get("preset_source") or info.get("preset"))
+    if request.preset is not None:
+        return load_preset(request.preset), []
+    try:
+        return load_preset(source), []
+    except UsageError as exc:
+        document = info.get("preset_document")
+        if not isinstance(document, dict) or not document:
+            raise UsageError(
+                f"{exc}: this session ran preset {info.get('preset')!r} from {source}; give it "
+                "again with --preset PATH (or --preset NAME for a preset of that name)"
+            ) from None
+    preset = parse_preset(document, source, default_name=str(info.get("preset") or "preset"))
+    preset = dataclasses.replace(preset, source=source, origin="recorded in session.json")
+    return preset, [
+        f"the preset file {source} is gone: using the copy this session recorded in {SESSION} "
+        "(give --preset PATH to use another)"
+    ]
+
+
+def _a_journal_without_session(folder: Path) -> UsageError:
+    return UsageError(
+        f"{folder} holds the journal of an earlier session but no {SESSION}: continue it with "
+        f"`tuneup probe --resume {quoted(folder)} --preset NAME` (the preset it ran), or give "
+        "a new folder with --out"
+    )
 
 
 def _asked_or_recorded(asked: bool | None, info: dict[str, Any], key: str) -> bool:
@@ -460,6 +608,8 @@ def _build(
     alerts: list[str],
     time_budget_s: float | None = None,
     monotonic: Callable[[], float] = time.monotonic,
+    made_folder: bool = False,
+    retry_failed: bool = False,
 ) -> AssembledSession:
     shm_free = shm_free_for(trainer)  # the U-Net's loader workers pass batches through it
     problem = loader_shm_problem(base, machine.ranks_per_node, shm_free)
@@ -508,5 +658,53 @@ def _build(
         time_budget_s=limit,
         ladder_plan=ladder_plan if limit is not None else None,
         monotonic=monotonic,
+        data_check=data_keeper(preset, trainer, base, results.path),
+        retry_failed=retry_failed,
     )
-    return AssembledSession(session, engine, results, lock, resumed, notes, alerts)
+    return AssembledSession(
+        session, engine, results, lock, resumed, notes, alerts, made_folder=made_folder
+    )
+
+
+def data_keeper(
+    preset: ProbePreset, trainer: str, base: dict[str, Any], folder: Path
+) -> Callable[[], str | None] | None:
+    """The check run before each probe that the data files it reads are still there.
+
+    The synthetic box tuneup made in its cache is made again when it went (a cache
+    cleaned mid-ladder), and the check says so; a file of the user's that went ends the
+    ladder (DataGone: partial summary, and how to continue once it is back). None: the
+    trainer reads no files.
+    """
+    if not load_trainer(trainer).data_files:
+        return None
+    files = [Path(str(base[k])) for k in ("train_path", "val_path") if base.get(k)]
+    if not files:
+        return None
+    synth = preset.synthetic_data
+    cache = cache_dir()
+    ours = synth is not None and all(
+        f.parent.parent == cache and f.parent.name.startswith("synth-") for f in files
+    )
+    made: list[Path] = []
+    with contextlib.suppress(OSError):
+        made = sorted(p for p in files[0].parent.iterdir() if p.is_file()) if ours else []
+
+    def check() -> str | None:
+        missing = [f for f in (made or files) if not f.is_file()]
+        if not missing:
+            return None
+        if ours and synth is not None:
+            from tuneup.trainer.datacache import ensure_synthetic_data  # h5py: only now
+
+            ensure_synthetic_data(synth["box"], synth["val_box"], synth.get("seed", 0), cache)
+            return (
+                f"the synthetic box in {files[0].parent} was gone ({missing[0].name} and "
+                f"{len(missing) - 1} more deleted since the ladder began): made it again"
+            )
+        raise DataGone(
+            f"the data file {missing[0]} is gone (since the ladder began): put it back, then "
+            f"continue with: tuneup probe --resume {quoted(folder)}"
+        )
+
+    return check

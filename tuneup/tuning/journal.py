@@ -10,6 +10,8 @@ silently, and no probe whose line could be read is measured again.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import math
 import os
@@ -19,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tuneup.errors import UsageError
-from tuneup.paths import output_folder, problem
+from tuneup.paths import StorageFault, is_storage_error, output_folder, problem, storage_fault
 from tuneup.probe.types import ProbeResult
 from tuneup.tuning.summary import Summary
 
@@ -84,6 +86,22 @@ def where_it_stands(folder: Path, where: str = "") -> list[str]:
     ]
 
 
+class SessionLost(UsageError):
+    """session.json is damaged or gone, and the journal holds probes: a resume given the
+    preset rebuilds it from them (nothing measured is lost)."""
+
+    def __init__(self, folder: Path, why: str, probes: int) -> None:
+        self.folder = folder
+        self.why = why  # "damaged" or "gone"
+        self.probes = probes
+        super().__init__(
+            f"{folder / SESSION} is {why}, and {probes} probe(s) are journaled beside it: "
+            f"continue with `tuneup probe --resume {quoted(folder)} --preset NAME` (the "
+            "preset it ran; add --trainer and --stages if it ran others): session.json is "
+            "rebuilt from the journal"
+        )
+
+
 def folder_problem(path: Path, exc: OSError) -> str:
     """One line for a results folder that cannot be made or written, with the way out."""
     return problem(path, exc, "--out", "the results folder")
@@ -112,7 +130,40 @@ class ResultsDir:
         except OSError as exc:
             raise UsageError(folder_problem(self.path, exc)) from None
 
+    def fault(self, exc: OSError, name: str, what: str) -> StorageFault:
+        """The one line for a write of this folder's `name` that failed (storage_fault): the
+        probes journaled so far are kept, and how to continue once the cause is fixed."""
+        here = quoted(self.path)
+        count = len(self.results())
+        kept = (
+            f"the {count} probe(s) journaled before are kept in {quoted(self.path / JOURNAL)}"
+            if count
+            else "nothing had been measured yet"
+        )
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+            remedy = "free some space there"
+        elif exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+            remedy = (
+                f"make {here} writable again (or copy it somewhere writable and resume the copy)"
+            )
+        else:
+            remedy = "fix that"
+        return storage_fault(
+            self.path / name,
+            exc,
+            what,
+            kept=kept,
+            then=f"{remedy}, then continue with: tuneup probe --resume {here}",
+        )
+
     def session(self) -> dict[str, Any]:
+        """session.json, read.
+
+        Raises:
+            SessionLost: it is damaged or gone while the journal holds probes (a resume
+                rebuilds it: `rebuild_session`).
+            UsageError: the folder is not a results folder.
+        """
         file = self.path / SESSION
         if not file.is_file():
             if not self.path.exists():
@@ -120,23 +171,66 @@ class ResultsDir:
             elif not self.path.is_dir():
                 why = "it is a file"
             else:
+                if self.results():
+                    raise SessionLost(self.path, "gone", len(self.results()))
                 why = f"no {SESSION} in it"
             raise UsageError(
                 f"{self.path} is not a tuneup results folder ({why}): give a folder "
                 "`tuneup probe` or the app wrote (its --out)"
             )
         try:
-            return json.loads(file.read_text())
-        except json.JSONDecodeError:
-            raise UsageError(f"{file} is damaged: start a new session with --out") from None
+            data = json.loads(file.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError):
+            data = None
+        if not isinstance(data, dict):
+            raise SessionLost(self.path, "damaged", len(self.results()))
+        return data
+
+    def has_journal(self) -> bool:
+        """Whether probes are journaled here (a session's, whether or not session.json is)."""
+        try:
+            return bool(self.results())
+        except OSError:
+            return False
+
+    def rebuild_session(self, session: dict[str, Any]) -> str:
+        """Write a session.json rebuilt from the journal, keeping a damaged one beside it;
+        returns where the damaged copy went ("" when there was none)."""
+        file, kept = self.path / SESSION, ""
+        try:
+            if file.is_file():
+                damaged = self.path / f"{SESSION}.damaged"
+                os.replace(file, damaged)
+                kept = str(damaged)
+            self._write_json(SESSION, session)
+        except OSError as exc:
+            if not is_storage_error(exc):
+                raise
+            raise self.fault(exc, SESSION, "the rebuilt session record") from None
+        return kept
 
     def append(self, result: ProbeResult) -> None:
         """Journal one finished probe: one line, flushed and synced before returning."""
         line = json.dumps(_finite(result.to_journal()), allow_nan=False, default=_plain) + "\n"
-        with (self.path / JOURNAL).open("a", encoding="utf-8") as file:
-            file.write(line)
-            file.flush()
-            os.fsync(file.fileno())
+        try:
+            with (self.path / JOURNAL).open("a", encoding="utf-8") as file:
+                file.write(line)
+                file.flush()
+                os.fsync(file.fileno())
+        except OSError as exc:
+            if not is_storage_error(exc):
+                raise
+            self._cut_torn_tail()
+            raise self.fault(exc, JOURNAL, "the journal") from None
+
+    def _cut_torn_tail(self) -> None:
+        """After a failed append: drop a part of the line that did reach the disk, so the
+        journal stays whole lines (best effort: `repair` drops it on a resume otherwise)."""
+        file = self.path / JOURNAL
+        with contextlib.suppress(OSError), file.open("rb+") as raw:
+            data = raw.read()
+            if data and not data.endswith(b"\n"):
+                raw.truncate(data.rfind(b"\n") + 1)
 
     def results(self) -> list[ProbeResult]:
         """Every journaled probe, in order; an unreadable line is skipped (see `repair`).
@@ -200,7 +294,12 @@ class ResultsDir:
         return report
 
     def write_summary(self, summary: dict[str, Any]) -> None:
-        self._write_json(SUMMARY, summary)
+        try:
+            self._write_json(SUMMARY, summary)
+        except OSError as exc:
+            if not is_storage_error(exc):
+                raise
+            raise self.fault(exc, SUMMARY, "the summary") from None
 
     def summary(self) -> Summary:
         """The finished session's summary.json, typed (tuneup.tuning.summary).
@@ -224,8 +323,13 @@ class ResultsDir:
         target = self.path / name
         tmp = target.with_name(f".{name}.tmp")
         text = json.dumps(_finite(data), indent=2, allow_nan=False, default=_plain)
-        tmp.write_text(text + "\n", encoding="utf-8")
-        os.replace(tmp, target)
+        try:
+            tmp.write_text(text + "\n", encoding="utf-8")
+            os.replace(tmp, target)
+        except OSError:
+            with contextlib.suppress(OSError):  # a full disk leaves no half-written temporary
+                tmp.unlink(missing_ok=True)
+            raise
 
 
 def _read_line(raw: str) -> tuple[ProbeResult | None, str | None]:

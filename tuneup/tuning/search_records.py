@@ -76,6 +76,10 @@ class StageDecision:
     phase: str = "full"
     composition: str = ""
     compared: str = ""  # the candidate `evidence` compares with the incumbent
+    # Why the stage could not be measured: no candidate gave a figure to compare, and not
+    # because the knob itself fails here (out of memory, diverged, unsupported). "" when
+    # it was measured.
+    unmeasured: str = ""
 
     @property
     def unresolved(self) -> bool:

@@ -26,7 +26,9 @@ from tuneup.config import first_uses
 from tuneup.errors import UsageError
 from tuneup.hardware.types import MachineInfo
 from tuneup.monitor.sampler import Sampler
+from tuneup.paths import is_storage_error
 from tuneup.preset.load import ProbePreset, preset_stage
+from tuneup.probe.describe import variant_text
 from tuneup.probe.estimate import (
     LadderShape,
     ProbeKind,
@@ -83,6 +85,29 @@ class OutOfTime(SessionInterrupted):
             f"{left_s:.0f} s left {where}, and the next probe may take "
             f"{need_s:.0f} s ({how}): not started"
         )
+
+
+class DataGone(SessionInterrupted):
+    """A data file the probes read went away mid-ladder and tuneup cannot make it again:
+    the ladder stops (a partial summary) rather than fail every later probe."""
+
+
+def measure_again(result: ProbeResult, retry_all: bool) -> str:
+    """Why a journaled probe is measured again on a resume ("" to replay it).
+
+    Always: a failed baseline (nothing is decided without it) and a failure that need not
+    happen again (killed by a signal, an NCCL timeout). With `retry_all`
+    (`--retry-failed`): every failure but a diverged loss or the user's skip, and a probe
+    that ran contended.
+    """
+    if result.ok:
+        return "it ran contended" if retry_all and result.contended else ""
+    if result.status in (Status.SKIPPED, Status.DIVERGED):
+        return ""
+    said = f"{result.status.value}{f': {result.reason}' if result.reason else ''}"
+    if result.stage == BASELINE_STAGE or result.transient or retry_all:
+        return said
+    return ""
 
 
 # A probe is started only with this much time to spare (SLURM then sends SIGTERM and,
@@ -156,6 +181,9 @@ class Reporter(Protocol):
         rests on in words ("measured here", or the preset's costs, a record, a guess)."""
         ...
 
+    # Optional: `note(line)`, something the session did on its own that the user must know
+    # (data made again, journaled failures measured again); a reporter without it hears none.
+
 
 class SilentReporter:
     """Hears nothing: for tests and `--json`."""
@@ -174,6 +202,11 @@ class SilentReporter:
 
     def probe_done(self, result: ProbeResult, reused: bool) -> None:
         pass
+
+
+def _comparable(result: ProbeResult) -> bool:
+    """It ran ok with nothing else loading the machine: a figure a decision may use."""
+    return result.ok and not result.contended
 
 
 def _key(stage: str, values: dict[str, Any], ranks: int) -> tuple[str, str]:
@@ -333,8 +366,16 @@ class ProbeSession:
     # Why the ladder was stopped (a signal), for a partial summary; set by the front end.
     stop_reason: str = ""
     monotonic: Callable[[], float] = time.monotonic
+    # Run before each probe: the data files are there (made again if tuneup's own, said);
+    # raises DataGone when they are not and cannot be. None: no files to check.
+    data_check: Callable[[], str | None] | None = None
+    # On a resume: measure again every journaled failure (measure_again); else only those
+    # whose cause may be gone.
+    retry_failed: bool = False
     _journaled: dict[tuple[str, str], list[ProbeResult]] = field(default_factory=dict)
     _served: Counter = field(default_factory=Counter)
+    # Journaled probes measured again on this resume, by place: why, in order
+    _replacing: dict[tuple[str, str], list[str]] = field(default_factory=dict)
     _baseline_losses: list[float] | None = None
     # Where this machine's ladder costs are kept for the next estimate (None: nowhere).
     record: LadderRecord | None = None
@@ -365,6 +406,8 @@ class ProbeSession:
         info = {
             "preset": self.preset.name,
             "preset_source": self.preset.source or self.preset.name,
+            # kept whole, so the session resumes when the preset's file has moved away
+            "preset_document": self.preset.document,
             "trainer": self.trainer,
             "search": self.search,
             "seed": self.seed,
@@ -400,7 +443,17 @@ class ProbeSession:
                 if result.retried:  # a failed attempt the next line of its probe replaces
                     continue
                 place = _key(result.stage, result.config, result.ranks)
-                self._journaled.setdefault(place, []).append(result)
+                found = self._journaled.setdefault(place, [])
+                spot = (
+                    next((i for i, r in enumerate(found) if not _comparable(r)), None)
+                    if result.replaces
+                    else None
+                )
+                if spot is None:
+                    found.append(result)
+                else:  # measured again on an earlier resume: in the failure's place
+                    found[spot] = result
+            self._forget_failures()
         else:
             self.results.create(self.session_info())
         if self.time_budget_s is not None:
@@ -412,6 +465,51 @@ class ProbeSession:
             self._say_time_left(None)
         if self.sampler is not None:
             self.sampler.start()
+
+    def _forget_failures(self) -> None:
+        """Leave out of the replay the journaled probes to measure again (measure_again),
+        and say which and why."""
+        again: list[str] = []
+        for place, found in self._journaled.items():
+            keep = []
+            for result in found:
+                why = measure_again(result, self.retry_failed)
+                if why:
+                    self._replacing.setdefault(place, []).append(why)
+                    again.append(f"{result.stage} {variant_text(result)} ({why})")
+                else:
+                    keep.append(result)
+            found[:] = keep
+        if again:
+            self._note(
+                f"measuring again {len(again)} journaled probe(s) that failed"
+                f"{' or ran contended' if self.retry_failed else ''}: "
+                + "; ".join(again[:4])
+                + (f"; and {len(again) - 4} more" if len(again) > 4 else "")
+            )
+        elif not self.retry_failed and any(
+            not _comparable(r) and r.status is not Status.SKIPPED
+            for found in self._journaled.values()
+            for r in found
+        ):
+            self._note(
+                "journaled failures are replayed as they were: --retry-failed measures them again"
+            )
+
+    def _note(self, line: str) -> None:
+        """A line for the user, where the front end has a place for one."""
+        note = getattr(self.reporter, "note", None)
+        if note is not None:
+            note(line)
+
+    def _check_data(self) -> bool:
+        """The data check before a probe (data_check); True when the data was made again."""
+        if self.data_check is None:
+            return False
+        said = self.data_check()
+        if said:
+            self._note(said)
+        return bool(said)
 
     def measure(self, stage: str, candidate: Candidate, values: dict[str, Any]) -> ProbeResult:
         """The search's measure: reuse a journaled probe, or run, guard and journal one."""
@@ -445,14 +543,18 @@ class ProbeSession:
             )
             self._report(stage, result, reused=False)
             return result
+        self._check_data()
         attempts = [self._run(stage, candidate, values, ranks)]
-        while _again(stage, attempts):
+        while _again(stage, attempts) or (not attempts[-1].ok and self._check_data()):
             failed = replace(attempts[-1], retried=True)
             self.results.append(failed)
             self._report(stage, failed, reused=False)
             self._check_time(stage, values)
             attempts.append(self._run(stage, candidate, values, ranks, again=failed.reason))
         result = attempts[-1]
+        replacing = self._replacing.get(key)
+        if replacing:
+            result = replace(result, replaces=replacing.pop(0))
         self._used.update(first_uses(values))
         if not candidate.reference:  # noddp changes the arithmetic on purpose
             result = self._guard(stage, result, values)
@@ -466,7 +568,12 @@ class ProbeSession:
     ) -> ProbeResult:
         label = f"{candidate.label} (again, after: {again})" if again else candidate.label
         self.reporter.probe_start(stage, label)
-        result = self.backend(stage, candidate, values)
+        try:
+            result = self.backend(stage, candidate, values)
+        except OSError as exc:  # the probe's own files (its spec, its logs) could not be written
+            if not is_storage_error(exc):
+                raise
+            raise self.results.fault(exc, "probes", "a probe's files in") from None
         if self.stop_requested() or self.control.stopped:
             raise SessionInterrupted  # the probe was cut short: not journaled
         if result.ranks == 1 and not result.rank_sps:

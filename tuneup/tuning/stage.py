@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tuneup.probe.types import Candidate, ProbeResult, probe_key
+from tuneup.probe.types import Candidate, ProbeResult, Status, probe_key
 from tuneup.tuning.composition import beyond_reach, check_adoption
 from tuneup.tuning.paired import PairedEvidence, Verdict
 from tuneup.tuning.screen import Screen, by_promise, close_screen, hopeless, screen_again
@@ -134,7 +134,11 @@ def run_stage(
         return stage.decided(None, None, "every candidate equals the current config"), None
     ok = [(c, r, at) for c, r, at in measured if comparable(r, phase)]
     if not ok or anchor is None:
-        return stage.decided(None, None, "no candidate ran ok"), None
+        results = [r for _, r, _ in measured]
+        if anchor is None:
+            results += [r for r in incumbent.results if not comparable(r, phase)][-1:]
+        decision = stage.decided(None, None, "no candidate ran ok")
+        return replace(decision, unmeasured=unmeasured_why(results, phase)), None
 
     screens, shifted = _screen_stage(stage, ok, anchor, anchor_at)
     screens = by_promise(screens, noise.sigma, noise.resolvable(max_pairs))
@@ -368,6 +372,24 @@ def _median_rate(series: Series, phase: str) -> float:
         return 0.0
     mid = len(rates) // 2
     return rates[mid] if len(rates) % 2 else (rates[mid - 1] + rates[mid]) / 2
+
+
+# What a knob does when it cannot run here: a verdict on the knob, not a missing figure.
+KNOB_VERDICTS = (Status.OOM, Status.DIVERGED, Status.UNSUPPORTED, Status.SKIPPED)
+
+
+def unmeasured_why(results: list[ProbeResult], phase: str) -> str:
+    """Why a stage whose probes gave no figure to compare could not be measured ("" when
+    every failure is the knob's own verdict: it runs out of memory, diverges, or is not
+    supported here, and the stage did measure that)."""
+    if not results or all(r.status in KNOB_VERDICTS for r in results):
+        return ""
+    if all(ran(r, phase) for r in results):
+        return "every probe ran while other processes loaded the machine (contended)"
+    failed = [r for r in results if not r.ok and r.status not in KNOB_VERDICTS]
+    first = failed[0] if failed else results[0]
+    detail = f": {first.reason}" if first.reason else ""
+    return f"its probes failed ({first.status.value}{detail})"
 
 
 def _failure(cand: Candidate, result: ProbeResult, phase: str) -> str:

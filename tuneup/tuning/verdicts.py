@@ -149,6 +149,43 @@ def unresolved(outcome: SearchOutcome) -> list[dict[str, Any]]:
     return found
 
 
+def unmeasured(outcome: SearchOutcome) -> list[dict[str, str]]:
+    """The stages (and the confirmation) that could not be measured, with why: the answer
+    leaves them out, and says so (StageDecision.unmeasured)."""
+    found = [
+        {"stage": d.stage, "why": d.unmeasured} for d in outcome.stage_decisions if d.unmeasured
+    ]
+    conf = outcome.confirmation
+    if (
+        conf is not None
+        and conf.upheld is None
+        and conf.attempts
+        and all(a.evidence.pairs == 0 and a.failed for a in conf.attempts)
+    ):
+        found.append(
+            {
+                "stage": CONFIRM_STAGE,
+                "why": "no interleaved pair ran ok and uncontended, so nothing was confirmed",
+            }
+        )
+    return found
+
+
+def unmeasured_text(outcome: SearchOutcome) -> str:
+    """One clause naming what could not be measured ("" for nothing)."""
+    items = unmeasured(outcome)
+    if not items:
+        return ""
+    return "not measured: " + ", ".join(f"{u['stage']} ({u['why']})" for u in items)
+
+
+def _compared_any(outcome: SearchOutcome) -> bool:
+    """Whether any stage compared a variant with its incumbent (a screen or pairs)."""
+    return any(
+        d.evidence is not None or d.gain_pct is not None for d in outcome.stage_decisions
+    )
+
+
 def unresolved_text(outcome: SearchOutcome) -> str | None:
     """One clause naming the unresolved knobs with their estimates, or None when none."""
     items = unresolved(outcome)
@@ -220,9 +257,18 @@ def headline(outcome: SearchOutcome) -> str:
         return _partial_headline(outcome)
     conf = outcome.confirmation
     searched = conf.search_path if conf is not None else outcome.path
-    pending = "; ".join(t for t in (unresolved_text(outcome), left_out_text(outcome)) if t)
+    pending = "; ".join(
+        t
+        for t in (unresolved_text(outcome), unmeasured_text(outcome), left_out_text(outcome))
+        if t
+    )
     if not searched:
-        line = "recommendation: keep the baseline (no variant beat it by the noise margin)"
+        if _compared_any(outcome):
+            line = "recommendation: keep the baseline (no variant beat it by the noise margin)"
+        elif unmeasured(outcome):
+            line = "no recommendation: nothing could be compared with the baseline"
+        else:
+            line = "recommendation: keep the baseline (no variant could run here to compare)"
         return f"{line}; {pending}" if pending else line
     if conf is None:
         gain = speedup(outcome)
@@ -231,9 +277,16 @@ def headline(outcome: SearchOutcome) -> str:
             "(search probes only: not confirmed)"
         )
     if conf.upheld is None:
-        line = f"recommendation: keep the baseline: {_not_upheld(outcome)}"
-        left = left_out_text(outcome)
-        return f"{line}; {left}" if left else line
+        gone = unmeasured_text(outcome)
+        if any(u["stage"] == CONFIRM_STAGE for u in unmeasured(outcome)):
+            line = (
+                f"no recommendation: {' + '.join(conf.search_path)} could not be confirmed "
+                "against the baseline"
+            )
+        else:
+            line = f"recommendation: keep the baseline: {_not_upheld(outcome)}"
+        more = "; ".join(t for t in (gone, left_out_text(outcome)) if t)
+        return f"{line}; {more}" if more else line
     gain = speedup(outcome)
     line = (
         f"recommendation: {' + '.join(outcome.path)}: "
@@ -276,7 +329,11 @@ def _partial_headline(outcome: SearchOutcome) -> str:
         line = f"{head}: nothing adopted so far; keep the baseline"
     if outcome.not_run:
         line += f"; not run: {', '.join(outcome.not_run)}"
-    pending = "; ".join(t for t in (unresolved_text(outcome), left_out_text(outcome)) if t)
+    pending = "; ".join(
+        t
+        for t in (unresolved_text(outcome), unmeasured_text(outcome), left_out_text(outcome))
+        if t
+    )
     return f"{line}; {pending}" if pending else line
 
 
@@ -352,6 +409,12 @@ def stability(outcome: SearchOutcome) -> dict[str, Any]:
         notes.append(
             f"{noise.contended} probe(s) stayed contended after being measured again: "
             "other processes were using the machine; they were left out of comparisons"
+        )
+    far = [p for p in outcome.probes if p.ok and p.far_trials]
+    if far:
+        notes.append(
+            f"{len(far)} probe(s) kept a trial far from its siblings after measuring it again "
+            "(a stopped or starved process): their figures are uncertain, and their lines say so"
         )
     if outcome.drift is not None and abs(outcome.drift) >= 0.1:
         notes.append(
@@ -461,10 +524,12 @@ def summary_dict(outcome: SearchOutcome) -> dict[str, Any]:
                 "decided_on": d.phase if d.evidence is not None else None,
                 "composition": d.composition or None,
                 "unresolved": d.unresolved,
+                "unmeasured": d.unmeasured or None,
             }
             for d in outcome.stage_decisions
         ],
         "unresolved": unresolved(outcome),
+        "unmeasured": unmeasured(outcome),
         "probes": statuses,
         "contended_probes": [
             {"stage": p.stage, "variant": p.variant, "note": p.contention.note}

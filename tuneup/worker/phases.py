@@ -69,6 +69,7 @@ from tuneup.worker.trials import (
     Timer,
     Trial,
     Workload,
+    far_count,
     one_rank,
     rank_rates,
     run_trials,
@@ -117,6 +118,7 @@ class _Measured:
     warmups: dict[str, WarmupTracker] = field(default_factory=dict)
     full_trials: list[Trial] = field(default_factory=list)
     discarded: int = 0
+    far: int = 0  # trials far from their siblings that stayed (trials.far_count)
     stopped_early: str = ""
 
 
@@ -276,7 +278,8 @@ def _trials(
     rates = [t.samples_per_s for t in trials]
     measured.rates[phase] = rates
     measured.steps[phase] = trials[-1].batches if trials else 0
-    measured.discarded += trials[0].index - 1 if trials else 0
+    measured.discarded += max(t.index for t in trials) - len(trials) if trials else 0
+    measured.far += far_count(rates)
     if phase == "full":
         measured.full_trials = trials
     if judged and not plan.enough_trials(rates) and clearly_slower(rates, plan.stop_below_sps):
@@ -334,6 +337,7 @@ def _probe_result(
         "rank_sps": rank_sps,
         "stragglers": stragglers,
         "trials_discarded": measured.discarded,
+        "far_trials": measured.far,
         "stopped_early": measured.stopped_early,
         "timed_s": timed_s,
         "compile_cache": workload.compile_cache,

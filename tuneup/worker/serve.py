@@ -3,7 +3,8 @@
 Starting a process costs a probe more than its measurement on most machines
 (interpreter and torch import, CUDA start, cuDNN autotuning, compile caches
 warmed): a serving process pays that once for the probes of a stage. The
-runner (tuneup.probe.resident) writes one spec path per line on stdin; each
+runner (tuneup.probe.resident) writes one spec path per line on stdin, each a JSON
+string (so no character of a path can split it); each
 probe runs exactly as in a process of its own (main.run: the config built
 afresh from its fixed seed, a new model, optimizer and loader) and streams the
 same events, its ``result`` (or ``error``) ending it. EOF on stdin ends the
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
 import sys
 import time
@@ -99,9 +101,12 @@ def serve(control: IO[str], stream: IO[str], started: float) -> int:
         line = control.readline()
         if not line:
             return ExitCode.OK
-        path = line.strip()
-        if not path:
+        if not line.strip():
             continue
+        try:
+            path = json.loads(line)  # a JSON string: a path may hold any character
+        except ValueError:
+            path = line.strip()  # a bare path (an older runner)
         began = started if served == 0 else time.time()
         events = EventWriter(stream)
         try:
@@ -128,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     started = process_start_time()
     parser = argparse.ArgumentParser(
         prog="python -m tuneup.worker --serve",
-        description="Run the probes whose spec paths arrive on stdin, one per line.",
+        description="Run the probes whose spec paths arrive on stdin, one JSON string per line.",
     )
     parser.add_argument("--serve", action="store_true", required=True)
     parser.add_argument("--events-fd", type=int, default=None, metavar="N")

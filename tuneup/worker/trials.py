@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from tuneup.probe.plan import MeasurementPlan
-from tuneup.probe.stats import clearly_slower, median, relative_spread
+from tuneup.probe.stats import clearly_slower, median, relative_mad, relative_spread
 
 Emit = Callable[..., None]
 """``emit(kind, **fields)``: writes one event (see :mod:`tuneup.probe.events`)."""
@@ -146,6 +146,42 @@ def leading_outlier(rates: list[float]) -> bool:
     return rates[0] < centre * (1.0 - max(0.10, 4.0 * relative_spread(rest)))
 
 
+FAR_MIN = 0.25
+"""A trial is far from its siblings when it is off their median by more than this..."""
+FAR_DEVIATIONS = 5.0
+"""...and by more than this many of their own relative deviations (relative_mad: another
+wild trial among them does not hide this one)."""
+
+
+def far_trial(rates: list[float]) -> int | None:
+    """The index of the trial farthest from its siblings when it is far from them (a
+    stopped process, a burst): off the others' median by more than FAR_MIN and by more
+    than FAR_DEVIATIONS of their relative deviations; None when none is, or with fewer
+    than three trials (two cannot say which is off)."""
+    if len(rates) < 3:
+        return None
+    worst: int | None = None
+    worst_off = 0.0
+    for index, rate in enumerate(rates):
+        rest = rates[:index] + rates[index + 1 :]
+        centre = median(rest)
+        if centre <= 0 or not math.isfinite(centre) or not math.isfinite(rate):
+            continue
+        off = abs(rate / centre - 1.0)
+        if off > max(FAR_MIN, FAR_DEVIATIONS * relative_mad(rest)) and off > worst_off:
+            worst, worst_off = index, off
+    return worst
+
+
+def far_count(rates: list[float]) -> int:
+    """How many trials stay far from their siblings (far_trial, taken out one by one)."""
+    left, count = list(rates), 0
+    while (index := far_trial(left)) is not None:
+        left.pop(index)
+        count += 1
+    return count
+
+
 def run_trials(
     phase: str,
     work: Callable[[int], int],
@@ -166,10 +202,13 @@ def run_trials(
     phase takes trials until `plan.enough_trials` (they agree, or there are
     ``max_trials``). Each trial's rate is the global batch over the slowest
     rank's seconds. A leading trial far slower than the rest (`leading_outlier`)
-    is dropped and one more run in its place, up to ``max_trials`` times, so
-    one-time work that outlasted the warm-up never reaches the figures; every
-    trial, dropped or not, is still emitted as an event. With `stop_below`
-    (samples/s), the trials end early once they are `clearly_slower` than it.
+    is dropped and one more run in its place, so one-time work that outlasted the
+    warm-up never reaches the figures; so is any trial far from its siblings
+    (`far_trial`: a stopped process, a burst), never averaged away. Both up to
+    2 x ``max_trials`` trials in all; a far trial left then is kept, and the probe
+    says so (`far_count`). Every trial, dropped or not, is still emitted as an event.
+    With `stop_below` (samples/s), the trials end early once they are `clearly_slower`
+    than it.
     """
     results: list[Trial] = []
     budget = 2 * plan.max_trials
@@ -179,9 +218,15 @@ def run_trials(
     def rates() -> list[float]:
         return [t.samples_per_s for t in results]
 
-    while not plan.enough_trials(rates()) or leading_outlier(rates()):
+    while (
+        not plan.enough_trials(rates())
+        or leading_outlier(rates())
+        or far_trial(rates()) is not None
+    ):
         if leading_outlier(rates()):
             results.pop(0)
+        elif index < budget and (far := far_trial(rates())) is not None:
+            results.pop(far)  # measured again; at the budget's end it stays, flagged
         if index >= budget:
             break
         index += 1

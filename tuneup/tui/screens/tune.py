@@ -202,6 +202,9 @@ class TuneScreen(Screen[None]):
     def on_session_driver_time_left(self, message: SessionDriver.TimeLeft) -> None:
         self.left = time_left_text(message.seconds, message.basis)
 
+    def on_session_driver_note(self, message: SessionDriver.Note) -> None:
+        self.query_one(RichLog).write(f"tuneup: {message.line}")
+
     def on_session_driver_probe_started(self, message: SessionDriver.ProbeStarted) -> None:
         self.current = f"{message.stage}: {message.label}"
         self._show_status("running")
