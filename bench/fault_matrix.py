@@ -264,8 +264,10 @@ def sigstop_trial(h: Harness) -> dict[str, Any]:
     proc = h.start(*PROBE, "--out", str(out))
     wait_for(lambda: journal_lines(out) >= 3)
     stopped: list[int] = []
+    at = -1
     if wait_for(lambda: bool(workers_of(proc.pid)), 30):
         time.sleep(0.3)
+        at = journal_lines(out)  # the probe under way is the next line
         for pid in workers_of(proc.pid):
             with _quiet():
                 os.kill(pid, signal.SIGSTOP)
@@ -275,24 +277,24 @@ def sigstop_trial(h: Harness) -> dict[str, Any]:
             with _quiet():
                 os.kill(pid, signal.SIGCONT)
     first = finish(proc)
-    worst: dict[str, Any] = {}
-    for line in (out / "journal.jsonl").read_text().splitlines()[3:5]:
-        probe = json.loads(line)
-        trials = probe.get("full_sps_trials") or []
-        for phase in ("full", "io", "synthetic"):
-            values = probe.get(f"{phase}_sps_trials") or []
-            if values and min(values) < 0.2 * max(values):
-                trials = values
-        if trials and (not worst or min(trials) < worst["slowest_trial"]):
-            worst = {
-                "probe": probe.get("label") or probe.get("stage"),
-                "status": probe.get("status"),
-                "slowest_trial": min(trials),
-                "median_sps": sorted(trials)[len(trials) // 2],
-                "trials_discarded": probe.get("trials_discarded"),
-                "far_trials": probe.get("far_trials"),
-            }
-    return row("a worker SIGSTOPped 8 s inside its trials", first, probe=worst)
+    lines = (out / "journal.jsonl").read_text().splitlines()
+    hit: dict[str, Any] = {}
+    if 0 <= at < len(lines):
+        probe = json.loads(lines[at])
+        kept = [
+            t
+            for phase in ("full", "io", "synthetic")
+            for t in probe.get(f"{phase}_sps_trials") or []
+        ]
+        hit = {
+            "stage": probe.get("stage"),
+            "status": probe.get("status"),
+            "kept_trials_max_over_min": round(max(kept) / min(kept), 2) if kept else None,
+            "iqr_pct": probe.get("iqr_pct"),
+            "trials_discarded": probe.get("trials_discarded"),
+            "far_trials": probe.get("far_trials"),
+        }
+    return row("a worker SIGSTOPped 8 s inside its trials", first, probe=hit)
 
 
 def preset_moved(h: Harness) -> dict[str, Any]:
