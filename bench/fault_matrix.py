@@ -177,7 +177,7 @@ def session_truncated(h: Harness) -> dict[str, Any]:
     first = h.run("probe", "--resume", str(out))
     again = first
     if first["exit"] == 2:  # the remedy the line names: the preset again
-        again = h.run("probe", "--resume", str(out), "--preset", "cpu-smoke")
+        again = h.run("probe", "--resume", str(out), "--preset", "cpu-smoke", "--stages", STAGES)
     return row(
         "session.json truncated to 700 B, then --resume",
         first,
@@ -198,13 +198,13 @@ def session_deleted(h: Harness) -> dict[str, Any]:
     (out / "session.json").unlink()
     other = h.run("probe", "--preset", "cpu-smoke", "--stages", "amp", "--out", str(out))
     mixed = journal_lines(out) != kept
-    again = h.run("probe", "--resume", str(out), "--preset", "cpu-smoke")
+    again = h.run("probe", "--resume", str(out), "--preset", "cpu-smoke", "--stages", STAGES)
     return row(
         "session.json deleted, then a new session with the same --out",
         other,
         journaled=kept,
         journal_mixed=mixed,
-        remedy="--resume DIR --preset cpu-smoke",
+        remedy="--resume DIR --preset cpu-smoke --stages optimizer",
         remedy_exit=again["exit"],
         reused=reused(again),
         remedy_said=again["said"],

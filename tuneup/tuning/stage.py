@@ -385,7 +385,7 @@ def unmeasured_why(results: list[ProbeResult], phase: str) -> str:
     if not results or all(r.status in KNOB_VERDICTS for r in results):
         return ""
     if all(ran(r, phase) for r in results):
-        return "every probe ran while other processes loaded the machine (contended)"
+        return "every probe ran contended: other processes loaded the machine"
     failed = [r for r in results if not r.ok and r.status not in KNOB_VERDICTS]
     first = failed[0] if failed else results[0]
     detail = f": {first.reason}" if first.reason else ""
