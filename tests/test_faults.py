@@ -207,6 +207,22 @@ def test_a_damaged_session_json_is_rebuilt_from_the_journal_losing_nothing(
     assert (out / "session.json.damaged").exists()
 
 
+def test_a_damaged_session_json_beside_a_summary_is_rebuilt_from_what_the_summary_names(
+    tmp_path: Path,
+) -> None:
+    path = fault_preset(tmp_path)
+    out = tmp_path / "run"
+    done = tuneup("probe", "--trainer", "command", "--preset", str(path), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    count = len(journal(out))
+    (out / "session.json").write_bytes(b"{")
+    again = tuneup("probe", "--resume", str(out))  # preset, trainer and stages from the summary
+    assert again.returncode == 0, again.stderr
+    assert again.stderr.count("[from journal]") == count
+    rebuilt = json.loads((out / "session.json").read_text())
+    assert (rebuilt["trainer"], rebuilt["stages"]) == ("command", ["optimizer"])
+
+
 def test_a_folder_whose_session_json_is_gone_is_never_appended_to_by_another_session(
     tmp_path: Path,
 ) -> None:

@@ -487,7 +487,8 @@ def _rebuilt_session(
     journal and the preset given again (or the one its summary names).
 
     The base config is the journaled baseline's own, so every journaled probe is found
-    again by its config; the stages are --stages, else the preset's.
+    again by its config; the stages are --stages, else those summary.json names, else
+    the preset's.
 
     Raises:
         SessionLost: no preset given and none recorded elsewhere in the folder.
@@ -509,7 +510,7 @@ def _rebuilt_session(
         "trainer": trainer,
         "search": request.search or "staged",
         "seed": request.seed or 0,
-        "stages": list(request.stages or preset.stages),
+        "stages": list(request.stages or summary.get("stages") or preset.stages),
         "base_config": base,
         "budget": preset.budget.to_dict(),
         "hints": preset.hints,
@@ -518,12 +519,22 @@ def _rebuilt_session(
 
 
 def _summary_fields(results: ResultsDir) -> dict[str, Any]:
-    """summary.json's preset and trainer where it can be read ({} otherwise)."""
+    """What summary.json (a partial one, say) tells of the session: its preset, trainer and
+    stages, where it can be read ({} otherwise)."""
     try:
         document = results.summary().document
     except (UsageError, OSError, ValueError):
         return {}
-    return {k: document[k] for k in ("preset", "trainer") if document.get(k)}
+    found = {k: document[k] for k in ("preset", "trainer") if document.get(k)}
+    if document.get("preset_source"):  # a preset file's path, which the name may not find
+        found["preset"] = document["preset_source"]
+    decided = [s.get("stage") for s in document.get("stages") or [] if isinstance(s, dict)]
+    partial = document.get("partial")
+    not_run = partial.get("not_run") or [] if isinstance(partial, dict) else []
+    stages = list(dict.fromkeys(str(s) for s in [*decided, *not_run] if s))
+    if stages:
+        found["stages"] = stages
+    return found
 
 
 def _resumed_preset(request: SessionRequest, info: dict[str, Any]) -> tuple[ProbePreset, list[str]]:

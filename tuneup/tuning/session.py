@@ -731,6 +731,7 @@ class ProbeSession:
     def _write_summary(self, outcome: SearchOutcome) -> None:
         summary = summary_dict(outcome)
         summary["preset"] = self.preset.name
+        summary["preset_source"] = self.preset.source or self.preset.name  # a resume finds it
         summary["trainer"] = self.trainer
         summary["scaling"] = scaling_summary(
             summary.get("ddp"),
