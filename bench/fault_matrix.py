@@ -132,6 +132,19 @@ def reused(result: dict[str, Any]) -> int:
     return (result["stdout"] + result["stderr"]).count("[from journal]")
 
 
+def stopped_after(
+    h: Harness, name: str, command: list[str], lines: int = 4
+) -> tuple[Path, int]:
+    """A ladder in h.work/name stopped by SIGINT once `lines` probes are journaled; its
+    folder and the probes it journaled."""
+    out = h.work / name
+    proc = h.start(*command, "--out", str(out))
+    wait_for(lambda: journal_lines(out) >= lines)
+    proc.send_signal(signal.SIGINT)
+    finish(proc)
+    return out, journal_lines(out)
+
+
 def row(fault: str, first: dict[str, Any], **more: Any) -> dict[str, Any]:
     return {"fault": fault, "exit": first["exit"], "said": first["said"], **more}
 
@@ -167,12 +180,7 @@ def all_contended(h: Harness) -> dict[str, Any]:
 
 
 def session_truncated(h: Harness) -> dict[str, Any]:
-    out = h.work / "truncated"
-    proc = h.start(*PROBE, "--out", str(out))
-    wait_for(lambda: journal_lines(out) >= 4)
-    proc.send_signal(signal.SIGINT)
-    finish(proc)
-    kept = journal_lines(out)
+    out, kept = stopped_after(h, "truncated", PROBE)
     (out / "session.json").write_bytes((out / "session.json").read_bytes()[:700])
     first = h.run("probe", "--resume", str(out))
     again = first
@@ -189,12 +197,7 @@ def session_truncated(h: Harness) -> dict[str, Any]:
 
 
 def session_deleted(h: Harness) -> dict[str, Any]:
-    out = h.work / "deleted"
-    proc = h.start(*PROBE, "--out", str(out))
-    wait_for(lambda: journal_lines(out) >= 4)
-    proc.send_signal(signal.SIGINT)
-    finish(proc)
-    kept = journal_lines(out)
+    out, kept = stopped_after(h, "deleted", PROBE)
     (out / "session.json").unlink()
     other = h.run("probe", "--preset", "cpu-smoke", "--stages", "amp", "--out", str(out))
     mixed = journal_lines(out) != kept
@@ -310,10 +313,7 @@ def preset_moved(h: Harness) -> dict[str, Any]:
         "",
     )
     shutil.copy(source if Path(source).is_file() else _bundled_preset(), mine)
-    proc = h.start("probe", "--preset", str(mine), "--stages", STAGES, "--out", str(out))
-    wait_for(lambda: journal_lines(out) >= 3)
-    proc.send_signal(signal.SIGINT)
-    finish(proc)
+    stopped_after(h, out.name, ["probe", "--preset", str(mine), "--stages", STAGES], lines=3)
     mine.rename(h.work / "moved.yaml")
     first = h.run("probe", "--resume", str(out))
     return row("the preset file moved away before --resume", first)

@@ -19,7 +19,7 @@ from tuneup import __version__
 from tuneup.cluster.signals import Stopped
 from tuneup.config import describe_knobs
 from tuneup.errors import ExitCode, UsageError
-from tuneup.paths import fix, is_storage_error, storage_fault
+from tuneup.paths import is_storage_error, mend, storage_fault
 
 # The tutorial's train.py flags (SC22, and SC21's --enable_amp), accepted by `tuneup
 # train` as the knobs they set, so one command line runs either program.
@@ -595,7 +595,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         if is_storage_error(exc):  # a write the storage refused: its fix, not a traceback
             where = Path(os.fsdecode(exc.filename)) if exc.filename else Path(".")
-            then = f"{fix(exc, 'it')}, then run again"
+            then = f"{mend(exc, 'it')}, then run again"
             fault = storage_fault(where, exc, "a file in" if not exc.filename else "the file")
             print(f"tuneup: error: {fault}; {then}", file=sys.stderr)
             return ExitCode.USAGE

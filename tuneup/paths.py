@@ -95,6 +95,16 @@ def fix(exc: OSError, place: str) -> str:
     return f"give {place} another path"
 
 
+def mend(exc: OSError, where: str) -> str:
+    """What the user does about `exc` to carry on at `where` (a folder, or "it")."""
+    code = exc.errno
+    if code in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return "free some space there"
+    if code in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return f"make {where} writable again"
+    return "fix that"
+
+
 def problem(path: Path, exc: OSError, flag: str, what: str) -> str:
     """One line for `path` (given with `flag`, used as `what`) that could not be made or
     written: why, and what to do."""

@@ -21,7 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from tuneup.errors import UsageError
-from tuneup.paths import StorageFault, is_storage_error, output_folder, problem, storage_fault
+from tuneup.paths import (
+    StorageFault,
+    is_storage_error,
+    mend,
+    output_folder,
+    problem,
+    storage_fault,
+)
 from tuneup.probe.types import ProbeResult
 from tuneup.tuning.summary import Summary
 
@@ -140,14 +147,9 @@ class ResultsDir:
             if count
             else "nothing had been measured yet"
         )
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
-            remedy = "free some space there"
-        elif exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
-            remedy = (
-                f"make {here} writable again (or copy it somewhere writable and resume the copy)"
-            )
-        else:
-            remedy = "fix that"
+        remedy = mend(exc, here)
+        if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+            remedy += " (or copy it somewhere writable and resume the copy)"
         return storage_fault(
             self.path / name,
             exc,
@@ -171,8 +173,9 @@ class ResultsDir:
             elif not self.path.is_dir():
                 why = "it is a file"
             else:
-                if self.results():
-                    raise SessionLost(self.path, "gone", len(self.results()))
+                journaled = len(self.results())
+                if journaled:
+                    raise SessionLost(self.path, "gone", journaled)
                 why = f"no {SESSION} in it"
             raise UsageError(
                 f"{self.path} is not a tuneup results folder ({why}): give a folder "

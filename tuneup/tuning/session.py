@@ -545,7 +545,10 @@ class ProbeSession:
             return result
         self._check_data()
         attempts = [self._run(stage, candidate, values, ranks)]
-        while _again(stage, attempts) or (not attempts[-1].ok and self._check_data()):
+        while _again(stage, attempts) or (
+            # the data it reads went and was made again: once more, never without end
+            not attempts[-1].ok and len(attempts) <= BASELINE_ATTEMPTS and self._check_data()
+        ):
             failed = replace(attempts[-1], retried=True)
             self.results.append(failed)
             self._report(stage, failed, reused=False)

@@ -134,11 +134,9 @@ def run_stage(
         return stage.decided(None, None, "every candidate equals the current config"), None
     ok = [(c, r, at) for c, r, at in measured if comparable(r, phase)]
     if not ok or anchor is None:
-        results = [r for _, r, _ in measured]
-        if anchor is None:
-            results += [r for r in incumbent.results if not comparable(r, phase)][-1:]
         decision = stage.decided(None, None, "no candidate ran ok")
-        return replace(decision, unmeasured=unmeasured_why(results, phase)), None
+        why = unmeasured_why([r for _, r, _ in measured], phase)
+        return replace(decision, unmeasured=why), None
 
     screens, shifted = _screen_stage(stage, ok, anchor, anchor_at)
     screens = by_promise(screens, noise.sigma, noise.resolvable(max_pairs))
