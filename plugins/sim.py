@@ -118,7 +118,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from tuneup.config import TrainConfig
+from tuneup.config import TrainConfig, process_kind
 from tuneup.hardware.types import MachineInfo
 from tuneup.probe.estimate import ProbeCosts, probe_seconds
 from tuneup.probe.plan import MeasurementPlan, plan_for
@@ -309,6 +309,7 @@ class SimTrainer:
         self.measured = 0  # probes that ran (the disturbances' clock)
         self._repeats: dict[str, int] = {}
         self._started = False  # a (simulated) worker process is running
+        self._kind = ""  # the process kind it runs (config.process_kind)
         self._warm: set[str] | None = None  # the configurations it ran
         self._served = 0
 
@@ -542,9 +543,11 @@ class SimTrainer:
 
     def _process_for(self, knobs: dict[str, Any]) -> tuple[bool, bool]:
         """Whether this probe starts the (simulated) process, and whether its kernels are new
-        there: a backend that shares one worker does so the whole ladder long."""
-        fresh = not self._started
-        self._started = True
+        there: as the runner does, a worker serves the probes of its process kind
+        (config.process_kind: cuDNN benchmarking, say) and another kind starts a new one."""
+        kind = json.dumps(process_kind(knobs), sort_keys=True, default=str)
+        fresh = not self._started or kind != self._kind
+        self._started, self._kind = True, kind
         self._served = 0 if fresh else self._served + 1
         return fresh, self.is_new(knobs, fresh)
 

@@ -32,21 +32,8 @@ from tuneup.probe.types import Candidate
 # from the tutorial's A100 figures (unet-workload.md: 2 -> 8 workers +217%, DALI +44%,
 # AMP +57% SYNTHETIC, fused Adam +4%, JIT +7% SYNTHETIC, DDP buffers and buckets +3.5%)
 # and the first H200 run (channels_last +3.5% SYNTHETIC); TF32 off is measured for what
-# TF32 is worth and is expected to lose.
-
-# The tutorial's order; a preset's stage plan may reorder or drop stages.
-DEFAULT_ORDER = (
-    "workers",
-    "data",
-    "tf32",
-    "amp",
-    "optimizer",
-    "jit",
-    "cuda_graphs",
-    "channels_last",
-    "batch_size",
-    "ddp",
-)
+# TF32 is worth and is expected to lose. Each declares its place in the default ladder
+# (order: the tutorial's order), so a preset that does not list stages runs them all.
 
 
 def _cpu_run_reason(machine: MachineInfo, base: Mapping[str, Any], what: str) -> str | None:
@@ -78,6 +65,7 @@ class WorkersStage(Stage):
 
 WORKERS = WorkersStage(
     name="workers",
+    order=10,
     title="Data loader workers",
     description=(
         "More DataLoader worker processes per rank, as the tutorial's first step (2 -> 4 -> 8 "
@@ -101,6 +89,7 @@ class CudaOnlyStage(Stage):
 
 TF32 = CudaOnlyStage(
     name="tf32",
+    order=30,
     title="TF32",
     description=(
         "Turns TF32 off (NVIDIA_TF32_OVERRIDE=0 before CUDA starts) to show what it is worth: "
@@ -138,6 +127,7 @@ class AmpStage(Stage):
 
 AMP = AmpStage(
     name="amp",
+    order=40,
     title="Mixed precision",
     description=(
         "Autocast to bf16 (no loss scaling) or fp16 (with a GradScaler), and on the GPU bf16 "
@@ -166,6 +156,7 @@ class OptimizerStage(Stage):
 
 OPTIMIZER = OptimizerStage(
     name="optimizer",
+    order=50,
     title="Fused Adam",
     description=(
         "torch.optim.Adam(fused=True), and apex.optimizers.FusedAdam when NVIDIA apex is "
@@ -201,6 +192,7 @@ class JitStage(Stage):
 
 JIT = JitStage(
     name="jit",
+    order=60,
     title="JIT compilation",
     description=(
         "torch.jit.script of the model and loss (the tutorial's JIT), and torch.compile. "
@@ -248,6 +240,7 @@ class CudaGraphsStage(Stage):
 
 CUDA_GRAPHS = CudaGraphsStage(
     name="cuda_graphs",
+    order=70,
     title="CUDA graphs",
     description=(
         "Captures forward, backward and the optimizer step in one CUDA graph after warm-up. "
@@ -264,6 +257,7 @@ CUDA_GRAPHS = CudaGraphsStage(
 
 CHANNELS_LAST = Stage(
     name="channels_last",
+    order=80,
     title="Channels-last memory",
     description=(
         "The channels_last_3d memory format for the model and batches, which lets cuDNN "
@@ -273,6 +267,24 @@ CHANNELS_LAST = Stage(
     judged_on="synthetic",
     expected_gain=0.035,
     candidates=(Candidate("channels_last", {"channels_last": True}),),
+)
+
+
+CUDNN_BENCHMARK = CudaOnlyStage(
+    name="cudnn_benchmark",
+    order=82,
+    title="cuDNN benchmark",
+    description=(
+        "Turns cuDNN's algorithm benchmarking off to show what it is worth: with the fixed "
+        "crop shapes of this model it is expected to lose, and the search keeps it on "
+        "unless off is faster. Its probes run in a process of their own (cuDNN's choices "
+        "outlive a probe)."
+    ),
+    knobs=("cudnn_benchmark",),
+    needs=("cuda",),
+    judged_on="synthetic",
+    expected_gain=0.0,
+    candidates=(Candidate("cudnn benchmark off", {"cudnn_benchmark": False}),),
 )
 
 
@@ -327,6 +339,7 @@ def _lr_rule(base: Mapping[str, Any], global_batch: int) -> dict[str, Any]:
 
 BATCH_SIZE = BatchSizeStage(
     name="batch_size",
+    order=90,
     title="Batch size",
     description=(
         "Half and double the incumbent's batch (per rank when local_batch_size is set). "
@@ -396,6 +409,7 @@ class DataStage(Stage):
 
 DATA = DataStage(
     name="data",
+    order=20,
     title="Data loader",
     description=(
         "Where crops are cut: from the HDF5 file per sample (lowmem, with the incumbent's "
@@ -481,6 +495,7 @@ class DdpStage(Stage):
 
 DDP = DdpStage(
     name="ddp",
+    order=85,
     title="DDP gradient exchange",
     description=(
         "DistributedDataParallel's knobs on the session's ranks: gradient bucket sizes "

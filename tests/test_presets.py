@@ -203,6 +203,48 @@ def test_stage_candidates_from_the_preset_replace_the_stages_own() -> None:
     assert untouched == load_stage("amp")
 
 
+def test_a_preset_says_only_what_it_changes_of_the_default_ladder() -> None:
+    from tuneup.probe.stages import default_ladder
+
+    plain = parse_preset({"name": "plain"}, "x")
+    assert (
+        plain.stages
+        == default_ladder()
+        == parse_preset({"probe": {"stages": "default"}}, "x").stages
+    )
+    changed = parse_preset(
+        {
+            "probe": {
+                "without": ["ddp", "tf32"],
+                "candidates": {"workers": {"num_data_workers": [2, 4]}},
+            }
+        },
+        "x",
+    )
+    assert changed.stages == tuple(n for n in default_ladder() if n not in ("ddp", "tf32"))
+    assert [c.values for c in changed.stage_candidates["workers"]] == [
+        {"num_data_workers": 2},
+        {"num_data_workers": 4},
+    ]
+
+
+def test_without_and_candidates_name_only_stages_in_the_ladder() -> None:
+    with pytest.raises(UsageError) as caught:
+        parse_preset(
+            {
+                "probe": {
+                    "without": ["wokers", "ddp"],
+                    "candidates": {"ddp": {"bucket_cap_mb": [10]}, "jitt": {}},
+                }
+            },
+            "x",
+        )
+    text = str(caught.value)
+    assert "probe.without: unknown stage 'wokers': did you mean 'workers'?" in text
+    assert "probe.candidates.ddp: stage 'ddp' is not in the ladder" in text
+    assert "probe.candidates.jitt: unknown stage 'jitt'" in text
+
+
 def test_a_list_of_candidate_mappings_is_one_candidate_each() -> None:
     preset = parse_preset(
         {"probe": {"stages": [{"cuda_graphs": [{"cuda_graphs": True, "amp_mode": "bf16"}]}]}}, "x"

@@ -14,7 +14,7 @@ from tuneup.config import build_config
 from tuneup.errors import UsageError
 from tuneup.hardware.types import MachineInfo
 from tuneup.probe import stages as registry
-from tuneup.probe.stages import Stage, load_stage, scan_stages, stage_names
+from tuneup.probe.stages import Stage, default_ladder, load_stage, scan_stages, stage_names
 from tuneup.probe.types import Candidate
 
 BUILTINS: dict[str, Stage] = {
@@ -50,8 +50,9 @@ def labels(candidates: list[Candidate] | tuple[Candidate, ...]) -> list[str]:
 # --- the built-in stages -------------------------------------------------------------------
 
 
-def test_builtin_order_names_every_builtin_stage():
-    assert set(builtin.DEFAULT_ORDER) == set(BUILTINS)
+def test_every_builtin_stage_declares_its_own_place_in_the_default_ladder():
+    orders = [stage.order for stage in BUILTINS.values()]
+    assert None not in orders and len(set(orders)) == len(orders)  # one place each
 
 
 @pytest.mark.parametrize("machine", [LAPTOP, GPU_NODE], ids=["cpu", "gpu"])
@@ -317,7 +318,7 @@ def test_load_stage_unknown_name_lists_the_known_ones(fake_entry_points):
     ("name", "value", "message"),
     [
         ("ghost", "tuneup_no_such_plugin_module:STAGE", "failed to import: ModuleNotFoundError"),
-        ("order", "tuneup_plugins.stages:DEFAULT_ORDER", "is a tuple, not a tuneup"),
+        ("order", "tuneup_plugins.stages:BUCKET_SIZES_MB", "is a tuple, not a tuneup"),
         ("threads", "tuneup_plugins.stages:WORKERS", "calls itself 'workers'"),
     ],
 )
@@ -332,7 +333,7 @@ def test_scan_reports_broken_plugins_and_keeps_going(fake_entry_points):
     fake_entry_points(
         _ep("workers", "tuneup_plugins.stages:WORKERS"),
         _ep("ghost", "tuneup_no_such_plugin_module:STAGE"),
-        _ep("order", "tuneup_plugins.stages:DEFAULT_ORDER"),
+        _ep("order", "tuneup_plugins.stages:BUCKET_SIZES_MB"),
         _ep("amp", "tuneup_plugins.stages:AMP"),
         _ep("amp", "tuneup_plugins.stages:JIT"),
     )
@@ -349,11 +350,15 @@ def test_installed_builtin_stages_register_through_entry_points():
     names = stage_names()
     if not names:
         pytest.skip("no tuneup.stages entry points installed yet (pyproject not reinstalled)")
-    assert set(builtin.DEFAULT_ORDER) <= set(names)
+    assert set(BUILTINS) <= set(names)
     stages, warnings = scan_stages()
     assert warnings == []
-    for name in builtin.DEFAULT_ORDER:
+    for name in BUILTINS:
         assert stages[name] is BUILTINS[name]
+    # the default ladder is every stage that declares a place, in that order
+    ladder = default_ladder()
+    assert set(BUILTINS) <= set(ladder)
+    assert [stages[n].order for n in ladder] == sorted(stages[n].order for n in ladder)
 
 
 def test_a_bigger_batch_carries_the_sqrt_rule_when_the_config_has_none():

@@ -36,7 +36,7 @@ from tuneup.hardware.types import MachineInfo
 from tuneup.preset import schema
 from tuneup.preset.schema import PROBE_KEYS
 from tuneup.preset.sections import check_sections
-from tuneup.preset.types import DEFAULT_STAGES, Launch, ProbePreset
+from tuneup.preset.types import Launch, ProbePreset
 from tuneup.probe.stages import load_stage
 from tuneup.probe.types import Budget, Candidate
 
@@ -75,7 +75,9 @@ def parse_preset(data: Any, source: str, *, default_name: str | None = None) -> 
         problems.append(f"probe: must be a mapping, got {schema.type_name(probe)}")
         probe = {}
     problems += schema.unknown_keys(probe, PROBE_KEYS, "probe.")
-    stages, candidates, found = schema.check_stages(probe.get("stages"), train, DEFAULT_STAGES)
+    stages, candidates, found = schema.check_stages(
+        probe.get("stages"), train, without=probe.get("without"), own=probe.get("candidates")
+    )
     problems += found
     budget, found = schema.check_budget(probe.get("budget"))
     problems += found

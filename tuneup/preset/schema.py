@@ -15,12 +15,12 @@ from typing import Any
 from tuneup.cluster.site import SITE_HINT_KEYS, hint_problem
 from tuneup.config import build_config
 from tuneup.errors import UsageError, did_you_mean
-from tuneup.probe.stages import load_stage, stage_names
+from tuneup.probe.stages import default_ladder, load_stage, stage_names
 from tuneup.probe.types import PHASES, STEP_COUNTED_BUDGET, Budget, Candidate
 
 PRESET_KEYS = ("name", "description", "train", "synthetic_data", "probe")
 """The core keys of a preset; a trainer may read one more, named after it (preset.sections)."""
-PROBE_KEYS = ("stages", "budget", "hints", "launch", "costs")
+PROBE_KEYS = ("stages", "without", "candidates", "budget", "hints", "launch", "costs")
 COST_KEYS = (
     "spawn_s",
     "setup_s",
@@ -374,49 +374,68 @@ def _candidate_problems(
 
 
 def check_stages(
-    raw: Any, train: Mapping[str, Any], default: tuple[str, ...]
+    raw: Any, train: Mapping[str, Any], *, without: Any = None, own: Any = None
 ) -> tuple[tuple[str, ...], dict[str, tuple[Candidate, ...]], list[str]]:
     """The stage plan: names in order, each stage's own candidates, and the problems.
 
-    An entry is a stage name, or a one-key mapping from the name to its
-    candidates: `{knob: [values]}` (one candidate per combination) or a list
-    of `{knob: value}` mappings (one candidate each).
+    `stages` absent (or "default") is the default ladder (probe.stages.default_ladder:
+    every registered stage in the order it declares), so a preset says only what it
+    changes: `without` (stages left out) and `candidates` (a stage's own values,
+    `{stage: spec}`). A list gives another order; an entry is a stage name, or a
+    one-key mapping from the name to its candidates. A spec is `{knob: [values]}`
+    (one candidate per combination) or a list of `{knob: value}` mappings (one each).
     """
-    if raw is None:
-        return default, {}, []
-    if not isinstance(raw, list):
-        return default, {}, [f"probe.stages: must be a list of stage names, got {type_name(raw)}"]
-
-    known = stage_names()
-    names: list[str] = []
-    candidates: dict[str, tuple[Candidate, ...]] = {}
     problems: list[str] = []
-    for index, entry in enumerate(raw):
-        where = f"probe.stages[{index}]"
-        spec: Any = None
-        if isinstance(entry, Mapping) and len(entry) == 1:
-            name, spec = next(iter(entry.items()))
-        elif isinstance(entry, str):
-            name = entry
-        else:
-            problems.append(
-                f"{where}: must be a stage name or {{stage: {{knob: [values]}}}}, got {entry!r}"
-            )
-            continue
-        if name not in known:
-            listed = ", ".join(known) or "none (is tuneup installed?)"
-            problems.append(
-                f"{where}: unknown stage '{name}': {did_you_mean(name, known)}known stages are "
-                f"{listed}"
-            )
-            continue
-        if name in names:
-            problems.append(f"{where}: stage '{name}' is listed twice")
-            continue
-        names.append(name)
-        if spec is None:
-            continue
-        where = f"probe.stages.{name}"
+    specs: list[tuple[str, Any, str]] = []  # (stage, spec, where)
+    if raw is None or raw == "default":
+        names = list(default_ladder())
+    elif isinstance(raw, list):
+        names = []
+        for index, entry in enumerate(raw):
+            where = f"probe.stages[{index}]"
+            spec: Any = None
+            if isinstance(entry, Mapping) and len(entry) == 1:
+                name, spec = next(iter(entry.items()))
+            elif isinstance(entry, str):
+                name = entry
+            else:
+                problems.append(
+                    f"{where}: must be a stage name or {{stage: {{knob: [values]}}}}, got {entry!r}"
+                )
+                continue
+            problem = _unknown_stage(name, where)
+            if problem is not None:
+                problems.append(problem)
+                continue
+            if name in names:
+                problems.append(f"{where}: stage '{name}' is listed twice")
+                continue
+            names.append(name)
+            if spec is not None:
+                specs.append((name, spec, f"probe.stages.{name}"))
+    else:
+        names = list(default_ladder())
+        problems.append(
+            f"probe.stages: must be `default` or a list of stage names, got {type_name(raw)}"
+        )
+    names, found = _without(names, without)
+    problems += found
+    if own is not None and not isinstance(own, Mapping):
+        problems.append(
+            f"probe.candidates: must be a mapping of stage: values, got {type_name(own)}"
+        )
+    elif own is not None:
+        for name, spec in own.items():
+            where = f"probe.candidates.{name}"
+            problem = _unknown_stage(name, where)
+            if problem is None and name not in names:
+                problem = f"{where}: stage '{name}' is not in the ladder (see probe.without)"
+            if problem is not None:
+                problems.append(problem)
+            else:
+                specs.append((name, spec, where))
+    candidates: dict[str, tuple[Candidate, ...]] = {}
+    for name, spec, where in specs:
         values_list, spec_problems = _expand(spec, where)
         problems += spec_problems
         knobs = _stage_knobs(name) if values_list else None
@@ -425,3 +444,22 @@ def check_stages(
         candidates[name] = tuple(Candidate(candidate_label(v), v) for v in values_list)
     # Candidates of one knob repeat the same complaint: say it once.
     return tuple(names), candidates, list(dict.fromkeys(problems))
+
+
+def _unknown_stage(name: Any, where: str) -> str | None:
+    """The problem with a stage name that no stage is registered under; None when one is."""
+    known = stage_names()
+    if name in known:
+        return None
+    listed = ", ".join(known) or "none (is tuneup installed?)"
+    return f"{where}: unknown stage '{name}': {did_you_mean(name, known)}known stages are {listed}"
+
+
+def _without(names: list[str], without: Any) -> tuple[list[str], list[str]]:
+    """The ladder less the stages `probe.without` leaves out, and its problems."""
+    if without is None:
+        return names, []
+    if not isinstance(without, list) or not all(isinstance(n, str) for n in without):
+        return names, [f"probe.without: must be a list of stage names, got {without!r}"]
+    problems = [p for n in without if (p := _unknown_stage(n, "probe.without")) is not None]
+    return [n for n in names if n not in without], problems

@@ -10,19 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tuneup.probe.stages import default_ladder
 from tuneup.probe.types import Budget, Candidate
 
-DEFAULT_STAGES = (
-    "workers",
-    "data",
-    "tf32",
-    "amp",
-    "optimizer",
-    "jit",
-    "cuda_graphs",
-    "channels_last",
-    "batch_size",
-)
 """The stages a preset runs when it names none, in order."""
 
 
@@ -56,7 +46,7 @@ class ProbePreset:
     description: str
     train: dict[str, Any]
     synthetic_data: dict[str, Any] | None = None
-    stages: tuple[str, ...] = DEFAULT_STAGES
+    stages: tuple[str, ...] = field(default_factory=default_ladder)
     budget: Budget = field(default_factory=Budget)
     hints: dict[str, Any] = field(default_factory=dict)
     source: str = ""

@@ -119,6 +119,9 @@ class Stage:
         expected_gain: the relative speed-up the stage typically brings (0.3 for
             +30%; 0 for a stage that shows what a switch is worth, such as TF32
             off): what a time budget keeps first.
+        order: its place in the default ladder (lower runs first), the one declaration
+            of that order: every registered stage with an order runs in a preset that
+            does not list its stages. None: only where a preset lists it.
         api_version: the plugin API version the stage was written for; the
             registry skips a stage whose version this tuneup does not support.
     """
@@ -131,6 +134,7 @@ class Stage:
     candidates: tuple[Candidate, ...] = field(default=())
     judged_on: str = "full"
     expected_gain: float = 0.0
+    order: float | None = None
     api_version: int = API_VERSION
 
     def __post_init__(self) -> None:
@@ -227,6 +231,14 @@ _REGISTRY: Registry[Stage] = Registry(ENTRY_POINT_GROUP, "stage", Stage)
 def stage_names() -> list[str]:
     """Names of the registered stages, sorted; reads entry-point metadata and imports nothing."""
     return _REGISTRY.names()
+
+
+def default_ladder() -> tuple[str, ...]:
+    """The default ladder: every registered stage that declares an `order`, in that order
+    (a stage that fails to load is left out; `tuneup plugins list` says why)."""
+    stages, _warnings = scan_stages()
+    placed = [(s.order, name) for name, s in stages.items() if s.order is not None]
+    return tuple(name for _order, name in sorted(placed))
 
 
 def load_stage(name: str) -> Stage:
