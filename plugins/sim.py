@@ -118,7 +118,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from tuneup.config import TrainConfig, process_kind
+from tuneup.config import TrainConfig, loader, process_kind
 from tuneup.hardware.types import MachineInfo
 from tuneup.probe.estimate import ProbeCosts, probe_seconds
 from tuneup.probe.plan import MeasurementPlan, plan_for
@@ -147,7 +147,9 @@ MODELED_KNOBS: tuple[str, ...] = (
 DDP_KNOBS = ("bucket_cap_mb", "broadcast_buffers", "gradient_as_bucket_view", "noddp")
 MODELED_KNOBS += DDP_KNOBS
 LOWMEM_RATE = 44.6
-LOADER_FACTOR = {"lowmem": 1.0, "inmem": 1.6, "synthetic": 4.0}
+# The simulated speed of a loader against lowmem's, where it differs (a loader it does not
+# name runs as lowmem): the simulator's model, not a list of loaders.
+LOADER_FACTOR = {"inmem": 1.6, "synthetic": 4.0}
 DALI_IO = 790.0
 GPU_RATE = 416.0
 CPU_RATE = 3.2
@@ -228,7 +230,7 @@ class SimCosts:
 
 def _one_time(k: dict[str, Any]) -> dict[str, float]:
     costs = {"worker_spawn": 0.5 * k["num_data_workers"]}
-    if k["data_loader_config"] == "dali-lowmem":
+    if loader(k["data_loader_config"]).dali:
         costs["dali_build"] = 30.0
     if k["jit"] == "compile":
         costs["compile"] = 60.0
@@ -339,8 +341,8 @@ class SimTrainer:
             )
         if k["cuda_graphs"] and not gpu:
             return Status.UNSUPPORTED, "cuda_graphs needs a CUDA device"
-        if k["data_loader_config"] == "dali-lowmem" and not (gpu and self.dali):
-            return Status.UNSUPPORTED, "dali-lowmem needs a CUDA device and DALI installed"
+        if loader(k["data_loader_config"]).dali and not (gpu and self.dali):
+            return Status.UNSUPPORTED, "a DALI loader needs a CUDA device and DALI installed"
         if k["optimizer_impl"] == "apex" and not (gpu and self.apex):
             return Status.UNSUPPORTED, "optimizer_impl=apex needs NVIDIA apex and a GPU"
         if k["cuda_graphs"] and k["amp_mode"] == "fp16":
@@ -388,7 +390,8 @@ class SimTrainer:
         if self.straggler is not None and self.straggler < ranks:
             step *= 1 + STRAGGLER_SLOWDOWN  # every rank waits for the slowest
         syn = batch / step
-        p = 1.0 if k["num_data_workers"] == 0 and k["data_loader_config"] != "dali-lowmem" else 2.5
+        dali = loader(k["data_loader_config"]).dali
+        p = 1.0 if k["num_data_workers"] == 0 and not dali else 2.5
         full = (io**-p + syn**-p) ** (-1.0 / p)
         gain = 1.0
         for knob, effect in self.effects.items():
@@ -597,10 +600,10 @@ class SimTrainer:
         return self.cuda and k["device"] in ("auto", "cuda")
 
     def _io(self, k: dict[str, Any]) -> float:
-        loader = k["data_loader_config"]
-        if loader == "dali-lowmem":
+        kind = k["data_loader_config"]
+        if loader(kind).dali:
             return DALI_IO
-        rate = LOWMEM_RATE * LOADER_FACTOR[loader]
+        rate = LOWMEM_RATE * LOADER_FACTOR.get(kind, 1.0)
         workers = k["num_data_workers"]
         if workers == 0:
             return 0.9 * rate

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tuneup.config import GRAPHING_COMPILE_MODES
+from tuneup.config import GRAPHING_COMPILE_MODES, LOADERS, loader
 from tuneup.hardware.machine import compile_blocked
 from tuneup.hardware.types import MachineInfo
 from tuneup.probe.stages import Proposal, Stage, current, runs_on_cuda
@@ -369,10 +369,10 @@ class DataStage(Stage):
         self, cand: Candidate, machine: MachineInfo, base: Mapping[str, Any]
     ) -> str | None:
         """Why this machine cannot try ``cand``; None when it can."""
-        kind = cand.values.get("data_loader_config")
-        if kind == "dali-lowmem" and not machine.dali:
+        kind = loader(str(cand.values.get("data_loader_config")))
+        if kind.dali and not machine.dali:
             return _DALI_REASON
-        if kind == "gpu" and not runs_on_cuda(machine, base):
+        if kind.on_gpu and not runs_on_cuda(machine, base):
             return _GPU_ON_CPU_REASON
         return None
 
@@ -388,7 +388,7 @@ class DataStage(Stage):
         return skipped
 
     def incumbent_reason(self, machine: MachineInfo, base: Mapping[str, Any]) -> str | None:
-        if current(base, "data_loader_config") == "synthetic":
+        if not loader(str(current(base, "data_loader_config"))).reads_files:
             return "the incumbent trains on synthetic data: there is no file to load"
         return None
 
@@ -421,8 +421,7 @@ DATA = DataStage(
     judged_on="io",
     expected_gain=0.4,
     candidates=tuple(
-        Candidate(kind, {"data_loader_config": kind})
-        for kind in ("lowmem", "inmem", "dali-lowmem", "gpu")
+        Candidate(kind.name, {"data_loader_config": kind.name}) for kind in LOADERS if kind.proposed
     ),
 )
 

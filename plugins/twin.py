@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tuneup.config import loader
 from tuneup.errors import UsageError
 from tuneup.probe.stats import median, relative_spread
 
@@ -252,12 +253,12 @@ class GpuTwin(SimTrainer):
         self._new_parts: dict[str, bool] = {}
 
     def trial_noise(self, phase: str, knobs: dict[str, Any]) -> float:
-        if phase == "synthetic" or knobs["data_loader_config"] == "gpu":
+        if phase == "synthetic" or loader(knobs["data_loader_config"]).on_gpu:
             return self.evidence.syn_trial_noise
         return self.evidence.full_trial_noise
 
     def probe_noise(self, phase: str, knobs: dict[str, Any]) -> float:
-        if phase == "synthetic" or knobs["data_loader_config"] == "gpu":
+        if phase == "synthetic" or loader(knobs["data_loader_config"]).on_gpu:
             return 0.0
         return self.evidence.full_probe_noise
 
@@ -321,11 +322,11 @@ class GpuTwin(SimTrainer):
         return rate * (k["global_batch_size"] / 64) ** 0.05
 
     def _twin_io(self, k: dict[str, Any]) -> float:
-        loader = k["data_loader_config"]
-        if loader == "gpu":
+        kind = k["data_loader_config"]
+        if loader(kind).on_gpu:
             return GPU_LOADER_SPS
         per_worker = self.evidence.io_sps / max(1, self.evidence.workers)
-        if loader == "inmem":
+        if kind == "inmem":
             per_worker *= INMEM_FACTOR
         workers = max(1, k["num_data_workers"])
         cores = self.rank_cores

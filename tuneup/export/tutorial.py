@@ -18,7 +18,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from tuneup.config import MAX_LEVELS, TrainConfig, build_config, knob_fields
+from tuneup.config import MAX_LEVELS, TrainConfig, build_config, knob_fields, loader
 from tuneup.errors import UsageError
 from tuneup.export.configs import scalar
 
@@ -27,8 +27,6 @@ SC21 = "sc21"
 EDITIONS = (SC22, SC21)
 YAML_BLOCK = "tuned"
 
-# The tutorial's loaders; tuneup's others (the GPU-resident one) are tuneup's alone.
-TUTORIAL_LOADERS = ("synthetic", "inmem", "lowmem", "dali-lowmem")
 # The real boxes of the tutorial's data (train, validation), when the session ran on
 # tuneup's synthetic box: the user points the block at their files.
 TUTORIAL_BOX = (1024, 512)
@@ -151,7 +149,7 @@ def flag_tokens(cfg: TrainConfig, run: TutorialRun, edition: str = SC22) -> list
         tokens.append("--enable_apex")
     if cfg.jit == "script":
         tokens.append("--enable_jit")
-    if cfg.data_loader_config in TUTORIAL_LOADERS:
+    if loader(cfg.data_loader_config).tutorial:
         tokens += ["--data_loader_config", cfg.data_loader_config]
     tokens += ["--num_data_workers", str(cfg.num_data_workers)]
     tokens += ["--local_batch_size", str(per_rank_batch(cfg, run.world_size))]
@@ -192,7 +190,7 @@ def block_values(cfg: TrainConfig, run: TutorialRun) -> dict[str, tuple[Any, str
     out["expdir"] = (cfg.expdir or DEFAULT_EXPDIR, "")
     out["enable_apex"] = (cfg.optimizer_impl == "apex", "the tutorial takes it from --enable_apex")
     out["enable_jit"] = (cfg.jit == "script", "the tutorial takes it from --enable_jit")
-    if cfg.data_loader_config not in TUTORIAL_LOADERS:
+    if not loader(cfg.data_loader_config).tutorial:
         out["data_loader_config"] = ("lowmem", f"tuneup's {cfg.data_loader_config} loader below")
     if run.box_size is not None:
         out["box_size"] = (list(run.box_size), "read from the data files")

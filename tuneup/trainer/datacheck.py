@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tuneup.config import TrainConfig
+from tuneup.config import TrainConfig, loader
 from tuneup.errors import UsageError
 
 
@@ -26,7 +26,7 @@ def check_data(cfg: TrainConfig, *, only_set: bool = False) -> None:
     With `only_set`, paths left unset are not an error (the default run fills
     them with its synthetic box afterwards).
     """
-    if cfg.data_loader_config == "synthetic":
+    if not loader(cfg.data_loader_config).reads_files:
         return
     from tuneup.trainer.boxfile import inspect_box  # h5py: only where files are read
 
@@ -34,7 +34,7 @@ def check_data(cfg: TrainConfig, *, only_set: bool = False) -> None:
     needed = [("train_path", train)]
     if cfg.Nsamples_val > 0:
         needed.append(("val_path", val))
-    if cfg.data_loader_config == "dali-lowmem":
+    if loader(cfg.data_loader_config).dali:
         # As the tutorial's DALI path, the .npy copies alone will do where both are named.
         named = dict(zip(("train_path", "val_path"), _named_npy(cfg), strict=True))
         needed = [(key, path) for key, path in needed if not named[key]]
@@ -47,7 +47,7 @@ def check_data(cfg: TrainConfig, *, only_set: bool = False) -> None:
                 "`tuneup data synth --out DIR`"
             )
         inspect_box(path)
-    if cfg.data_loader_config == "dali-lowmem":
+    if loader(cfg.data_loader_config).dali:
         _check_npy(cfg)
 
 

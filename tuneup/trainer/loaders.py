@@ -17,8 +17,9 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from tuneup.config import LOADER_CHOICES, sample_bytes
 from tuneup.errors import UsageError
-from tuneup.trainer.boxfile import HYDRO_CHANNELS, NBODY_CHANNELS, BoxInfo, inspect_box
+from tuneup.trainer.boxfile import HYDRO_CHANNELS, BoxInfo, inspect_box
 from tuneup.trainer.dali_loader import build_dali_loader
 from tuneup.trainer.datasets import (
     EpochSampler,
@@ -30,20 +31,14 @@ from tuneup.trainer.datasets import (
 from tuneup.trainer.gpu_loader import build_gpu
 from tuneup.trainer.loader_spec import LoaderSpec
 
-LOADER_KINDS = ("lowmem", "inmem", "synthetic")
-"""The built-in kinds; :func:`loader_kinds` also lists any registered later."""
-
 SYNTHETIC_BOX_MAX = 256
 """Cap on the synthetic box side: a 1024^3 random box of 9 float32 channels
 would take 36 GiB of host memory, while 256^3 (0.6 GB) already spans many
 64^3 crops, so the crop-and-rotate I/O pattern is the same."""
 
-_FLOAT32_BYTES = 4
-
-
 def loader_bytes_per_sample(crop: int) -> int:
     """Bytes one (input, target) sample moves: 9 float32 channels of ``crop^3``."""
-    return (NBODY_CHANNELS + HYDRO_CHANNELS) * crop**3 * _FLOAT32_BYTES
+    return sample_bytes(crop, HYDRO_CHANNELS)
 
 
 Batches = Iterable[tuple[torch.Tensor, torch.Tensor]]  # a DataLoader, or DALI's / the GPU's own
@@ -55,6 +50,8 @@ def register_loader(kind: str, factory: LoaderFactory) -> None:
     """Make ``kind`` buildable by :func:`build_loader`; a name can be registered once."""
     if kind in _FACTORIES:
         raise ValueError(f"loader kind {kind!r} is already registered")
+    if kind not in LOADER_CHOICES:  # its properties are read everywhere from that table
+        raise ValueError(f"loader kind {kind!r} is not declared in tuneup.config.loaders")
     _FACTORIES[kind] = factory
 
 

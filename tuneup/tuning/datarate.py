@@ -7,15 +7,12 @@ Pure arithmetic: no torch, no h5py.
 
 from __future__ import annotations
 
-# One sample is 4 N-body + 5 hydro float32 channels of crop^3 voxels (as
-# tuneup.trainer.loaders.loader_bytes_per_sample, without importing torch).
-_CHANNELS = 4 + 5
-_FLOAT32_BYTES = 4
+from tuneup.config import sample_bytes
 
 
 def io_bytes_per_s(io_sps: float, crop: int) -> float:
     """Bytes per second a loader moves when it delivers ``io_sps`` samples of side ``crop``."""
-    return io_sps * _CHANNELS * crop**3 * _FLOAT32_BYTES
+    return io_sps * sample_bytes(crop)
 
 
 def data_rate_sentence(io_sps: float | None, synthetic_sps: float | None, crop: int) -> str | None:

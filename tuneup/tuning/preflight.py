@@ -9,23 +9,20 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from tuneup.cluster.shm import shm_shortfall
-from tuneup.config import INPUT_CHANNELS, build_config
+from tuneup.config import build_config, loader, sample_bytes
 from tuneup.errors import UsageError
 from tuneup.trainer.distributed import local_batch
 
 if TYPE_CHECKING:
     from tuneup.config import TrainConfig
 
-# Loaders whose DataLoader workers hand batches over through /dev/shm.
-SHARED_MEMORY_LOADERS = ("lowmem", "inmem", "synthetic")
-FLOAT32_BYTES = 4
 
 
 def batch_bytes(cfg: TrainConfig, ranks_per_node: int = 1) -> int:
     """Bytes of one rank's host batch: input and target crops in float32."""
 
     batch = local_batch(cfg.global_batch_size, cfg.local_batch_size, max(1, ranks_per_node))
-    return batch * (INPUT_CHANNELS + cfg.N_out_channels) * cfg.data_size**3 * FLOAT32_BYTES
+    return batch * sample_bytes(cfg.data_size, cfg.N_out_channels)
 
 
 def loader_shm_problem(
@@ -43,7 +40,7 @@ def loader_shm_problem(
         per_batch = batch_bytes(cfg, ranks_per_node)
     except UsageError:
         return None
-    if cfg.data_loader_config not in SHARED_MEMORY_LOADERS:
+    if not loader(cfg.data_loader_config).shared_memory:
         return None
     workers = cfg.num_data_workers * max(1, ranks_per_node)
     return shm_shortfall(shm_free, per_batch, workers, cfg.prefetch_factor)

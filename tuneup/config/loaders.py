@@ -1,0 +1,78 @@
+"""The data loaders, declared once: each name with what every part of tuneup asks of it.
+
+The trainer builds them (tuneup.trainer.loaders registers a builder under each
+name); everything else (the knob's choices, the /dev/shm preflight, the data
+stage, the tutorial export, the data checks, the simulator) reads this table,
+so a new loader is one row here and its builder there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+FLOAT32_BYTES = 4
+INPUT_CHANNELS = 4  # the N-body fields of the tutorial's data (Nbody: 4 x L^3)
+TARGET_CHANNELS = 5  # the hydro fields it predicts (Hydro: 5 x L^3)
+
+
+@dataclass(frozen=True)
+class Loader:
+    """One `data_loader_config` value and its properties.
+
+    Attributes:
+        name: the knob's value (the tutorial's spelling where it has one).
+        help: a few words for the knob's help.
+        shared_memory: its DataLoader workers hand batches over through /dev/shm.
+        dali: it runs NVIDIA DALI (and reads the .npy copies of the data).
+        on_gpu: it needs CUDA (the data lives on the GPU).
+        tutorial: the tutorial's train.py has it under this name.
+        proposed: the data stage tries it (a loader the ladder should compare).
+        reads_files: it reads the data files (train_path, val_path); synthetic does not.
+    """
+
+    name: str
+    help: str
+    shared_memory: bool = False
+    dali: bool = False
+    on_gpu: bool = False
+    tutorial: bool = False
+    proposed: bool = False
+    reads_files: bool = True
+
+
+LOADERS: tuple[Loader, ...] = (
+    Loader(
+        "lowmem", "crops read from the HDF5 file", shared_memory=True, tutorial=True, proposed=True
+    ),
+    Loader(
+        "inmem", "the box held in host memory", shared_memory=True, tutorial=True, proposed=True
+    ),
+    Loader(
+        "synthetic",
+        "random crops made in memory",
+        shared_memory=True,
+        tutorial=True,
+        reads_files=False,
+    ),
+    Loader(
+        "dali-lowmem",
+        "NVIDIA DALI reading the .npy copies",
+        dali=True,
+        tutorial=True,
+        proposed=True,
+    ),
+    Loader("gpu", "the box on the GPU, cropped there", on_gpu=True, proposed=True),
+)
+LOADER_CHOICES = tuple(loader.name for loader in LOADERS)
+_BY_NAME = {loader.name: loader for loader in LOADERS}
+
+
+def loader(name: str) -> Loader:
+    """The loader called `name`; an unknown name is a plain one (no property set), which
+    the knob's choices refuse before anything reads it."""
+    return _BY_NAME.get(name) or Loader(name, "unknown")
+
+
+def sample_bytes(crop: int, target_channels: int = TARGET_CHANNELS) -> int:
+    """Bytes one (input, target) sample moves: float32 channels of ``crop^3``."""
+    return (INPUT_CHANNELS + target_channels) * crop**3 * FLOAT32_BYTES
