@@ -46,6 +46,7 @@ from tuneup_plugins.twin import ASSUMED, GpuTwin, conv_key, read_evidence
 from tuneup.cluster.job import JobEnv
 from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import load_preset
+from tuneup.probe.backend import ProbeBackend
 from tuneup.probe.estimate import duration_text, parse_duration
 from tuneup.probe.types import BASELINE_STAGE, CONFIRM_STAGE, Candidate, ProbeResult
 from tuneup.tuning import paired
@@ -70,7 +71,7 @@ class SimClock:
         return self.now
 
 
-class TwinBackend:
+class TwinBackend(ProbeBackend):
     """The twin as a session's backend: each probe moves the simulated clock."""
 
     def __init__(self, twin: GpuTwin, clock: SimClock, legacy: bool) -> None:

@@ -120,6 +120,7 @@ from typing import Any
 
 from tuneup.config import TrainConfig, loader, process_kind
 from tuneup.hardware.types import MachineInfo
+from tuneup.probe.backend import ProbeBackend
 from tuneup.probe.estimate import ProbeCosts, probe_seconds
 from tuneup.probe.plan import MeasurementPlan, plan_for
 from tuneup.probe.stats import clearly_slower, early_stop_reason, iqr_pct, median
@@ -253,7 +254,7 @@ def buckets(bucket_cap_mb: float) -> int:
     return math.ceil(GRADIENT_BYTES / (bucket_cap_mb * 2**20))
 
 
-class SimTrainer:
+class SimTrainer(ProbeBackend):
     """A fake trainer whose throughput follows the response surface in this module's docstring.
 
     Args:

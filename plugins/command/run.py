@@ -18,6 +18,7 @@ from typing import Any
 
 from tuneup.cluster.launch import LocalLauncher
 from tuneup.errors import UsageError
+from tuneup.probe.backend import ProbeBackend
 from tuneup.probe.outcome import EXITED, TIMEOUT, signal_reason, with_detail
 from tuneup.probe.plan import ProbeSpec, plan_for
 from tuneup.probe.runner import ProbeRunner
@@ -160,7 +161,7 @@ class _CommandLauncher:
         return env
 
 
-class CommandBackend:
+class CommandBackend(ProbeBackend):
     """Each probe runs the section's command in its own process group, with a time limit.
 
     The limit is the section's `limit_s`, else the preset's probe budget's.
@@ -218,6 +219,11 @@ class CommandBackend:
         return ProbeResult(
             stage, variant, dict(values), status, reason, wall_s=outcome.wall_s, **fields
         )
+
+    @property
+    def limit_s(self) -> float | None:
+        """The section's `limit_s`: the session starts no probe the allocation would cut."""
+        return self.spec.limit_s
 
     def interrupt(self) -> None:
         """Stop the running probe and any later one (safe from a signal handler)."""

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from tuneup.cluster.proctree import PROC, descendants, read_processes
+from tuneup.probe.backend import Backend, ProbeBackend, as_backend
 from tuneup.probe.events import Event, TrialEvent
 from tuneup.probe.types import Candidate, Contention, ProbeResult
 
@@ -229,7 +230,7 @@ class HostLoadSampler:
         )
 
 
-class ContentionWatch:
+class ContentionWatch(ProbeBackend):
     """Wraps a trainer backend: each result gets what else used the host while it was timed.
 
     The window is the probe's FULL phase when the worker's trial events say
@@ -237,8 +238,8 @@ class ContentionWatch:
     Other processes on the probe's GPUs, where telemetry found them, are kept.
     """
 
-    def __init__(self, backend: Any, sampler: HostLoadSampler) -> None:
-        self.backend = backend
+    def __init__(self, backend: Backend | ProbeBackend, sampler: HostLoadSampler) -> None:
+        self.backend = as_backend(backend)
         self.sampler = sampler
         self._lock = threading.Lock()
         self._full: list[tuple[float, float]] = []
@@ -276,21 +277,15 @@ class ContentionWatch:
     @property
     def limit_s(self) -> float | None:
         """The wrapped backend's per-probe limit, where it has its own."""
-        return getattr(self.backend, "limit_s", None)
+        return self.backend.limit_s
 
     def interrupt(self) -> None:
-        interrupt = getattr(self.backend, "interrupt", None)
-        if interrupt is not None:
-            interrupt()
+        self.backend.interrupt()
 
     def close(self) -> None:
         """Give back what the wrapped backend keeps between probes (a serving worker)."""
-        close = getattr(self.backend, "close", None)
-        if close is not None:
-            close()
+        self.backend.close()
 
     def replayed(self, stage: str, candidate: Candidate, values: dict[str, Any]) -> None:
         """Tell a backend that keeps count (the sim) that a journaled probe stood in for one."""
-        replayed = getattr(self.backend, "replayed", None)
-        if replayed is not None:
-            replayed(stage, candidate, values)
+        self.backend.replayed(stage, candidate, values)

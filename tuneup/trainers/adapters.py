@@ -23,12 +23,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from tuneup.errors import UsageError
 from tuneup.plugin_registry import PLUGIN_API_VERSION, PluginInfo, Registry
+from tuneup.probe.backend import Backend, ProbeBackend
 from tuneup.probe.estimate import StepModel
 from tuneup.probe.events import EventHandler
 from tuneup.probe.types import Budget
-from tuneup.trainers.backends import Backend
 
 if TYPE_CHECKING:
+    from tuneup.cluster.job import JobEnv
+    from tuneup.cluster.launch import LaunchPlan
     from tuneup.monitor.sampler import Sampler
 
 ENTRY_POINT_GROUP = "tuneup.trainers"
@@ -83,14 +85,14 @@ class TrainerContext:
     on_event: EventHandler | None = None
     sampler: Sampler | None = None
     preset: PresetView | None = None
-    launch: Any = None
-    job: Any = None
+    launch: LaunchPlan | None = None
+    job: JobEnv | None = None
     fresh_processes: bool = False
 
     @property
     def world_size(self) -> int:
         """The ranks the session's launch plan runs a probe with (1 without a plan)."""
-        return max(1, int(getattr(self.launch, "world_size", 1) or 1))
+        return max(1, self.launch.world_size) if self.launch is not None else 1
 
 
 @dataclass(frozen=True)
@@ -139,13 +141,13 @@ class TrainerAdapter:
     phases: tuple[str, ...] = ("full",)
     exports: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
 
-    def backend(self, ctx: TrainerContext) -> Backend:
-        """The callable that runs one probe with this trainer.
+    def backend(self, ctx: TrainerContext) -> Backend | ProbeBackend:
+        """What runs one probe with this trainer: a `tuneup.probe.backend.ProbeBackend`
+        (its `interrupt()`, called from a signal handler or another thread to stop the
+        running probe, must only set a flag; `close()`, `limit_s` and `replayed()` as
+        it needs them), or a plain callable.
 
-        Called once per session. It may return an object with an
-        `interrupt()` method (`tuneup.trainers.backends.Interruptible`), which
-        the front end calls (from a signal handler or another thread) to stop
-        the running probe; it must only set a flag.
+        Called once per session.
 
         Raises:
             UsageError: the session's settings cannot work with this trainer

@@ -10,15 +10,15 @@ knob or a failure demands one.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
 from tuneup.bundled import cache_dir
 from tuneup.cluster.job import JobEnv, read_job_env
 from tuneup.cluster.launch import LaunchPlan, LocalLauncher
 from tuneup.config import data_path_knobs, process_kind
+from tuneup.probe.backend import Backend, ProbeBackend, as_backend
 from tuneup.probe.compile_costs import ColdCompileCosts
 from tuneup.probe.events import Event, EventHandler
 from tuneup.probe.plan import ProbeSpec, plan_for
@@ -29,35 +29,7 @@ from tuneup.probe.types import BASELINE_STAGE, Budget, Candidate, ProbeResult
 if TYPE_CHECKING:
     from tuneup.monitor.sampler import Sampler
 
-Backend = Callable[[str, Candidate, dict[str, Any]], ProbeResult]
-"""Runs one probe: `backend(stage, candidate, values) -> ProbeResult`."""
-
-
-@runtime_checkable
-class Interruptible(Protocol):
-    """A backend that can stop its running probe: `interrupt()` only sets a flag, so a
-    signal handler or another thread may call it."""
-
-    def interrupt(self) -> None: ...
-
-
-def interrupt_backend(backend: object) -> None:
-    """Stop the probe `backend` is running, where it can be stopped (a plain callable cannot)."""
-    if isinstance(backend, Interruptible):
-        backend.interrupt()
-
-
-@runtime_checkable
-class Closable(Protocol):
-    """A backend that keeps something between probes (a serving worker) to give back."""
-
-    def close(self) -> None: ...
-
-
-def close_backend(backend: object) -> None:
-    """Give back what `backend` keeps between probes, where it keeps anything."""
-    if isinstance(backend, Closable):
-        backend.close()
+__all__ = ["Backend", "ProbeBackend", "WorkerBackend", "as_backend"]
 
 
 # Probes measure training speed only: no validation pass, and a sample count the
@@ -77,7 +49,7 @@ def probe_config(values: dict[str, Any], budget: Budget) -> dict[str, Any]:
     return config
 
 
-class WorkerBackend:
+class WorkerBackend(ProbeBackend):
     """Each probe is `python -m tuneup.worker` in a process group of its own, or in the
     serving worker the stage's probe before it ran in.
 

@@ -18,7 +18,6 @@ from textual.message import Message
 from tuneup.errors import UsageError
 from tuneup.probe.events import Event, EventHandler
 from tuneup.probe.types import ProbeResult
-from tuneup.trainers.backends import interrupt_backend
 from tuneup.tuning.search_records import SearchOutcome
 from tuneup.tuning.session import ProbeSession, SessionInterrupted
 from tuneup.tuning.summary import Summary
@@ -162,7 +161,7 @@ class SessionDriver:
     def stop(self) -> None:
         """End after the running probe, which is interrupted when the backend can be."""
         self.session.control.stop()
-        interrupt_backend(self.session.backend)
+        self.session.backend.interrupt()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until run() has returned; False on timeout."""

@@ -35,7 +35,6 @@ from tuneup.probe.events import EventHandler
 from tuneup.probe.stages import stage_names
 from tuneup.probe.types import Budget
 from tuneup.trainers.adapters import DEFAULT_TRAINER, load_trainer
-from tuneup.trainers.backends import interrupt_backend
 from tuneup.tuning.engine import Engine, build_engine
 from tuneup.tuning.journal import JOURNAL, SESSION, ResultsDir, SessionLost, folder_problem, quoted
 from tuneup.tuning.ladder_record import LadderRecord, machine_tag
@@ -127,7 +126,7 @@ class AssembledSession:
         """
         self.stopping = True
         self.session.stop_reason = why
-        interrupt_backend(self.engine.backend)
+        self.engine.backend.interrupt()
 
     def close(self) -> None:
         try:

@@ -6,20 +6,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tuneup.hardware.backends import choose_backend
 from tuneup.hardware.devices import cuda_visible_devices
+from tuneup.probe.backend import ProbeBackend
 from tuneup.probe.events import Event, EventHandler
 from tuneup.probe.hostload import ContentionWatch, HostLoadSampler
 from tuneup.trainers.adapters import TrainerContext, load_trainer
-from tuneup.trainers.backends import close_backend
 from tuneup.tuning.session import gpu_sampler
 
 if TYPE_CHECKING:
     from tuneup.cluster.job import JobEnv
     from tuneup.cluster.launch import LaunchPlan
     from tuneup.hardware.types import GpuBackend, MachineInfo
+    from tuneup.monitor.sampler import Sampler
     from tuneup.preset.load import ProbePreset
     from tuneup.probe.types import Budget
 
@@ -28,14 +29,14 @@ if TYPE_CHECKING:
 class Engine:
     """The backend, and the GPU telemetry to stop at the end."""
 
-    backend: Any
-    sampler: Any = None
+    backend: ProbeBackend
+    sampler: Sampler | None = None
     gpu_backend: GpuBackend | None = None
-    relay: Any = None
+    relay: EventHandler | None = None
     host: HostLoadSampler | None = None
 
     def close(self) -> None:
-        close_backend(self.backend)  # a serving worker it keeps, first
+        self.backend.close()  # a serving worker it keeps, first
         if self.host is not None:
             self.host.stop()
         if self.sampler is not None:

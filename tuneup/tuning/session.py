@@ -28,6 +28,7 @@ from tuneup.hardware.types import MachineInfo
 from tuneup.monitor.sampler import Sampler
 from tuneup.paths import is_storage_error
 from tuneup.preset.load import ProbePreset, preset_stage
+from tuneup.probe.backend import ProbeBackend, as_backend
 from tuneup.probe.describe import variant_text
 from tuneup.probe.estimate import (
     LadderShape,
@@ -49,7 +50,6 @@ from tuneup.probe.types import (
     probe_key,
 )
 from tuneup.trainers.adapters import load_trainer
-from tuneup.trainers.backends import Backend, close_backend
 from tuneup.tuning.grid import grid_search
 from tuneup.tuning.guard import loss_verdict
 from tuneup.tuning.journal import ResultsDir
@@ -334,7 +334,7 @@ class ProbeSession:
 
     preset: ProbePreset
     trainer: str
-    backend: Backend
+    backend: ProbeBackend  # a plain callable given here is wrapped once (as_backend)
     results: ResultsDir
     machine: MachineInfo
     base_values: dict[str, Any]
@@ -388,6 +388,7 @@ class ProbeSession:
     _progress: SearchProgress = field(default_factory=SearchProgress)
 
     def __post_init__(self) -> None:
+        self.backend = as_backend(self.backend)
         planned = self.ladder_plan
         self.clock = LadderClock(
             trainer=self.trainer,
@@ -520,9 +521,7 @@ class ProbeSession:
         earlier = self._journaled.get(key, [])
         if served < len(earlier):
             result = earlier[served]
-            replayed = getattr(self.backend, "replayed", None)
-            if replayed is not None:  # a backend that keeps count (the sim) stays in step
-                replayed(stage, candidate, values)
+            self.backend.replayed(stage, candidate, values)  # one that keeps count follows
             self._remember_baseline(stage, result)
             self._walls.append(result.wall_s)
             self._report(stage, result, reused=True)
@@ -596,7 +595,7 @@ class ProbeSession:
         left = self.time_left() if self.time_left is not None else None
         if left is not None:
             # The backend's own limit where it has one (the command trainer's command.limit_s).
-            limit = getattr(self.backend, "limit_s", None) or self.preset.budget.limit_s
+            limit = self.backend.limit_s or self.preset.budget.limit_s
             need = TIME_STRETCH * max(measured) if measured else limit
             if left < need + TIME_MARGIN_S:
                 raise OutOfTime(max(left, 0.0), need, bool(measured))
@@ -721,7 +720,7 @@ class ProbeSession:
             self._write_partial(stop)
             raise
         finally:
-            close_backend(self.backend)  # the ladder is over: a serving worker it kept goes
+            self.backend.close()  # the ladder is over: a serving worker it kept goes
             if self.sampler is not None:
                 self.sampler.stop()
         if self._total != self._done:  # the ladder is over: the count is exact now
