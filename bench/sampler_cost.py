@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from tuneup.hardware.types import GpuDevice, GpuProcess, GpuSample
-from tuneup.monitor.sampler import Sampler
+from tuneup.telemetry.sampler import Sampler
 
 
 class FourFakeGpus:

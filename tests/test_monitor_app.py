@@ -18,15 +18,15 @@ from textual.widgets import Static
 
 from tuneup.commands.monitor import TrainMetricsTail
 from tuneup.hardware.types import GpuSample
-from tuneup.monitor.app import MonitorApp
-from tuneup.monitor.history import SampleHistory
-from tuneup.monitor.sampler import Sampler
-from tuneup.monitor.screen import next_interval
-from tuneup.monitor.widgets.gpu_panel import GpuPanel
-from tuneup.monitor.widgets.header import MonitorHeader
-from tuneup.monitor.widgets.process_table import ProcessTable
-from tuneup.monitor.widgets.train_panel import TrainPanel
+from tuneup.telemetry.history import SampleHistory
+from tuneup.telemetry.sampler import Sampler
 from tuneup.testing.scripted_backend import ScriptedBackend, busy_backend, busy_rounds, h200s
+from tuneup.tui.monitor_app import MonitorApp
+from tuneup.tui.screens.monitor import next_interval
+from tuneup.tui.widgets.gpu_panel import GpuPanel
+from tuneup.tui.widgets.header import MonitorHeader
+from tuneup.tui.widgets.process_table import ProcessTable
+from tuneup.tui.widgets.train_panel import TrainPanel
 
 SIZE = (120, 40)
 

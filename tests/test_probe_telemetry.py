@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from tuneup.hardware.types import GpuDevice, GpuProcess, GpuSample, MachineInfo
-from tuneup.monitor.sampler import Sampler
 from tuneup.preset.load import parse_preset
 from tuneup.probe.events import Event, parse_events
 from tuneup.probe.telemetry import THROTTLED_NOTE, ProbeTelemetry, full_window
 from tuneup.probe.types import Budget, Candidate, ProbeResult, Status
+from tuneup.telemetry.sampler import Sampler
 from tuneup.trainers.backends import WorkerBackend
 from tuneup.tuning.journal import ResultsDir
 from tuneup.tuning.session import ProbeSession, gpu_sampler

@@ -9,7 +9,7 @@ import pytest
 
 from tuneup.errors import UsageError
 from tuneup.hardware.types import GpuDevice, GpuSample
-from tuneup.monitor.sampler import Sampler
+from tuneup.telemetry.sampler import Sampler
 
 
 class FakeClock:

@@ -271,7 +271,7 @@ def test_review_of_an_interrupted_session_resumes_with_r(
 
 
 def test_m_opens_the_monitor_on_the_given_gpus_and_escape_returns(tmp_path: Path) -> None:
-    from tuneup.monitor.screen import MonitorScreen
+    from tuneup.tui.screens.monitor import MonitorScreen
 
     async def scenario() -> None:
         app = make_app(tmp_path, monitor_backend=lambda: (busy_backend(gpus=2), "scripted"))

@@ -82,7 +82,7 @@ def tune_screen(app: App[Any]) -> TuneScreen | None:
 def test_the_app_runs_a_short_ladder_with_live_gpu_charts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tuneup.monitor.widgets.chart import Chart
+    from tuneup.tui.widgets.chart import Chart
 
     monkeypatch.setenv("TUNEUP_CACHE_DIR", str(tmp_path / "cache"))  # its box made afresh
     preset = load_preset(str(short_gpu_preset(tmp_path)))

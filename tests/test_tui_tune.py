@@ -292,9 +292,9 @@ def test_the_table_and_the_log_word_a_probe_alike(tmp_path: Path) -> None:
 def test_gpu_charts_follow_a_replayed_trace_while_the_ladder_runs(tmp_path: Path) -> None:
     """Demo mode: the sim ladder with GPU utilization and power from a replayed trace."""
     from tuneup.hardware.replay import ReplayBackend, TraceRecorder
-    from tuneup.monitor.sampler import Sampler
-    from tuneup.monitor.widgets.chart import Chart
+    from tuneup.telemetry.sampler import Sampler
     from tuneup.testing.scripted_backend import busy_backend
+    from tuneup.tui.widgets.chart import Chart
 
     trace = tmp_path / "gpus.jsonl"
     scripted = busy_backend(gpus=2, rounds=6)

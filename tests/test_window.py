@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tuneup.hardware.types import GpuProcess, GpuSample
-from tuneup.monitor.window import busiest, combine, percentile, window_stats
+from tuneup.telemetry.window import busiest, combine, percentile, window_stats
 
 
 def reading(index: int, t: float, **values: object) -> GpuSample:

@@ -26,10 +26,10 @@ from tuneup.hardware.devices import cuda_visible_devices
 from tuneup.hardware.nvml import NvmlBackend
 from tuneup.hardware.replay import RecordingBackend, TraceRecorder
 from tuneup.hardware.types import GpuBackend
-from tuneup.monitor.once import print_once, stream_json
-from tuneup.monitor.sampler import Sampler
-from tuneup.monitor.widgets.readings import job_text
 from tuneup.paths import output_file
+from tuneup.telemetry.once import print_once, stream_json
+from tuneup.telemetry.readings import job_text
+from tuneup.telemetry.sampler import Sampler
 
 MIN_INTERVAL_S = 0.1
 DEFAULT_INTERVAL_S = 0.5
@@ -212,7 +212,7 @@ def _full_screen(
     tail: TrainMetricsTail | None,
     attach: Path | None,
 ) -> int:
-    from tuneup.monitor.app import MonitorApp  # Textual: only the full screen needs it
+    from tuneup.tui.monitor_app import MonitorApp  # Textual: only the full screen needs it
 
     app = MonitorApp(
         # The app keeps its own chart history: the sampler holds only the rounds

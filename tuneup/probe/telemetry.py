@@ -14,10 +14,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Protocol
 
-from tuneup.monitor.window import WindowStats, busiest, combine
 from tuneup.probe.events import Event, StartEvent, TrialEvent
 from tuneup.probe.hostload import with_gpu_processes
 from tuneup.probe.types import ProbeResult
+from tuneup.telemetry.window import WindowStats, busiest, combine
 
 THROTTLED_NOTE = "(throttled: noisy)"
 

@@ -31,7 +31,7 @@ from tuneup.probe.types import Budget
 if TYPE_CHECKING:
     from tuneup.cluster.job import JobEnv
     from tuneup.cluster.launch import LaunchPlan
-    from tuneup.monitor.sampler import Sampler
+    from tuneup.telemetry.sampler import Sampler
 
 ENTRY_POINT_GROUP = "tuneup.trainers"
 API_VERSION = PLUGIN_API_VERSION  # what an adapter built against this tuneup declares

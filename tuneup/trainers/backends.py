@@ -27,7 +27,7 @@ from tuneup.probe.telemetry import ProbeTelemetry
 from tuneup.probe.types import BASELINE_STAGE, Budget, Candidate, ProbeResult
 
 if TYPE_CHECKING:
-    from tuneup.monitor.sampler import Sampler
+    from tuneup.telemetry.sampler import Sampler
 
 __all__ = ["Backend", "ProbeBackend", "WorkerBackend", "as_backend"]
 

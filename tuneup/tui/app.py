@@ -23,12 +23,12 @@ from tuneup.hardware.backends import choose_backend
 from tuneup.hardware.devices import cuda_visible_devices
 from tuneup.hardware.replay import ReplayBackend
 from tuneup.hardware.types import GpuBackend, MachineInfo
-from tuneup.monitor.sampler import Sampler
-from tuneup.monitor.screen import MonitorScreen
 from tuneup.preset.load import default_preset_name, list_presets
 from tuneup.probe.estimate import StepModel
+from tuneup.telemetry.sampler import Sampler
 from tuneup.trainers.adapters import DEFAULT_TRAINER, load_trainer
 from tuneup.tui.driver import EventRelay, SessionDriver
+from tuneup.tui.screens.monitor import MonitorScreen
 from tuneup.tui.screens.results import ResultsScreen, load_results
 from tuneup.tui.screens.setup import SetupChoice, SetupScreen
 from tuneup.tui.screens.tune import TuneScreen

@@ -20,9 +20,9 @@ if TYPE_CHECKING:
     from tuneup.cluster.job import JobEnv
     from tuneup.cluster.launch import LaunchPlan
     from tuneup.hardware.types import GpuBackend, MachineInfo
-    from tuneup.monitor.sampler import Sampler
     from tuneup.preset.load import ProbePreset
     from tuneup.probe.types import Budget
+    from tuneup.telemetry.sampler import Sampler
 
 
 @dataclass

@@ -25,7 +25,6 @@ from tuneup.cluster import shm  # a module, so tests can stand in for /dev/shm
 from tuneup.config import first_uses
 from tuneup.errors import UsageError
 from tuneup.hardware.types import MachineInfo
-from tuneup.monitor.sampler import Sampler
 from tuneup.paths import is_storage_error
 from tuneup.preset.load import ProbePreset, preset_stage
 from tuneup.probe.backend import ProbeBackend, as_backend
@@ -49,6 +48,7 @@ from tuneup.probe.types import (
     Status,
     probe_key,
 )
+from tuneup.telemetry.sampler import Sampler
 from tuneup.trainers.adapters import load_trainer
 from tuneup.tuning.grid import grid_search
 from tuneup.tuning.guard import loss_verdict

@@ -14,12 +14,12 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Footer, ProgressBar, RichLog, Static
 
-from tuneup.monitor.widgets.chart import Chart, Series
 from tuneup.probe.describe import result_line, session_ranks, sps_text
 from tuneup.probe.estimate import time_left_text
 from tuneup.probe.events import ErrorEvent, Event, StartEvent, TrialEvent, WarmupEvent
 from tuneup.tui.driver import SessionDriver
 from tuneup.tui.screens.results import ResultsScreen, export_all, session_hints
+from tuneup.tui.widgets.chart import Chart, Series
 from tuneup.tui.widgets.confirm import Confirm
 from tuneup.tui.widgets.ladder import LadderTable
 from tuneup.tuning.journal import quoted

@@ -16,7 +16,7 @@ from rich.console import Console, JustifyMethod
 from rich.table import Table
 
 from tuneup.hardware.types import GpuBackend, GpuDevice, GpuSample
-from tuneup.monitor.widgets import readings
+from tuneup.telemetry import readings
 
 
 def snapshot_table(

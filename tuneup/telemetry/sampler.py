@@ -16,7 +16,7 @@ from types import TracebackType
 
 from tuneup.errors import UsageError
 from tuneup.hardware.types import GpuBackend, GpuSample
-from tuneup.monitor.window import WindowStats, window_stats
+from tuneup.telemetry.window import WindowStats, window_stats
 
 MIN_INTERVAL_S = 0.1
 _JOIN_S = 2.0  # a backend call stuck in the driver must not hold up stop() for longer

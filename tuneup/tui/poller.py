@@ -17,7 +17,7 @@ from tuneup.hardware.types import GpuBackend, GpuDevice, GpuSample
 
 
 class SampleFeed(Protocol):
-    """What the monitor reads GPUs through: `tuneup.monitor.sampler.Sampler` fits."""
+    """What the monitor reads GPUs through: `tuneup.telemetry.sampler.Sampler` fits."""
 
     backend: GpuBackend
     interval_s: float

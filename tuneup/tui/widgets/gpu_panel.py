@@ -10,8 +10,8 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Static
 
 from tuneup.hardware.types import GpuDevice, GpuSample
-from tuneup.monitor.widgets import readings
-from tuneup.monitor.widgets.chart import Chart, Series, Ticks
+from tuneup.telemetry import readings
+from tuneup.tui.widgets.chart import Chart, Series, Ticks
 
 _MIB_PER_GIB = 1024.0
 

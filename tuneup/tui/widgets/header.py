@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from tuneup.monitor.widgets.readings import job_text
+from tuneup.telemetry.readings import job_text
 
 
 class MonitorHeader(Widget):

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from textual.widgets import DataTable
 
 from tuneup.hardware.types import GpuSample
-from tuneup.monitor.widgets.readings import process_rows
+from tuneup.telemetry.readings import process_rows
 
 
 class ProcessTable(DataTable):

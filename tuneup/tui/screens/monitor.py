@@ -20,13 +20,13 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from tuneup.hardware.types import GpuDevice
-from tuneup.monitor.history import SampleHistory
-from tuneup.monitor.poller import Poller, SampleFeed, TrainFeed
-from tuneup.monitor.widgets.gpu_panel import GpuPanel
-from tuneup.monitor.widgets.header import MonitorHeader
-from tuneup.monitor.widgets.process_table import ProcessTable
-from tuneup.monitor.widgets.readings import no_gpu_message
-from tuneup.monitor.widgets.train_panel import TrainPanel
+from tuneup.telemetry.history import SampleHistory
+from tuneup.telemetry.readings import no_gpu_message
+from tuneup.tui.poller import Poller, SampleFeed, TrainFeed
+from tuneup.tui.widgets.gpu_panel import GpuPanel
+from tuneup.tui.widgets.header import MonitorHeader
+from tuneup.tui.widgets.process_table import ProcessTable
+from tuneup.tui.widgets.train_panel import TrainPanel
 
 MIN_INTERVAL_S = 0.1
 # The steps + and - move between; an interval given on the command line that is

@@ -1,6 +1,6 @@
 """`tuneup monitor` full-screen: an App whose only screen is the monitor screen.
 
-The panels, the poller and their handlers live in `tuneup.monitor.screen`,
+The panels, the poller and their handlers live in `tuneup.tui.screens.monitor`,
 which the app's `m` shows too; this App adds the keys of the standalone
 monitor: q quits, space or p pauses, + and - change the interval.
 """
@@ -14,9 +14,9 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 
-from tuneup.monitor.poller import SampleFeed, TrainFeed
-from tuneup.monitor.screen import MonitorScreen
-from tuneup.monitor.widgets.gpu_panel import GpuPanel
+from tuneup.tui.poller import SampleFeed, TrainFeed
+from tuneup.tui.screens.monitor import MonitorScreen
+from tuneup.tui.widgets.gpu_panel import GpuPanel
 
 
 class MonitorApp(App[None]):

@@ -11,7 +11,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Static
 
-from tuneup.monitor.widgets.chart import Chart, Series
+from tuneup.tui.widgets.chart import Chart, Series
 
 
 def _number(record: Mapping[str, Any], key: str) -> float | None:
