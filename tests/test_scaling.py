@@ -16,11 +16,10 @@ from tuneup.cluster.allreduce import (
     effective_bandwidth_gbs,
     gradient_bytes,
     interconnect_from_hints,
-    unet_gradient_tensors,
-    unet_parameter_count,
 )
 from tuneup.cluster.scaling import ScalingEstimate, estimate_scaling, scaling_lines
 from tuneup.errors import UsageError
+from tuneup.trainer.flops import unet_gradient_tensors, unet_parameter_count
 
 # Facts from docs/unet-workload.md: the full-scale model, the tuned A100 rate at
 # batch 64, Perlmutter's 4 GPUs per node.

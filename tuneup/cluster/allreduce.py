@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuneup.errors import UsageError
-from tuneup.trainer.flops import KERNEL_VOLUME, unet_widths
 
 # Preset hint names (`probe: hints:`); each machine's preset documents its values.
 HINT_GBS = "interconnect_gbs"  # network GB/s per GPU: the node's NIC bandwidth / its GPUs
@@ -34,36 +33,6 @@ DEFAULT_LATENCY_US = 5.0
 
 GB = 1e9
 _MIB = 1024 * 1024
-
-
-def unet_gradient_tensors(
-    width: int = 64, levels: int = 6, in_channels: int = 4, out_channels: int = 5
-) -> list[int]:
-    """Elements of each trainable tensor of the U-Net, in registration order (no torch).
-
-    Every conv is 4x4x4 with a bias; the decoder's inputs carry the skips.
-    """
-    widths = unet_widths(width, levels)
-    convs: list[tuple[int, int]] = []
-    channels = in_channels
-    for cout in widths:
-        convs.append((channels, cout))
-        channels = cout
-    for j in range(levels - 1):
-        cin = widths[-1] if j == 0 else 2 * widths[levels - 1 - j]
-        convs.append((cin, widths[levels - 2 - j]))
-    convs.append((2 * widths[0] if levels > 1 else widths[0], out_channels))
-    sizes: list[int] = []
-    for cin, cout in convs:
-        sizes += [cin * cout * KERNEL_VOLUME, cout]  # weight, bias
-    return sizes
-
-
-def unet_parameter_count(
-    width: int = 64, levels: int = 6, in_channels: int = 4, out_channels: int = 5
-) -> int:
-    """Trainable parameters of the U-Net, from its shape alone."""
-    return sum(unet_gradient_tensors(width, levels, in_channels, out_channels))
 
 
 def gradient_bytes(parameters: int) -> int:

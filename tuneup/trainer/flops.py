@@ -159,3 +159,33 @@ def math_mode(amp_mode: str, tf32: bool) -> str:
     if amp_mode in ("bf16", "fp16"):
         return amp_mode
     return "tf32" if tf32 else "fp32"
+
+
+def unet_gradient_tensors(
+    width: int = 64, levels: int = 6, in_channels: int = 4, out_channels: int = 5
+) -> list[int]:
+    """Elements of each trainable tensor of the U-Net, in registration order (no torch).
+
+    Every conv is 4x4x4 with a bias; the decoder's inputs carry the skips.
+    """
+    widths = unet_widths(width, levels)
+    convs: list[tuple[int, int]] = []
+    channels = in_channels
+    for cout in widths:
+        convs.append((channels, cout))
+        channels = cout
+    for j in range(levels - 1):
+        cin = widths[-1] if j == 0 else 2 * widths[levels - 1 - j]
+        convs.append((cin, widths[levels - 2 - j]))
+    convs.append((2 * widths[0] if levels > 1 else widths[0], out_channels))
+    sizes: list[int] = []
+    for cin, cout in convs:
+        sizes += [cin * cout * KERNEL_VOLUME, cout]  # weight, bias
+    return sizes
+
+
+def unet_parameter_count(
+    width: int = 64, levels: int = 6, in_channels: int = 4, out_channels: int = 5
+) -> int:
+    """Trainable parameters of the U-Net, from its shape alone."""
+    return sum(unet_gradient_tensors(width, levels, in_channels, out_channels))

@@ -16,12 +16,11 @@ from tuneup.cluster.allreduce import (
     ddp_bucket_count,
     gradient_bytes,
     interconnect_from_hints,
-    unet_gradient_tensors,
-    unet_parameter_count,
 )
 from tuneup.cluster.scaling import estimate_scaling, scaling_lines
 from tuneup.errors import UsageError
 from tuneup.probe.stages import current
+from tuneup.trainer.flops import unet_gradient_tensors, unet_parameter_count
 
 
 def _knob(values: Mapping[str, Any], name: str) -> Any:
