@@ -51,9 +51,9 @@ from tuneup.probe.estimate import duration_text, parse_duration
 from tuneup.probe.types import BASELINE_STAGE, CONFIRM_STAGE, Candidate, ProbeResult
 from tuneup.tuning import paired
 from tuneup.tuning.assembly import SessionRequest, assemble_new
+from tuneup.tuning.control import OutOfTime, SessionInterrupted
 from tuneup.tuning.engine import Engine
 from tuneup.tuning.search_records import StagePlan
-from tuneup.tuning.session import OutOfTime, SessionInterrupted
 
 OVERHEAD_S = 0.2  # a probe's bookkeeping beyond its wall: journal, events, telemetry join
 

@@ -22,8 +22,10 @@ from tuneup.tuning.grid import grid_search
 from tuneup.tuning.journal import ResultsDir
 from tuneup.tuning.search import staged_search
 from tuneup.tuning.search_records import StagePlan
-from tuneup.tuning.session import ProbeSession, stage_plans
-from tuneup.tuning.verdicts import stage_summary, summary_dict
+from tuneup.tuning.session import ProbeSession
+from tuneup.tuning.stage_plans import stage_plans
+from tuneup.tuning.summary_document import summary_dict
+from tuneup.tuning.verdicts import stage_summary
 
 NODE = MachineInfo(cuda=True, gpu_count=4, cpus_usable=128, world_size=4, dali=True)
 # The tutorial's multi-GPU run: 4 GPUs, local batch 16; inmem so compute shows.

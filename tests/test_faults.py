@@ -323,19 +323,26 @@ def test_the_synthetic_cache_deleted_mid_ladder_is_made_again_and_the_answer_sta
         if (out / "journal.jsonl").exists() and len(journal(out)) >= 2:
             break
         time.sleep(0.05)
-    for made in cache.glob("synth-*"):
-        shutil.rmtree(made)
+    for made in list(cache.glob("synth-*")):
+        gone = tmp_path / "deleted"
+        made.rename(gone)  # at once: the ladder may make it again while it is being removed
+        shutil.rmtree(gone)
     stdout, stderr = proc.communicate(timeout=300)
-    assert proc.returncode == 0, stderr
+    # 4 only where other processes loaded this machine: then it says so, and why
+    assert proc.returncode == 0 or (
+        proc.returncode == ExitCode.UNMEASURED and "stop what else runs here" in stderr
+    ), stderr
     assert "was gone" in stderr and "made it again" in stderr
-    assert all(p["status"] == "ok" for p in journal(out)), stderr
+    # a probe cut by the deletion was run again at once, on the box made again
+    assert all(p["status"] == "ok" for p in journal(out) if not p["retried"]), stderr
     assert "keep the baseline (no variant beat it" not in stdout or "optimizer:" in stdout
 
 
 def test_users_data_gone_stops_the_ladder_with_the_way_on(tmp_path: Path) -> None:
     from tuneup.hardware.machine import machine_info
-    from tuneup.tuning.assembly import SessionRequest, assemble_new, data_keeper
-    from tuneup.tuning.session import DataGone
+    from tuneup.tuning.assembly import SessionRequest, assemble_new
+    from tuneup.tuning.control import DataGone
+    from tuneup.tuning.datakeep import data_keeper
 
     data = tmp_path / "train.h5"
     data.write_bytes(b"x")
@@ -354,7 +361,8 @@ def test_users_data_gone_stops_the_ladder_with_the_way_on(tmp_path: Path) -> Non
 
 def test_the_synthetic_box_is_made_again_by_the_data_check(tmp_path: Path, monkeypatch) -> None:
     from tuneup.preset.load import load_preset
-    from tuneup.tuning.assembly import base_values, data_keeper
+    from tuneup.tuning.assembly import base_values
+    from tuneup.tuning.datakeep import data_keeper
 
     monkeypatch.setenv("TUNEUP_CACHE_DIR", str(tmp_path / "cache"))
     preset = load_preset("cpu-smoke")

@@ -205,7 +205,7 @@ def test_a_stage_re_proposes_on_what_earlier_stages_adopted() -> None:
     from tuneup.hardware.types import MachineInfo
     from tuneup.probe.types import Candidate
     from tuneup.tuning.search import staged_search
-    from tuneup.tuning.session import stage_plans
+    from tuneup.tuning.stage_plans import stage_plans
 
     machine = MachineInfo(cuda=True, gpu_count=1, cpus_usable=16)
     plans = stage_plans(("amp", "cuda_graphs"), machine, {"device": "cuda"})

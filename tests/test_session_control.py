@@ -12,8 +12,9 @@ from tuneup_plugins.sim import sim_backend, sim_stage_plans
 from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import load_preset
 from tuneup.probe.types import ProbeResult, Status
+from tuneup.tuning.control import SessionInterrupted, SilentReporter
 from tuneup.tuning.journal import ResultsDir
-from tuneup.tuning.session import ProbeSession, SessionInterrupted, SilentReporter
+from tuneup.tuning.session import ProbeSession
 
 
 class Hook(SilentReporter):

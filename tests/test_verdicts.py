@@ -10,7 +10,8 @@ from tuneup.hardware.types import MachineInfo
 from tuneup.probe.types import Candidate
 from tuneup.tuning.search import staged_search
 from tuneup.tuning.search_records import StagePlan
-from tuneup.tuning.verdicts import bottleneck, headline, stage_summary, summary_dict
+from tuneup.tuning.summary_document import summary_dict
+from tuneup.tuning.verdicts import bottleneck, headline, stage_summary
 
 GPU = MachineInfo(cuda=True, gpu_count=1, cpus_usable=16, dali=True)
 
@@ -101,7 +102,8 @@ def test_throttled_probes_are_flagged_as_noisy() -> None:
     from tuneup.probe.types import Candidate, ProbeResult, Status
     from tuneup.tuning.search import staged_search
     from tuneup.tuning.search_records import StagePlan
-    from tuneup.tuning.verdicts import stage_summary, summary_dict
+    from tuneup.tuning.summary_document import summary_dict
+    from tuneup.tuning.verdicts import stage_summary
 
     def measure(stage: str, candidate: Candidate, values: dict) -> ProbeResult:
         hot = values.get("amp_mode") == "bf16"

@@ -1,2 +1,2 @@
 """The command-line front ends, one module per subcommand;
-cli.py parses and dispatches to them."""
+tuneup.cli parses and dispatches to them."""

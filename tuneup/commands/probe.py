@@ -13,9 +13,10 @@ from tuneup.commands.progress import PlainReporter, RichReporter, final_table
 from tuneup.errors import ExitCode
 from tuneup.hardware.machine import machine_info
 from tuneup.paths import StorageFault
-from tuneup.tuning.assembly import SessionRequest, assemble_new, assemble_resume, parse_stages
+from tuneup.tuning.assembly import SessionRequest, assemble_new, parse_stages
+from tuneup.tuning.control import DataGone, OutOfTime, SessionInterrupted, SilentReporter
 from tuneup.tuning.journal import quoted, where_it_stands
-from tuneup.tuning.session import DataGone, OutOfTime, SessionInterrupted, SilentReporter
+from tuneup.tuning.resume import assemble_resume
 from tuneup.tuning.summary import Summary
 from tuneup.tuning.verdicts import confirmation_lines, stage_summary
 

@@ -37,12 +37,12 @@ from tuneup.tuning.assembly import (
     EngineFactory,
     SessionRequest,
     assemble_new,
-    assemble_resume,
     default_folder,
 )
 from tuneup.tuning.engine import build_engine
 from tuneup.tuning.journal import ResultsDir
 from tuneup.tuning.ladder_record import LadderCosts, LadderRecord, machine_tag
+from tuneup.tuning.resume import assemble_resume
 
 
 def preset_choices() -> list[tuple[str, str]]:

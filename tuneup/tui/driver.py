@@ -18,8 +18,9 @@ from textual.message import Message
 from tuneup.errors import UsageError
 from tuneup.probe.events import Event, EventHandler
 from tuneup.probe.types import ProbeResult
+from tuneup.tuning.control import SessionInterrupted
 from tuneup.tuning.search_records import SearchOutcome
-from tuneup.tuning.session import ProbeSession, SessionInterrupted
+from tuneup.tuning.session import ProbeSession
 from tuneup.tuning.summary import Summary
 
 Post = Callable[[Message], Any]

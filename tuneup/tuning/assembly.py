@@ -23,32 +23,26 @@ from typing import Any
 from tuneup.bundled import cache_dir
 from tuneup.cluster.job import JobEnv, default_layout, describe, read_job_env
 from tuneup.cluster.launch import LaunchPlan, check_plan
-from tuneup.cluster.leftovers import describe as describe_processes
-from tuneup.cluster.leftovers import find_leftovers, stop_leftovers
 from tuneup.errors import UsageError, did_you_mean
 from tuneup.hardware.types import MachineInfo
 from tuneup.paths import is_storage_error
 from tuneup.preset.autopick import auto_pick, gpu_inventory
-from tuneup.preset.load import ProbePreset, load_preset, parse_preset, preset_warnings
+from tuneup.preset.load import ProbePreset, load_preset, preset_warnings
 from tuneup.probe.estimate import time_limit
 from tuneup.probe.events import EventHandler
 from tuneup.probe.stages import stage_names
 from tuneup.probe.types import Budget
 from tuneup.trainers.adapters import DEFAULT_TRAINER, load_trainer
+from tuneup.tuning.control import Reporter, SilentReporter
+from tuneup.tuning.datakeep import data_keeper
 from tuneup.tuning.engine import Engine, build_engine
-from tuneup.tuning.journal import JOURNAL, SESSION, ResultsDir, SessionLost, folder_problem, quoted
+from tuneup.tuning.journal import SESSION, ResultsDir, folder_problem, quoted
 from tuneup.tuning.ladder_record import LadderRecord, machine_tag
 from tuneup.tuning.lock import LOCK_FILE, Owner, ResultsLock
 from tuneup.tuning.planner import plan_ladder
 from tuneup.tuning.preflight import loader_shm_problem
-from tuneup.tuning.session import (
-    DataGone,
-    ProbeSession,
-    Reporter,
-    SilentReporter,
-    shm_free_for,
-    stage_plans,
-)
+from tuneup.tuning.session import ProbeSession
+from tuneup.tuning.stage_plans import shm_free_for, stage_plans
 from tuneup.tuning.time_left import prior_costs, stage_shapes
 
 DEFAULT_ROOT = Path("tuneup-results")
@@ -348,7 +342,7 @@ def assemble_new(
         if results.has_session():  # another run finished there while this one started
             raise _already_a_session(results.path)
         base = base_values(preset, trainer, request.data_path)
-        return _build(
+        return build_session(
             preset=preset,
             trainer=trainer,
             stages=names,
@@ -378,198 +372,12 @@ def assemble_new(
         raise
 
 
-def assemble_resume(
-    folder: Path,
-    request: SessionRequest,
-    machine: MachineInfo,
-    *,
-    reporter: Reporter | None = None,
-    on_event: EventHandler | None = None,
-    job: JobEnv | None = None,
-    engine_factory: EngineFactory = build_engine,
-) -> AssembledSession:
-    """The session of `folder`, rebuilt from its session.json, to continue where it stopped.
-
-    The data, base config, budget and preset come from the folder; a given
-    preset or trainer must be the recorded one. Before anything runs, the
-    journal is repaired and whatever a dead session left running is stopped;
-    both are said in `alerts`.
-
-    Raises:
-        UsageError: not a results folder, or a request that contradicts it.
-        FolderBusy: a live tuneup still runs this session.
-    """
-    results = ResultsDir(folder)
-    lost: SessionLost | None = None
-    try:
-        info = results.session()
-    except SessionLost as exc:
-        lost = exc
-        info = _rebuilt_session(results, request, exc)
-    _check_same(folder, request, info)
-    lock = ResultsLock(results.path)
-    previous = take_lock(lock, results, resumed=True)
-    try:
-        alerts = _recover(results, previous.describe() if previous is not None else None)
-        if lost is not None:
-            kept = results.rebuild_session(info)
-            alerts.append(
-                f"{SESSION} was {lost.why}: rebuilt it from the journal's {lost.probes} "
-                f"probe(s) and preset {info['preset']}"
-                + (f" (the damaged file is kept as {quoted(kept)})" if kept else "")
-            )
-        preset, said = _resumed_preset(request, info)
-        alerts += said
-        recorded_budget = info.get("budget")
-        if isinstance(recorded_budget, dict):
-            preset = dataclasses.replace(preset, budget=Budget.from_dict(recorded_budget))
-        trainer = str(info.get("trainer") or DEFAULT_TRAINER)
-        load_trainer(trainer)
-        launched = info.get("launch") or {}
-        nproc = request.nproc if request.nproc is not None else launched.get("nproc")
-        nodes = request.nodes if request.nodes is not None else launched.get("nodes")
-        job = job or read_job_env(gpu_count=machine.gpu_count if machine.cuda else 0)
-        plan = choose_layout(nproc, nodes, preset, job, machine)
-        machine = dataclasses.replace(machine, world_size=plan.world_size, nodes=plan.nodes)
-        recorded_base = info.get("base_config")
-        # The journal is keyed by config: resume from the very base the session ran.
-        base = dict(recorded_base) if isinstance(recorded_base, dict) else None
-        if base is None:
-            base = base_values(preset, trainer, None)
-        recorded_stages = tuple(info.get("stages") or preset.stages)
-        return _build(
-            preset=preset,
-            trainer=trainer,
-            stages=pick_stages(preset.stages, request.stages or recorded_stages),
-            base=base,
-            search=request.search or str(info.get("search") or "staged"),
-            seed=request.seed if request.seed is not None else int(info.get("seed") or 0),
-            fresh_processes=_asked_or_recorded(request.fresh_processes, info, "fresh_processes"),
-            machine=machine,
-            plan=plan,
-            job=job,
-            results=results,
-            lock=lock,
-            resumed=True,
-            reporter=reporter,
-            on_event=on_event,
-            engine_factory=engine_factory,
-            notes=[describe(job)],
-            alerts=alerts,
-            time_budget_s=request.time_budget_s,
-            retry_failed=request.retry_failed,
-        )
-    except BaseException:
-        lock.release()
-        raise
-
-
-def _recover(results: ResultsDir, previous_owner: str | None) -> list[str]:
-    """Make a folder a dead session left fit to continue; what was done, for the user."""
-    alerts = []
-    if previous_owner is not None:
-        alerts.append(f"the run that held {quoted(results.path)} ({previous_owner}) is gone")
-    left = find_leftovers(results.path / "probes")
-    if left:
-        stop_leftovers(left)
-        alerts.append(
-            f"stopped {len(left)} process(es) a dead session left running: "
-            f"{describe_processes(left)}"
-        )
-    return alerts + results.repair().notes(results.path)
-
-
-def _rebuilt_session(
-    results: ResultsDir, request: SessionRequest, lost: SessionLost
-) -> dict[str, Any]:
-    """The session record of a folder whose session.json is damaged or gone, from its
-    journal and the preset given again (or the one its summary names).
-
-    The base config is the journaled baseline's own, so every journaled probe is found
-    again by its config; the stages are --stages, else those summary.json names, else
-    the preset's.
-
-    Raises:
-        SessionLost: no preset given and none recorded elsewhere in the folder.
-    """
-    summary = _summary_fields(results)
-    preset_name = request.preset or summary.get("preset")
-    if not preset_name:
-        raise lost
-    preset = load_preset(str(preset_name))
-    trainer = request.trainer or str(summary.get("trainer") or DEFAULT_TRAINER)
-    load_trainer(trainer)
-    probes = results.results()
-    baseline = next((p for p in probes if p.stage == "baseline"), None)
-    base = dict(baseline.config) if baseline is not None else base_values(preset, trainer, None)
-    return {
-        "preset": preset.name,
-        "preset_source": preset.source or preset.name,
-        "preset_document": preset.document,
-        "trainer": trainer,
-        "search": request.search or "staged",
-        "seed": request.seed or 0,
-        "stages": list(request.stages or summary.get("stages") or preset.stages),
-        "base_config": base,
-        "budget": preset.budget.to_dict(),
-        "hints": preset.hints,
-        "rebuilt_from_journal": f"{SESSION} was {lost.why}; {len(probes)} probe(s) in {JOURNAL}",
-    }
-
-
-def _summary_fields(results: ResultsDir) -> dict[str, Any]:
-    """What summary.json (a partial one, say) tells of the session: its preset, trainer and
-    stages, where it can be read ({} otherwise)."""
-    try:
-        document = results.summary().document
-    except (UsageError, OSError, ValueError):
-        return {}
-    found = {k: document[k] for k in ("preset", "trainer") if document.get(k)}
-    if document.get("preset_source"):  # a preset file's path, which the name may not find
-        found["preset"] = document["preset_source"]
-    decided = [s.get("stage") for s in document.get("stages") or [] if isinstance(s, dict)]
-    partial = document.get("partial")
-    not_run = partial.get("not_run") or [] if isinstance(partial, dict) else []
-    stages = list(dict.fromkeys(str(s) for s in [*decided, *not_run] if s))
-    if stages:
-        found["stages"] = stages
-    return found
-
-
-def _resumed_preset(request: SessionRequest, info: dict[str, Any]) -> tuple[ProbePreset, list[str]]:
-    """The preset a resume runs with: the one given, else the recorded one; when its file
-    has moved away, the copy session.json keeps (said)."""
-    source = str(info.get("preset_source") or info.get("preset"))
-    if request.preset is not None:
-        return load_preset(request.preset), []
-    try:
-        return load_preset(source), []
-    except UsageError as exc:
-        document = info.get("preset_document")
-        if not isinstance(document, dict) or not document:
-            raise UsageError(
-                f"{exc}: this session ran preset {info.get('preset')!r} from {source}; give it "
-                "again with --preset PATH (or --preset NAME for a preset of that name)"
-            ) from None
-    preset = parse_preset(document, source, default_name=str(info.get("preset") or "preset"))
-    preset = dataclasses.replace(preset, source=source, origin="recorded in session.json")
-    return preset, [
-        f"the preset file {source} is gone: using the copy this session recorded in {SESSION} "
-        "(give --preset PATH to use another)"
-    ]
-
-
 def _a_journal_without_session(folder: Path) -> UsageError:
     return UsageError(
         f"{folder} holds the journal of an earlier session but no {SESSION}: continue it with "
         f"`tuneup probe --resume {quoted(folder)} --preset NAME` (the preset it ran), or give "
         "a new folder with --out"
     )
-
-
-def _asked_or_recorded(asked: bool | None, info: dict[str, Any], key: str) -> bool:
-    """A switch of a resumed session: as asked now, else as its session.json recorded it."""
-    return bool(info.get(key)) if asked is None else asked
 
 
 def _already_a_session(folder: Path) -> UsageError:
@@ -579,24 +387,7 @@ def _already_a_session(folder: Path) -> UsageError:
     )
 
 
-def _check_same(folder: Path, request: SessionRequest, info: dict[str, Any]) -> None:
-    recorded_preset = {info.get("preset"), info.get("preset_source")}
-    given: set[str | None] = {request.preset}
-    if request.preset is not None and Path(request.preset).is_file():
-        given.add(str(Path(request.preset).resolve()))
-    for flag, asked, allowed in (
-        ("preset", given, recorded_preset),
-        ("trainer", {request.trainer}, {info.get("trainer")}),
-    ):
-        if None not in asked and not asked & allowed:
-            raise UsageError(
-                f"cannot resume {folder}: it was a {flag} '{info.get(flag)}' session, not "
-                f"'{sorted(a for a in asked if a)[0]}' (drop --{flag}, or start a new "
-                "session with --out)"
-            )
-
-
-def _build(
+def build_session(
     *,
     preset: ProbePreset,
     trainer: str,
@@ -674,47 +465,3 @@ def _build(
     return AssembledSession(
         session, engine, results, lock, resumed, notes, alerts, made_folder=made_folder
     )
-
-
-def data_keeper(
-    preset: ProbePreset, trainer: str, base: dict[str, Any], folder: Path
-) -> Callable[[], str | None] | None:
-    """The check run before each probe that the data files it reads are still there.
-
-    The synthetic box tuneup made in its cache is made again when it went (a cache
-    cleaned mid-ladder), and the check says so; a file of the user's that went ends the
-    ladder (DataGone: partial summary, and how to continue once it is back). None: the
-    trainer reads no files.
-    """
-    if not load_trainer(trainer).data_files:
-        return None
-    files = [Path(str(base[k])) for k in ("train_path", "val_path") if base.get(k)]
-    if not files:
-        return None
-    synth = preset.synthetic_data
-    cache = cache_dir()
-    ours = synth is not None and all(
-        f.parent.parent == cache and f.parent.name.startswith("synth-") for f in files
-    )
-    made: list[Path] = []
-    with contextlib.suppress(OSError):
-        made = sorted(p for p in files[0].parent.iterdir() if p.is_file()) if ours else []
-
-    def check() -> str | None:
-        missing = [f for f in (made or files) if not f.is_file()]
-        if not missing:
-            return None
-        if ours and synth is not None:
-            from tuneup.trainer.datacache import ensure_synthetic_data  # h5py: only now
-
-            ensure_synthetic_data(synth["box"], synth["val_box"], synth.get("seed", 0), cache)
-            return (
-                f"the synthetic box in {files[0].parent} was gone ({missing[0].name} and "
-                f"{len(missing) - 1} more deleted since the ladder began): made it again"
-            )
-        raise DataGone(
-            f"the data file {missing[0]} is gone (since the ladder began): put it back, then "
-            f"continue with: tuneup probe --resume {quoted(folder)}"
-        )
-
-    return check

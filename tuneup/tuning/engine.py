@@ -13,8 +13,8 @@ from tuneup.hardware.devices import cuda_visible_devices
 from tuneup.probe.backend import ProbeBackend
 from tuneup.probe.events import Event, EventHandler
 from tuneup.probe.hostload import ContentionWatch, HostLoadSampler
+from tuneup.telemetry.sampler import Sampler
 from tuneup.trainers.adapters import TrainerContext, load_trainer
-from tuneup.tuning.session import gpu_sampler
 
 if TYPE_CHECKING:
     from tuneup.cluster.job import JobEnv
@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from tuneup.hardware.types import GpuBackend, MachineInfo
     from tuneup.preset.load import ProbePreset
     from tuneup.probe.types import Budget
-    from tuneup.telemetry.sampler import Sampler
 
 
 @dataclass
@@ -97,3 +96,26 @@ def build_engine(
     watch_events.append(watch.on_event)
     host.start()
     return Engine(watch, sampler, gpu_backend, on_event, host)
+
+
+# A FULL phase lasts 1.5-4 s on a GPU: at 0.5 s it would get 3-8 readings.
+PROBE_SAMPLE_INTERVAL_S = 0.2
+PROBE_SAMPLE_HISTORY_S = 20 * 60  # a probe's FULL window must still be held when it ends
+
+
+def gpu_sampler(
+    trainer: str, gpu_backend: GpuBackend | None, interval_s: float = PROBE_SAMPLE_INTERVAL_S
+) -> Sampler | None:
+    """A sampler for the session's probes: a trainer with `gpu_telemetry`, on a machine with GPUs.
+
+    Pass it to both the WorkerBackend (which joins it to each probe) and the
+    ProbeSession (which starts it with the session and stops it at the end).
+    """
+    if gpu_backend is None or not load_trainer(trainer).gpu_telemetry:
+        return None
+    ok, _why = gpu_backend.available()
+    if not ok or not gpu_backend.devices():
+        return None
+
+    capacity = int(PROBE_SAMPLE_HISTORY_S / interval_s)
+    return Sampler(gpu_backend, interval_s=interval_s, capacity=capacity)

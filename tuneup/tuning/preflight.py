@@ -17,7 +17,6 @@ if TYPE_CHECKING:
     from tuneup.config import TrainConfig
 
 
-
 def batch_bytes(cfg: TrainConfig, ranks_per_node: int = 1) -> int:
     """Bytes of one rank's host batch: input and target crops in float32."""
 

@@ -13,22 +13,19 @@ values.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from tuneup import __version__
-from tuneup.cluster import shm  # a module, so tests can stand in for /dev/shm
 from tuneup.config import first_uses
 from tuneup.errors import UsageError
 from tuneup.hardware.types import MachineInfo
 from tuneup.paths import is_storage_error
-from tuneup.preset.load import ProbePreset, preset_stage
+from tuneup.preset.load import ProbePreset
 from tuneup.probe.backend import ProbeBackend, as_backend
-from tuneup.probe.describe import variant_text
 from tuneup.probe.estimate import (
     LadderShape,
     ProbeKind,
@@ -37,295 +34,42 @@ from tuneup.probe.estimate import (
     duration_text,
     stage_shape,
 )
-from tuneup.probe.stages import load_stage
 from tuneup.probe.stats import median
 from tuneup.probe.types import (
     BASELINE_STAGE,
     CONFIRM_STAGE,
-    PHASES,
     Candidate,
     ProbeResult,
     Status,
-    probe_key,
 )
 from tuneup.telemetry.sampler import Sampler
-from tuneup.trainers.adapters import load_trainer
+from tuneup.tuning.attempts import BASELINE_ATTEMPTS, attempt_again, place_of, replay_plan
+from tuneup.tuning.control import (
+    OutOfTime,
+    Reporter,
+    SessionControl,
+    SessionInterrupted,
+    SilentReporter,
+)
 from tuneup.tuning.grid import grid_search
 from tuneup.tuning.guard import loss_verdict
 from tuneup.tuning.journal import ResultsDir
 from tuneup.tuning.ladder_record import LadderRecord, machine_tag
 from tuneup.tuning.planner import LadderPlan
-from tuneup.tuning.preflight import loader_shm_problem
 from tuneup.tuning.scaling_report import scaling_summary
 from tuneup.tuning.search import partial_outcome, staged_search
 from tuneup.tuning.search_records import SearchOutcome, SearchProgress, StageCut, StagePlan
+from tuneup.tuning.summary_document import summary_dict
 from tuneup.tuning.time_left import LadderClock
-from tuneup.tuning.verdicts import summary_dict
 
 if TYPE_CHECKING:
-    from tuneup.hardware.types import GpuBackend
-
-
-class SessionInterrupted(Exception):
-    """The user stopped the session; everything finished so far is journaled."""
-
-
-class OutOfTime(SessionInterrupted):
-    """The allocation (or the time budget) ends before the next probe could finish: it was
-    not started."""
-
-    def __init__(
-        self, left_s: float, need_s: float, measured: bool, where: str = "in the allocation"
-    ) -> None:
-        self.left_s = left_s
-        self.need_s = need_s
-        self.where = where
-        how = "the slowest probe so far, with a margin" if measured else "its time limit"
-        super().__init__(
-            f"{left_s:.0f} s left {where}, and the next probe may take "
-            f"{need_s:.0f} s ({how}): not started"
-        )
-
-
-class DataGone(SessionInterrupted):
-    """A data file the probes read went away mid-ladder and tuneup cannot make it again:
-    the ladder stops (a partial summary) rather than fail every later probe."""
-
-
-def measure_again(result: ProbeResult, retry_all: bool) -> str:
-    """Why a journaled probe is measured again on a resume ("" to replay it).
-
-    Always: a failed baseline (nothing is decided without it) and a failure that need not
-    happen again (killed by a signal, an NCCL timeout). With `retry_all`
-    (`--retry-failed`): every failure but a diverged loss or the user's skip, and a probe
-    that ran contended.
-    """
-    if result.ok:
-        return "it ran contended" if retry_all and result.contended else ""
-    if result.status in (Status.SKIPPED, Status.DIVERGED):
-        return ""
-    said = f"{result.status.value}{f': {result.reason}' if result.reason else ''}"
-    if result.stage == BASELINE_STAGE or result.transient or retry_all:
-        return said
-    return ""
+    pass
 
 
 # A probe is started only with this much time to spare (SLURM then sends SIGTERM and,
 # KillWait later, SIGKILL); the slowest probe so far is stretched by TIME_STRETCH.
 TIME_MARGIN_S = 15.0
 TIME_STRETCH = 1.25
-
-
-class SessionControl:
-    """What a front end may ask of a running session, from any thread.
-
-    `pause()` holds the ladder before its next probe (the running one finishes),
-    `skip_stage()` drops the rest of the current stage, `stop()` ends the session
-    after the running probe is interrupted (the caller also interrupts the
-    backend); finished probes stay journaled and `--resume` continues.
-    """
-
-    def __init__(self) -> None:
-        self._running = threading.Event()
-        self._running.set()
-        self._stop = threading.Event()
-        self._skip_stage: str | None = None
-        self.current_stage: str | None = None
-
-    @property
-    def paused(self) -> bool:
-        return not self._running.is_set()
-
-    @property
-    def stopped(self) -> bool:
-        return self._stop.is_set()
-
-    def pause(self) -> None:
-        self._running.clear()
-
-    def resume(self) -> None:
-        self._running.set()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._running.set()  # wake a paused ladder so it can end
-
-    def skip_stage(self) -> None:
-        self._skip_stage = self.current_stage
-
-    def wait_if_paused(self) -> None:
-        while not self._running.wait(timeout=0.1):
-            if self._stop.is_set():
-                return
-
-    def skipping(self, stage: str) -> bool:
-        return stage == self._skip_stage and stage not in ("baseline", "confirm")
-
-
-class Reporter(Protocol):
-    """What a front end (plain lines, rich bars, JSON, the app) hears from a session."""
-
-    def session_start(self, info: dict[str, Any], total: int) -> None: ...
-
-    def probe_start(self, stage: str, label: str) -> None: ...
-
-    def probe_done(self, result: ProbeResult, reused: bool) -> None: ...
-
-    def total_changed(self, total: int) -> None:
-        """The expected number of probes changed: re-measures and extra pairs made the
-        ladder longer, quick decisions shorter, or it ended (the exact count)."""
-        ...
-
-    def time_left(self, seconds: float, basis: str) -> None:
-        """The ladder's expected time left, after each probe (and at the start), and what it
-        rests on in words ("measured here", or the preset's costs, a record, a guess)."""
-        ...
-
-    # Optional: `note(line)`, something the session did on its own that the user must know
-    # (data made again, journaled failures measured again); a reporter without it hears none.
-
-
-class SilentReporter:
-    """Hears nothing: for tests and `--json`."""
-
-    def session_start(self, info: dict[str, Any], total: int) -> None:
-        pass
-
-    def total_changed(self, total: int) -> None:
-        pass
-
-    def time_left(self, seconds: float, basis: str) -> None:
-        pass
-
-    def probe_start(self, stage: str, label: str) -> None:
-        pass
-
-    def probe_done(self, result: ProbeResult, reused: bool) -> None:
-        pass
-
-
-def _comparable(result: ProbeResult) -> bool:
-    """It ran ok with nothing else loading the machine: a figure a decision may use."""
-    return result.ok and not result.contended
-
-
-def _key(stage: str, values: dict[str, Any], ranks: int) -> tuple[str, str]:
-    """A journaled probe's place: its stage and its identity (types.probe_key)."""
-    return stage, probe_key(values, ranks)
-
-
-BASELINE_ATTEMPTS = 3  # the baseline is given up only when it fails the same way twice
-
-
-def _again(stage: str, attempts: list[ProbeResult]) -> bool:
-    """Whether a failed probe is run again: once after a transient failure (killed by a
-    signal, an NCCL timeout); the baseline, which every decision needs, until it fails
-    the same way twice."""
-    last = attempts[-1]
-    if last.ok or last.status in (Status.SKIPPED, Status.UNSUPPORTED):
-        return False
-    if stage == "baseline":
-        earlier = {(a.status, a.reason) for a in attempts[:-1]}
-        return len(attempts) < BASELINE_ATTEMPTS and (last.status, last.reason) not in earlier
-    return len(attempts) == 1 and last.transient
-
-
-def shm_free_for(trainer: str) -> int | None:
-    """Bytes free in /dev/shm where the trainer's loader workers use it (data_files); else None."""
-    if not load_trainer(trainer).data_files:
-        return None
-
-    return shm.shm_free_bytes()
-
-
-def _judged(
-    declared: str, phases: tuple[str, ...], values: dict[str, Any], machine: MachineInfo
-) -> str:
-    """The phase a stage is judged on here (stage_plans says why it may differ)."""
-    if declared not in phases:
-        return "full"
-    device = str(values.get("device", "auto"))
-    on_cpu = device == "cpu" or (device == "auto" and not machine.cuda)
-    return "full" if declared == "io" and on_cpu else declared
-
-
-def stage_plans(
-    names: tuple[str, ...],
-    machine: MachineInfo,
-    base: dict[str, Any],
-    preset: ProbePreset | None = None,
-    shm_free: int | None = None,
-    phases: tuple[str, ...] = PHASES,
-) -> list[StagePlan]:
-    """The preset's ladder as search plans; an unavailable stage carries its reason.
-
-    Each plan re-proposes on the incumbent when its turn comes, so a stage sees
-    what earlier stages adopted. With `preset`, a stage it gives candidate
-    values for proposes those instead of its own. With `shm_free` (bytes in
-    /dev/shm), a candidate whose loader workers would not fit there is not tried.
-    A stage is judged on the phase it declares where the trainer measures that
-    phase apart (`phases`), else on FULL. A loader's stage is judged on FULL where
-    the model runs on the CPU: the loader's workers and the model then take turns
-    on the same cores, and a loader that delivers no more alone may still leave the
-    model more of them (on a 2-core machine DALI's CPU pipeline lifts FULL 4% with
-    an IO 20% under the DataLoader's).
-    """
-
-    if preset is not None:
-
-        def load(name: str) -> Any:
-            return preset_stage(name, preset)
-    else:
-        load = load_stage
-
-    def plan_for(stage: Any, values: dict[str, Any]) -> StagePlan:
-        proposal = stage.propose(machine, values)
-        not_tried = [f"{label}: {why}" for label, why in proposal.rejected]
-        candidates = []
-        for cand in proposal.candidates:
-            merged = {**values, **cand.values}
-            problem = loader_shm_problem(merged, machine.ranks_per_node, shm_free)
-            if problem is None:
-                candidates.append(cand)
-            else:
-                not_tried.append(f"{cand.label}: {problem}")
-        reason = proposal.reason
-        if reason is None and not candidates:
-            reason = "no candidate fits in /dev/shm"
-        return StagePlan(
-            name=proposal.stage,
-            candidates=candidates,
-            skip_reason=reason,
-            not_tried=not_tried,
-            refresh=lambda incumbent: plan_for(stage, incumbent),
-            judged=_judged(stage.judged_on, phases, values, machine),
-            expected_gain=stage.expected_gain,
-        )
-
-    return [plan_for(load(name), base) for name in names]
-
-
-# A FULL phase lasts 1.5-4 s on a GPU: at 0.5 s it would get 3-8 readings.
-PROBE_SAMPLE_INTERVAL_S = 0.2
-PROBE_SAMPLE_HISTORY_S = 20 * 60  # a probe's FULL window must still be held when it ends
-
-
-def gpu_sampler(
-    trainer: str, gpu_backend: GpuBackend | None, interval_s: float = PROBE_SAMPLE_INTERVAL_S
-) -> Sampler | None:
-    """A sampler for the session's probes: a trainer with `gpu_telemetry`, on a machine with GPUs.
-
-    Pass it to both the WorkerBackend (which joins it to each probe) and the
-    ProbeSession (which starts it with the session and stops it at the end).
-    """
-    if gpu_backend is None or not load_trainer(trainer).gpu_telemetry:
-        return None
-    ok, _why = gpu_backend.available()
-    if not ok or not gpu_backend.devices():
-        return None
-
-    capacity = int(PROBE_SAMPLE_HISTORY_S / interval_s)
-    return Sampler(gpu_backend, interval_s=interval_s, capacity=capacity)
 
 
 @dataclass
@@ -440,21 +184,11 @@ class ProbeSession:
                         "start a new session with --out)"
                     )
             self.results.repair()
-            for result in self.results.results():
-                if result.retried:  # a failed attempt the next line of its probe replaces
-                    continue
-                place = _key(result.stage, result.config, result.ranks)
-                found = self._journaled.setdefault(place, [])
-                spot = (
-                    next((i for i, r in enumerate(found) if not _comparable(r)), None)
-                    if result.replaces
-                    else None
-                )
-                if spot is None:
-                    found.append(result)
-                else:  # measured again on an earlier resume: in the failure's place
-                    found[spot] = result
-            self._forget_failures()
+            replay = replay_plan(self.results.results(), self.retry_failed)
+            self._journaled, self._replacing = replay.journaled, replay.replacing
+            note = replay.note(self.retry_failed)
+            if note:
+                self._note(note)
         else:
             self.results.create(self.session_info())
         if self.time_budget_s is not None:
@@ -466,36 +200,6 @@ class ProbeSession:
             self._say_time_left(None)
         if self.sampler is not None:
             self.sampler.start()
-
-    def _forget_failures(self) -> None:
-        """Leave out of the replay the journaled probes to measure again (measure_again),
-        and say which and why."""
-        again: list[str] = []
-        for place, found in self._journaled.items():
-            keep = []
-            for result in found:
-                why = measure_again(result, self.retry_failed)
-                if why:
-                    self._replacing.setdefault(place, []).append(why)
-                    again.append(f"{result.stage} {variant_text(result)} ({why})")
-                else:
-                    keep.append(result)
-            found[:] = keep
-        if again:
-            self._note(
-                f"measuring again {len(again)} journaled probe(s) that failed"
-                f"{' or ran contended' if self.retry_failed else ''}: "
-                + "; ".join(again[:4])
-                + (f"; and {len(again) - 4} more" if len(again) > 4 else "")
-            )
-        elif not self.retry_failed and any(
-            not _comparable(r) and r.status is not Status.SKIPPED
-            for found in self._journaled.values()
-            for r in found
-        ):
-            self._note(
-                "journaled failures are replayed as they were: --retry-failed measures them again"
-            )
 
     def _note(self, line: str) -> None:
         """A line for the user, where the front end has a place for one."""
@@ -515,7 +219,7 @@ class ProbeSession:
     def measure(self, stage: str, candidate: Candidate, values: dict[str, Any]) -> ProbeResult:
         """The search's measure: reuse a journaled probe, or run, guard and journal one."""
         ranks = candidate.ranks or self.machine.world_size
-        key = _key(stage, values, ranks)
+        key = place_of(stage, values, ranks)
         served = self._served[key]
         self._served[key] += 1
         earlier = self._journaled.get(key, [])
@@ -544,7 +248,7 @@ class ProbeSession:
             return result
         self._check_data()
         attempts = [self._run(stage, candidate, values, ranks)]
-        while _again(stage, attempts) or (
+        while attempt_again(stage, attempts) or (
             # the data it reads went and was made again: once more, never without end
             not attempts[-1].ok and len(attempts) <= BASELINE_ATTEMPTS and self._check_data()
         ):

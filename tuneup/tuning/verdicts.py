@@ -16,22 +16,15 @@ tutorial measured them):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
-from tuneup.config import LR_SCHEDULE_DEFAULT, TrainConfig
-from tuneup.probe.types import CONFIRM_STAGE, ProbeResult
-from tuneup.trainer.schedule import initial_lr
-from tuneup.tuning.datarate import data_rate_sentence
+from tuneup.probe.types import CONFIRM_STAGE
 from tuneup.tuning.ddp_verdicts import (
     ddp_figures,
     ddp_sentence,
-    first_ddp_block,
     number_text,
     ranks_text,
-    stragglers_note,
 )
-from tuneup.tuning.guard import batch_of, batch_ratio, equal_samples_note
 from tuneup.tuning.paired import Verdict
 from tuneup.tuning.search_records import SearchOutcome, StageDecision
 
@@ -181,9 +174,7 @@ def unmeasured_text(outcome: SearchOutcome) -> str:
 
 def _compared_any(outcome: SearchOutcome) -> bool:
     """Whether any stage compared a variant with its incumbent (a screen or pairs)."""
-    return any(
-        d.evidence is not None or d.gain_pct is not None for d in outcome.stage_decisions
-    )
+    return any(d.evidence is not None or d.gain_pct is not None for d in outcome.stage_decisions)
 
 
 def unresolved_text(outcome: SearchOutcome) -> str | None:
@@ -258,9 +249,7 @@ def headline(outcome: SearchOutcome) -> str:
     conf = outcome.confirmation
     searched = conf.search_path if conf is not None else outcome.path
     pending = "; ".join(
-        t
-        for t in (unresolved_text(outcome), unmeasured_text(outcome), left_out_text(outcome))
-        if t
+        t for t in (unresolved_text(outcome), unmeasured_text(outcome), left_out_text(outcome)) if t
     )
     if not searched:
         if _compared_any(outcome):
@@ -284,7 +273,7 @@ def headline(outcome: SearchOutcome) -> str:
                 "against the baseline"
             )
         else:
-            line = f"recommendation: keep the baseline: {_not_upheld(outcome)}"
+            line = f"recommendation: keep the baseline: {not_upheld(outcome)}"
         more = "; ".join(t for t in (gone, left_out_text(outcome)) if t)
         return f"{line}; {more}" if more else line
     gain = speedup(outcome)
@@ -330,9 +319,7 @@ def _partial_headline(outcome: SearchOutcome) -> str:
     if outcome.not_run:
         line += f"; not run: {', '.join(outcome.not_run)}"
     pending = "; ".join(
-        t
-        for t in (unresolved_text(outcome), unmeasured_text(outcome), left_out_text(outcome))
-        if t
+        t for t in (unresolved_text(outcome), unmeasured_text(outcome), left_out_text(outcome)) if t
     )
     return f"{line}; {pending}" if pending else line
 
@@ -361,7 +348,7 @@ def confirmation_lines(outcome: SearchOutcome) -> list[str]:
     return lines
 
 
-def _not_upheld(outcome: SearchOutcome) -> str:
+def not_upheld(outcome: SearchOutcome) -> str:
     """Why the search's pick is not the recommendation: its search gain against its pairs."""
     conf = outcome.confirmation
     assert conf is not None
@@ -395,204 +382,3 @@ def _ratio(attempt: Any) -> str:
         f"{evidence.speedup:.2f}x, {min(ratios):.2f}-{max(ratios):.2f} over {pairs}; "
         f"a gain had to clear {evidence.needed:.2f}x"
     )
-
-
-def stability(outcome: SearchOutcome) -> dict[str, Any]:
-    """The session's measured noise: instability, contention, drift, and the note to show first."""
-    noise = outcome.noise
-    if noise is None:
-        return {"note": None}
-    block: dict[str, Any] = dict(noise.to_dict())
-    block["drift_pct"] = None if outcome.drift is None else 100 * outcome.drift
-    notes = [n for n in (noise.full.note(),) if n]
-    if noise.contended:
-        notes.append(
-            f"{noise.contended} probe(s) stayed contended after being measured again: "
-            "other processes were using the machine; they were left out of comparisons"
-        )
-    far = [p for p in outcome.probes if p.ok and p.far_trials]
-    if far:
-        notes.append(
-            f"{len(far)} probe(s) kept a trial far from its siblings after measuring it again "
-            "(a stopped or starved process): their figures are uncertain, and their lines say so"
-        )
-    if outcome.drift is not None and abs(outcome.drift) >= 0.1:
-        notes.append(
-            f"the machine's speed drifted: the baseline ran {100 * outcome.drift:+.0f}% "
-            "at the end against its first probes (comparisons are paired, so this does "
-            "not bias them)"
-        )
-    block["notes"] = notes
-    return block
-
-
-def batch_note(outcome: SearchOutcome) -> str | None:
-    """A recommended batch change in words: the throughput, the learning rate and the loss."""
-    base, best = outcome.base_values, outcome.best_values
-    ratio = batch_ratio(best, base)
-    if ratio == 1.0:
-        return None
-    gain = speedup(outcome)["value"]
-    parts = [
-        f"batch {batch_of(base)} -> {batch_of(best)}: throughput {100 * (gain - 1):+.0f}% "
-        "(samples/s, confirmed)"
-    ]
-    lr = _lr_sentence(base, best)
-    if lr:
-        parts.append(lr)
-    losses = equal_samples_note(outcome.best.losses, outcome.baseline.losses, ratio)
-    if losses:
-        parts.append(losses)
-    parts.append(
-        "a bigger batch takes fewer optimizer steps per epoch: check time-to-accuracy "
-        "(the validation loss of a full run) before relying on it"
-    )
-    return "; ".join(parts)
-
-
-def _lr_sentence(base: Mapping[str, Any], best: Mapping[str, Any]) -> str | None:
-    def peak(values: Mapping[str, Any]) -> tuple[float, str, int] | None:
-        sched = {**LR_SCHEDULE_DEFAULT, **dict(values.get("lr_schedule") or {})}
-        batch = values.get("global_batch_size", TrainConfig.global_batch_size)
-        base_batch = values.get("base_batch_size", TrainConfig.base_batch_size)
-        try:
-            lr = initial_lr(float(sched["start_lr"]), str(sched["scaling"]), batch, base_batch)
-        except (TypeError, ValueError, ZeroDivisionError):
-            return None
-        return lr, str(sched["scaling"]), int(base_batch)
-
-    before, after = peak(base), peak(best)
-    if before is None or after is None:
-        return None
-    if after[1] == "none":
-        return f"the learning rate stays {after[0]:.3g} (the config scales it by no rule)"
-    return (
-        f"peak learning rate {before[0]:.3g} -> {after[0]:.3g} ({after[1]} scaling from "
-        f"base batch {after[2]}, the config's rule)"
-    )
-
-
-def summary_dict(outcome: SearchOutcome) -> dict[str, Any]:
-    """The content of summary.json (design.md, Results directory): confirmed figures only."""
-    before = _with_data_rate(
-        bottleneck(
-            outcome.baseline.io_sps, outcome.baseline.synthetic_sps, outcome.baseline.full_sps
-        ),
-        outcome.baseline,
-        outcome.base_values,
-    )
-    after = _with_data_rate(
-        bottleneck(outcome.best.io_sps, outcome.best.synthetic_sps, outcome.best.full_sps),
-        outcome.best,
-        outcome.best_values,
-    )
-    changes = {
-        k: v for k, v in outcome.best_values.items() if outcome.base_values.get(k, _NONE) != v
-    }
-    statuses: dict[str, int] = {}
-    for probe in outcome.probes:
-        statuses[probe.status.value] = statuses.get(probe.status.value, 0) + 1
-    conf = outcome.confirmation
-    return {
-        "search": outcome.search,
-        "baseline": {"values": dict(outcome.base_values), **_rates(outcome.baseline)},
-        "recommendation": {
-            "values": dict(outcome.best_values),
-            "changes": changes,
-            "path": list(outcome.path),
-            "headline": headline(outcome),
-            "batch_note": batch_note(outcome),
-            **_rates(outcome.best),
-        },
-        "speedup": speedup(outcome),
-        "margin_pct": 100 * outcome.margin,
-        "confirmation": None if conf is None else _confirmation_block(outcome),
-        "stability": stability(outcome),
-        "bottleneck": {
-            "before": {"kind": before[0], "sentence": before[1]},
-            "after": {"kind": after[0], "sentence": after[1]},
-        },
-        "stages": [
-            {
-                "stage": d.stage,
-                "winner": d.winner,
-                "gain_pct": d.gain_pct,
-                "reason": d.reason,
-                "failed": list(d.failed),
-                "not_tried": list(d.not_tried),
-                "pairs": None if d.evidence is None else list(d.evidence.ratios),
-                "decided_on": d.phase if d.evidence is not None else None,
-                "composition": d.composition or None,
-                "unresolved": d.unresolved,
-                "unmeasured": d.unmeasured or None,
-            }
-            for d in outcome.stage_decisions
-        ],
-        "unresolved": unresolved(outcome),
-        "unmeasured": unmeasured(outcome),
-        "probes": statuses,
-        "contended_probes": [
-            {"stage": p.stage, "variant": p.variant, "note": p.contention.note}
-            for p in outcome.probes
-            if p.contention is not None and p.contention.contended
-        ],
-        "throttled_probes": [
-            {"stage": p.stage, "variant": p.variant} for p in outcome.probes if p.ok and p.throttled
-        ],
-        "ddp": first_ddp_block(outcome),
-        "stragglers": stragglers_note(outcome.probes),
-        "partial": {"why": outcome.partial, "not_run": list(outcome.not_run)}
-        if outcome.partial
-        else None,
-    }
-
-
-def _confirmation_block(outcome: SearchOutcome) -> dict[str, Any]:
-    conf = outcome.confirmation
-    assert conf is not None
-    return {
-        "status": conf.status,
-        "search_path": list(conf.search_path),
-        "search_gain_pct": None if outcome.search_gain is None else 100 * outcome.search_gain,
-        "path": list(conf.path),
-        "note": None if conf.upheld is not None else _not_upheld(outcome),
-        "attempts": [
-            {
-                "path": list(a.path),
-                "upheld": a.upheld,
-                "ratios": list(a.evidence.ratios),
-                "speedup": a.evidence.speedup,
-                "ci_low": a.evidence.low,
-                "ci_high": a.evidence.high,
-                "needed": a.evidence.needed,
-                "why": a.evidence.why,
-                "baseline_sps": list(a.baseline_sps),
-                "best_sps": list(a.best_sps),
-                "failed_pairs": a.failed,
-            }
-            for a in conf.attempts
-        ],
-    }
-
-
-_NONE = object()
-
-
-def _rates(result: ProbeResult) -> dict[str, Any]:
-    return {
-        "io_sps": result.io_sps,
-        "synthetic_sps": result.synthetic_sps,
-        "full_sps": result.full_sps,
-        "iqr_pct": result.iqr_pct,
-    }
-
-
-def _with_data_rate(
-    verdict: tuple[str, str], probe: ProbeResult, values: dict[str, Any]
-) -> tuple[str, str]:
-    """Add the loader's GB/s against what the model needs, when both phases were measured."""
-
-    rate = data_rate_sentence(probe.io_sps, probe.synthetic_sps, int(values.get("data_size", 64)))
-    if rate is None:
-        return verdict
-    return verdict[0], f"{verdict[1]} ({rate})"

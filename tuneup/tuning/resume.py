@@ -1,0 +1,242 @@
+"""A stopped session, assembled again from its folder to continue where it stopped.
+
+session.json records everything the session ran with (preset as resolved and its
+document, trainer, stages, search, seed, budget, layout, the base config with its
+data paths), so a session continues on the same data whichever front end started
+it and whichever resumes it. A damaged or deleted session.json is rebuilt from
+the journal and the preset given again; a preset file moved away is read from the
+copy session.json keeps.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from tuneup.cluster.job import JobEnv, describe, read_job_env
+from tuneup.cluster.leftovers import describe as describe_processes
+from tuneup.cluster.leftovers import find_leftovers, stop_leftovers
+from tuneup.errors import UsageError
+from tuneup.hardware.types import MachineInfo
+from tuneup.preset.load import ProbePreset, load_preset, parse_preset
+from tuneup.probe.events import EventHandler
+from tuneup.probe.types import Budget
+from tuneup.trainers.adapters import DEFAULT_TRAINER, load_trainer
+from tuneup.tuning.assembly import (
+    AssembledSession,
+    EngineFactory,
+    SessionRequest,
+    base_values,
+    build_session,
+    choose_layout,
+    pick_stages,
+    take_lock,
+)
+from tuneup.tuning.control import Reporter
+from tuneup.tuning.engine import build_engine
+from tuneup.tuning.journal import JOURNAL, SESSION, ResultsDir, SessionLost, quoted
+from tuneup.tuning.lock import ResultsLock
+
+
+def assemble_resume(
+    folder: Path,
+    request: SessionRequest,
+    machine: MachineInfo,
+    *,
+    reporter: Reporter | None = None,
+    on_event: EventHandler | None = None,
+    job: JobEnv | None = None,
+    engine_factory: EngineFactory = build_engine,
+) -> AssembledSession:
+    """The session of `folder`, rebuilt from its session.json, to continue where it stopped.
+
+    The data, base config, budget and preset come from the folder; a given
+    preset or trainer must be the recorded one. Before anything runs, the
+    journal is repaired and whatever a dead session left running is stopped;
+    both are said in `alerts`.
+
+    Raises:
+        UsageError: not a results folder, or a request that contradicts it.
+        FolderBusy: a live tuneup still runs this session.
+    """
+    results = ResultsDir(folder)
+    lost: SessionLost | None = None
+    try:
+        info = results.session()
+    except SessionLost as exc:
+        lost = exc
+        info = _rebuilt_session(results, request, exc)
+    _check_same(folder, request, info)
+    lock = ResultsLock(results.path)
+    previous = take_lock(lock, results, resumed=True)
+    try:
+        alerts = _recover(results, previous.describe() if previous is not None else None)
+        if lost is not None:
+            kept = results.rebuild_session(info)
+            alerts.append(
+                f"{SESSION} was {lost.why}: rebuilt it from the journal's {lost.probes} "
+                f"probe(s) and preset {info['preset']}"
+                + (f" (the damaged file is kept as {quoted(kept)})" if kept else "")
+            )
+        preset, said = _resumed_preset(request, info)
+        alerts += said
+        recorded_budget = info.get("budget")
+        if isinstance(recorded_budget, dict):
+            preset = dataclasses.replace(preset, budget=Budget.from_dict(recorded_budget))
+        trainer = str(info.get("trainer") or DEFAULT_TRAINER)
+        load_trainer(trainer)
+        launched = info.get("launch") or {}
+        nproc = request.nproc if request.nproc is not None else launched.get("nproc")
+        nodes = request.nodes if request.nodes is not None else launched.get("nodes")
+        job = job or read_job_env(gpu_count=machine.gpu_count if machine.cuda else 0)
+        plan = choose_layout(nproc, nodes, preset, job, machine)
+        machine = dataclasses.replace(machine, world_size=plan.world_size, nodes=plan.nodes)
+        recorded_base = info.get("base_config")
+        # The journal is keyed by config: resume from the very base the session ran.
+        base = dict(recorded_base) if isinstance(recorded_base, dict) else None
+        if base is None:
+            base = base_values(preset, trainer, None)
+        recorded_stages = tuple(info.get("stages") or preset.stages)
+        return build_session(
+            preset=preset,
+            trainer=trainer,
+            stages=pick_stages(preset.stages, request.stages or recorded_stages),
+            base=base,
+            search=request.search or str(info.get("search") or "staged"),
+            seed=request.seed if request.seed is not None else int(info.get("seed") or 0),
+            fresh_processes=_asked_or_recorded(request.fresh_processes, info, "fresh_processes"),
+            machine=machine,
+            plan=plan,
+            job=job,
+            results=results,
+            lock=lock,
+            resumed=True,
+            reporter=reporter,
+            on_event=on_event,
+            engine_factory=engine_factory,
+            notes=[describe(job)],
+            alerts=alerts,
+            time_budget_s=request.time_budget_s,
+            retry_failed=request.retry_failed,
+        )
+    except BaseException:
+        lock.release()
+        raise
+
+
+def _recover(results: ResultsDir, previous_owner: str | None) -> list[str]:
+    """Make a folder a dead session left fit to continue; what was done, for the user."""
+    alerts = []
+    if previous_owner is not None:
+        alerts.append(f"the run that held {quoted(results.path)} ({previous_owner}) is gone")
+    left = find_leftovers(results.path / "probes")
+    if left:
+        stop_leftovers(left)
+        alerts.append(
+            f"stopped {len(left)} process(es) a dead session left running: "
+            f"{describe_processes(left)}"
+        )
+    return alerts + results.repair().notes(results.path)
+
+
+def _rebuilt_session(
+    results: ResultsDir, request: SessionRequest, lost: SessionLost
+) -> dict[str, Any]:
+    """The session record of a folder whose session.json is damaged or gone, from its
+    journal and the preset given again (or the one its summary names).
+
+    The base config is the journaled baseline's own, so every journaled probe is found
+    again by its config; the stages are --stages, else those summary.json names, else
+    the preset's.
+
+    Raises:
+        SessionLost: no preset given and none recorded elsewhere in the folder.
+    """
+    summary = _summary_fields(results)
+    preset_name = request.preset or summary.get("preset")
+    if not preset_name:
+        raise lost
+    preset = load_preset(str(preset_name))
+    trainer = request.trainer or str(summary.get("trainer") or DEFAULT_TRAINER)
+    load_trainer(trainer)
+    probes = results.results()
+    baseline = next((p for p in probes if p.stage == "baseline"), None)
+    base = dict(baseline.config) if baseline is not None else base_values(preset, trainer, None)
+    return {
+        "preset": preset.name,
+        "preset_source": preset.source or preset.name,
+        "preset_document": preset.document,
+        "trainer": trainer,
+        "search": request.search or "staged",
+        "seed": request.seed or 0,
+        "stages": list(request.stages or summary.get("stages") or preset.stages),
+        "base_config": base,
+        "budget": preset.budget.to_dict(),
+        "hints": preset.hints,
+        "rebuilt_from_journal": f"{SESSION} was {lost.why}; {len(probes)} probe(s) in {JOURNAL}",
+    }
+
+
+def _summary_fields(results: ResultsDir) -> dict[str, Any]:
+    """What summary.json (a partial one, say) tells of the session: its preset, trainer and
+    stages, where it can be read ({} otherwise)."""
+    try:
+        document = results.summary().document
+    except (UsageError, OSError, ValueError):
+        return {}
+    found = {k: document[k] for k in ("preset", "trainer") if document.get(k)}
+    if document.get("preset_source"):  # a preset file's path, which the name may not find
+        found["preset"] = document["preset_source"]
+    decided = [s.get("stage") for s in document.get("stages") or [] if isinstance(s, dict)]
+    partial = document.get("partial")
+    not_run = partial.get("not_run") or [] if isinstance(partial, dict) else []
+    stages = list(dict.fromkeys(str(s) for s in [*decided, *not_run] if s))
+    if stages:
+        found["stages"] = stages
+    return found
+
+
+def _resumed_preset(request: SessionRequest, info: dict[str, Any]) -> tuple[ProbePreset, list[str]]:
+    """The preset a resume runs with: the one given, else the recorded one; when its file
+    has moved away, the copy session.json keeps (said)."""
+    source = str(info.get("preset_source") or info.get("preset"))
+    if request.preset is not None:
+        return load_preset(request.preset), []
+    try:
+        return load_preset(source), []
+    except UsageError as exc:
+        document = info.get("preset_document")
+        if not isinstance(document, dict) or not document:
+            raise UsageError(
+                f"{exc}: this session ran preset {info.get('preset')!r} from {source}; give it "
+                "again with --preset PATH (or --preset NAME for a preset of that name)"
+            ) from None
+    preset = parse_preset(document, source, default_name=str(info.get("preset") or "preset"))
+    preset = dataclasses.replace(preset, source=source, origin="recorded in session.json")
+    return preset, [
+        f"the preset file {source} is gone: using the copy this session recorded in {SESSION} "
+        "(give --preset PATH to use another)"
+    ]
+
+
+def _asked_or_recorded(asked: bool | None, info: dict[str, Any], key: str) -> bool:
+    """A switch of a resumed session: as asked now, else as its session.json recorded it."""
+    return bool(info.get(key)) if asked is None else asked
+
+
+def _check_same(folder: Path, request: SessionRequest, info: dict[str, Any]) -> None:
+    recorded_preset = {info.get("preset"), info.get("preset_source")}
+    given: set[str | None] = {request.preset}
+    if request.preset is not None and Path(request.preset).is_file():
+        given.add(str(Path(request.preset).resolve()))
+    for flag, asked, allowed in (
+        ("preset", given, recorded_preset),
+        ("trainer", {request.trainer}, {info.get("trainer")}),
+    ):
+        if None not in asked and not asked & allowed:
+            raise UsageError(
+                f"cannot resume {folder}: it was a {flag} '{info.get(flag)}' session, not "
+                f"'{sorted(a for a in asked if a)[0]}' (drop --{flag}, or start a new "
+                "session with --out)"
+            )
