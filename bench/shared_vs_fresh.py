@@ -33,8 +33,8 @@ from tuneup.preset.load import load_preset
 from tuneup.probe.plan import ProbeSpec, plan_probe
 from tuneup.probe.runner import ProbeRunner
 from tuneup.probe.types import ProbeResult
-from tuneup.trainer.datacache import ensure_synthetic_data
 from tuneup.trainers.backends import probe_config
+from tuneup.unet.datacache import ensure_synthetic_data
 
 VARIANTS = {
     "bf16": {"amp_mode": "bf16"},

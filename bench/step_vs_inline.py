@@ -33,10 +33,10 @@ def main() -> None:
     args = parser.parse_args()
 
     from tuneup.config import build_config
-    from tuneup.trainer.build import build_training
-    from tuneup.trainer.distributed import DistEnv
-    from tuneup.trainer.step import EagerStep
-    from tuneup.trainer.synth import synthesize
+    from tuneup.unet.build import build_training
+    from tuneup.unet.distributed import DistEnv
+    from tuneup.unet.step import EagerStep
+    from tuneup.unet.synth import synthesize
 
     data = synthesize(Path(tempfile.mkdtemp()) / "box", box=96, val_box=16, seed=0)
     values = {

@@ -26,11 +26,11 @@ from pathlib import Path
 import torch
 
 from tuneup.config import build_config
-from tuneup.trainer.build import build_model, build_training
-from tuneup.trainer.distributed import DistEnv
-from tuneup.trainer.loop import run_training
-from tuneup.trainer.model import l1_rho_loss
-from tuneup.trainer.synth import synthesize
+from tuneup.unet.build import build_model, build_training
+from tuneup.unet.distributed import DistEnv
+from tuneup.unet.loop import run_training
+from tuneup.unet.model import l1_rho_loss
+from tuneup.unet.synth import synthesize
 
 
 def cpu_name() -> str:

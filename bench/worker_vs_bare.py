@@ -26,8 +26,8 @@ from pathlib import Path
 BARE = r"""
 import json, sys, time, torch
 from tuneup.config import build_config
-from tuneup.trainer.build import build_training
-from tuneup.trainer.distributed import DistEnv
+from tuneup.unet.build import build_training
+from tuneup.unet.distributed import DistEnv
 values, steps, warm = json.loads(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 setup = build_training(build_config(values), DistEnv())
 model, opt, dev = setup.model, setup.optimizer, setup.device
@@ -81,8 +81,8 @@ def main() -> None:
     from tuneup.probe.events import ResultEvent, parse_events
     from tuneup.probe.plan import ProbeSpec, plan_probe
     from tuneup.probe.runner import ProbeRunner
-    from tuneup.probe.types import Budget
-    from tuneup.trainer.synth import synthesize
+    from tuneup.probe.types import ProbeBudget
+    from tuneup.unet.synth import synthesize
 
     work = Path(tempfile.mkdtemp())
     data = synthesize(work / "box", box=args.box, val_box=16, seed=0)
@@ -102,7 +102,7 @@ def main() -> None:
         "train_path": str(data.train_path),
         "val_path": str(data.val_path),
     }
-    budget = Budget(
+    budget = ProbeBudget(
         trial_s=args.trial_s,
         min_trials=args.trials,
         max_trials=args.trials,

@@ -124,7 +124,7 @@ from tuneup.probe.backend import ProbeBackend
 from tuneup.probe.estimate import probe_seconds
 from tuneup.probe.plan import MeasurementPlan, plan_for
 from tuneup.probe.stats import clearly_slower, early_stop_reason, iqr_pct, median
-from tuneup.probe.types import Budget, Candidate, Contention, ProbeResult, Status
+from tuneup.probe.types import Candidate, Contention, ProbeBudget, ProbeResult, Status
 
 from .sim_costs import Disturbance, SimCosts
 from .sim_ladder import sim_stage_plans
@@ -176,14 +176,14 @@ class SimTrainer(SimSurface, ProbeBackend):
         straggler: int | None = None,
         disturbance: Disturbance | None = None,
         effects: dict[str, float] | None = None,
-        budget: Budget | None = None,
+        budget: ProbeBudget | None = None,
         costs: SimCosts | None = None,
     ) -> None:
         if noise < 0 or trials < 1 or cores < 1 or world_size < 1:
             raise ValueError("noise must be >= 0, trials, cores and world_size >= 1")
         self.seed = seed
         self.noise = noise
-        self.budget = budget or Budget(max_trials=trials, min_trials=min(2, trials))
+        self.budget = budget or ProbeBudget(max_trials=trials, min_trials=min(2, trials))
         self.costs = costs or SimCosts()
         self.cores = cores
         self.gpu_memory_gb = gpu_memory_gb

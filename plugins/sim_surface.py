@@ -12,7 +12,7 @@ from typing import Any
 
 from tuneup.config import TrainConfig, loader
 from tuneup.probe.types import Status
-from tuneup.trainer.schedule import initial_lr
+from tuneup.unet.schedule import initial_lr
 
 MODELED_KNOBS: tuple[str, ...] = (
     "device",

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tuneup.config import TrainConfig, build_config
-from tuneup.trainer.synth import SynthResult, synthesize
+from tuneup.unet.synth import SynthResult, synthesize
 
 
 @pytest.fixture(autouse=True, scope="session")

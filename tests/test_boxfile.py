@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from tuneup.errors import UsageError
-from tuneup.trainer.boxfile import BoxInfo, inspect_box
-from tuneup.trainer.synth import write_box
+from tuneup.unet.boxfile import BoxInfo, inspect_box
+from tuneup.unet.synth import write_box
 
 
 def _h5(path: Path, **datasets: tuple[tuple[int, ...], str]) -> Path:

@@ -24,7 +24,7 @@ from tuneup_plugins.command.section import (
 
 from tuneup.errors import UsageError
 from tuneup.hardware.types import MachineInfo
-from tuneup.probe.types import Budget, Candidate, Status
+from tuneup.probe.types import Candidate, ProbeBudget, Status
 from tuneup.trainers.adapters import TrainerContext, load_trainer
 
 # The tutorial's log format (README of NERSC/sc22-dl-tutorial), with made-up numbers.
@@ -158,7 +158,7 @@ def backend_for(folder: Path, run: list[str], tmp_path: Path, **section) -> Comm
     spec = parse_command_section(
         {"run": [sys.executable, *run], "cwd": str(folder), **SECTION, **section}, "test"
     )
-    return CommandBackend(spec, tmp_path / "probes", Budget(limit_s=30), grace_s=1.0)
+    return CommandBackend(spec, tmp_path / "probes", ProbeBudget(limit_s=30), grace_s=1.0)
 
 
 def probe(backend: CommandBackend, values: dict, varied: dict | None = None):
@@ -412,7 +412,7 @@ def test_an_unmapped_knob_makes_the_probe_unsupported_without_running(scripts, t
 
 def test_a_program_that_cannot_start_is_a_crash_with_the_reason(scripts, tmp_path):
     spec = parse_command_section({"run": ["./no-such-program"], "cwd": str(scripts)}, "t")
-    result = CommandBackend(spec, tmp_path / "probes", Budget(limit_s=30))(
+    result = CommandBackend(spec, tmp_path / "probes", ProbeBudget(limit_s=30))(
         "s", Candidate("x", {}), {}
     )
     assert result.status is Status.CRASH
@@ -448,7 +448,7 @@ def test_a_workers_ladder_on_the_tutorial_script_recommends_eight_workers(script
 
     ctx = TrainerContext(
         tmp_path / "probes",
-        Budget(limit_s=30),
+        ProbeBudget(limit_s=30),
         preset=command_preset(scripts, ["train.py", "--num_epochs", "3"]),
     )
     backend = load_trainer("command").backend(ctx)

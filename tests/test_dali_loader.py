@@ -14,16 +14,16 @@ import yaml
 pytest.importorskip("nvidia.dali")
 
 from tuneup.errors import UsageError
-from tuneup.trainer import dali_loader
-from tuneup.trainer.dali_loader import (
+from tuneup.unet import dali_loader
+from tuneup.unet.dali_loader import (
     build_dali_loader,
     dali_available,
     plan_batch,
     sample_numbers,
 )
-from tuneup.trainer.datasets import make_sample
-from tuneup.trainer.geometry import ROTATION_COUNT
-from tuneup.trainer.loaders import LoaderSpec, build_loader
+from tuneup.unet.datasets import make_sample
+from tuneup.unet.geometry import ROTATION_COUNT
+from tuneup.unet.loaders import LoaderSpec, build_loader
 
 BOX = 16
 CROP = 8

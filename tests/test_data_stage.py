@@ -6,8 +6,8 @@ import pytest
 from tuneup_plugins.stages import DATA
 
 from tuneup.hardware.types import MachineInfo
-from tuneup.trainer.loaders import loader_bytes_per_sample
 from tuneup.tuning.datarate import data_rate_sentence, io_bytes_per_s
+from tuneup.unet.loaders import loader_bytes_per_sample
 
 LAPTOP = MachineInfo(cpus_usable=2)
 GPU_NODE = MachineInfo(cuda=True, gpu_count=4, cpus_usable=32)

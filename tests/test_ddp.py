@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tuneup.trainer.synth import SynthResult
+from tuneup.unet.synth import SynthResult
 
 pytestmark = pytest.mark.slow
 

@@ -358,9 +358,9 @@ def test_ddp_stage_on_two_cpu_ranks_over_gloo(tmp_path: Path, monkeypatch) -> No
     launch_plan = _launch_api()
     if launch_plan is None:
         pytest.skip("tuneup.cluster.launch.LaunchPlan / WorkerBackend(launch=...) not built yet")
-    from tuneup.probe.types import Budget
-    from tuneup.trainer.datacache import ensure_synthetic_data
+    from tuneup.probe.types import ProbeBudget
     from tuneup.trainers.backends import WorkerBackend
+    from tuneup.unet.datacache import ensure_synthetic_data
 
     monkeypatch.setenv("TUNEUP_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
@@ -389,7 +389,7 @@ def test_ddp_stage_on_two_cpu_ranks_over_gloo(tmp_path: Path, monkeypatch) -> No
         preset=load_preset("cpu-smoke"),
         trainer="unet",
         backend=WorkerBackend(
-            out / "probes", Budget(**REAL_BUDGET), seed=0, launch=launch_plan(nproc=2)
+            out / "probes", ProbeBudget(**REAL_BUDGET), seed=0, launch=launch_plan(nproc=2)
         ),
         results=ResultsDir(out),
         machine=machine,

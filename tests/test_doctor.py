@@ -264,7 +264,7 @@ def test_the_honesty_check_times_trainer_and_bare_loop_on_the_cpu() -> None:
 
 
 def test_peak_tflops_picks_the_most_specific_gpu() -> None:
-    from tuneup.trainer.flops import math_mode, peak_tflops
+    from tuneup.unet.flops import math_mode, peak_tflops
 
     assert peak_tflops("NVIDIA H100 PCIe", "bf16") == 756.0
     assert peak_tflops(H100, "bf16") == 989.5

@@ -25,11 +25,11 @@ from tuneup.probe.estimate import (
     time_left_text,
 )
 from tuneup.probe.plan import plan_probe
-from tuneup.probe.types import PHASES, Budget, ProbeResult, Status
+from tuneup.probe.types import PHASES, ProbeBudget, ProbeResult, Status
 from tuneup.tuning.planner import plan_ladder
 from tuneup.tuning.time_left import measured_costs
 
-BUDGET = Budget(trial_s=0.5, min_trials=2, max_trials=4, warmup_cap_s=10, loss_steps=10)
+BUDGET = ProbeBudget(trial_s=0.5, min_trials=2, max_trials=4, warmup_cap_s=10, loss_steps=10)
 COSTS = ProbeCosts(
     spawn_s=40.0,
     setup_s=2.0,

@@ -386,9 +386,9 @@ def test_a_worker_stopped_inside_its_trials_has_that_trial_measured_again(
     tiny_values: dict[str, Any], tmp_path: Path
 ) -> None:
     from tuneup.probe.plan import plan_probe
-    from tuneup.probe.types import Budget
+    from tuneup.probe.types import ProbeBudget
 
-    budget = Budget(trial_s=0.05, min_trials=3, max_trials=4, warmup_cap_s=0.5, loss_steps=2)
+    budget = ProbeBudget(trial_s=0.05, min_trials=3, max_trials=4, warmup_cap_s=0.5, loss_steps=2)
     plan = plan_probe(budget, available=("full",)).to_dict()
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"config": tiny_values, "plan": plan}))

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from tuneup.trainer.geometry import (
+from tuneup.unet.geometry import (
     ROTATION_COUNT,
     crop_numpy,
     random_corner,

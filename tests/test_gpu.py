@@ -25,7 +25,7 @@ def _fixed_batches(setup, count: int) -> list:
 
 
 def _losses(setup, batches) -> list[float]:
-    from tuneup.trainer.optim import set_lr
+    from tuneup.unet.optim import set_lr
 
     out = []
     for step, (inp, tar) in enumerate(batches, start=1):
@@ -38,9 +38,9 @@ def _losses(setup, batches) -> list[float]:
 def test_amp_fp16_trains_with_its_scaler(tiny_config, restore_torch_state) -> None:
     import torch
 
-    from tuneup.trainer.build import build_training
-    from tuneup.trainer.distributed import DistEnv
-    from tuneup.trainer.loop import run_training
+    from tuneup.unet.build import build_training
+    from tuneup.unet.distributed import DistEnv
+    from tuneup.unet.loop import run_training
 
     cfg = tiny_config(device="cuda", amp_mode="fp16", Nsamples=256, num_epochs=2)
     setup = build_training(cfg, DistEnv())
@@ -56,9 +56,9 @@ def test_amp_fp16_trains_with_its_scaler(tiny_config, restore_torch_state) -> No
 
 @pytest.mark.parametrize("amp_mode", ["none", "bf16"])
 def test_cuda_graph_replay_matches_eager(tiny_config, restore_torch_state, amp_mode) -> None:
-    from tuneup.trainer.build import build_training
-    from tuneup.trainer.distributed import DistEnv
-    from tuneup.trainer.step import GraphedStep
+    from tuneup.unet.build import build_training
+    from tuneup.unet.distributed import DistEnv
+    from tuneup.unet.step import GraphedStep
 
     common = dict(device="cuda", amp_mode=amp_mode, tf32=False, cudnn_benchmark=False, Nsamples=64)
     eager = build_training(tiny_config(**common), DistEnv())
@@ -77,7 +77,7 @@ def test_cuda_graph_replay_matches_eager(tiny_config, restore_torch_state, amp_m
 
 TF32_PROBE = """
 import torch
-from tuneup.trainer.runtime import set_tf32_env, apply_backend_flags
+from tuneup.unet.runtime import set_tf32_env, apply_backend_flags
 set_tf32_env({enabled})
 apply_backend_flags({enabled}, True)
 g = torch.Generator(device="cuda").manual_seed(0)
@@ -147,7 +147,7 @@ def test_train_command_on_cuda_reports_tf32_off(tmp_path) -> None:
 TF32_CONV_PROBE = """
 import torch
 import torch.nn.functional as F
-from tuneup.trainer.runtime import set_tf32_env, apply_backend_flags
+from tuneup.unet.runtime import set_tf32_env, apply_backend_flags
 set_tf32_env({enabled})
 apply_backend_flags({enabled}, False)
 g = torch.Generator(device="cuda").manual_seed(0)
@@ -185,8 +185,8 @@ def test_timed_phases_never_make_the_cpu_wait_for_the_gpu(
     # CPU waiting, not the training: sync debug mode turns each one into an error.
     import torch
 
-    from tuneup.trainer.build import build_training
-    from tuneup.trainer.distributed import DistEnv
+    from tuneup.unet.build import build_training
+    from tuneup.unet.distributed import DistEnv
     from tuneup.worker.workload import DeviceTimer, SetupWorkload
 
     cfg = tiny_config(device="cuda", Nsamples=256, num_data_workers=2, **knobs)
@@ -210,8 +210,8 @@ def test_timed_phases_never_make_the_cpu_wait_for_the_gpu(
 def test_overlapped_copies_deliver_the_same_batches_in_order(tiny_config) -> None:
     import torch
 
-    from tuneup.trainer.build import build_training
-    from tuneup.trainer.distributed import DistEnv
+    from tuneup.unet.build import build_training
+    from tuneup.unet.distributed import DistEnv
 
     host = []
     setup = build_training(tiny_config(device="cuda", Nsamples=64), DistEnv())
@@ -229,9 +229,9 @@ def test_graph_capture_survives_a_pin_memory_thread_and_times_only_the_capture(
 ) -> None:
     # Under the default (global) capture mode a DataLoader's pin-memory thread calling
     # CUDA during the capture breaks it; tuneup captures with thread_local.
-    from tuneup.trainer.build import build_training
-    from tuneup.trainer.distributed import DistEnv
-    from tuneup.trainer.step import GraphedStep
+    from tuneup.unet.build import build_training
+    from tuneup.unet.distributed import DistEnv
+    from tuneup.unet.step import GraphedStep
     from tuneup.worker.workload import DeviceTimer, SetupWorkload
 
     cfg = tiny_config(

@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from tuneup.errors import UsageError
-from tuneup.trainer.datasets import draw_sample, make_sample
-from tuneup.trainer.geometry import ROTATION_COUNT
-from tuneup.trainer.gpu_loader import GpuBoxLoader, build_gpu_loader, check_fits
-from tuneup.trainer.loaders import LoaderSpec, build_loader
+from tuneup.unet.datasets import draw_sample, make_sample
+from tuneup.unet.geometry import ROTATION_COUNT
+from tuneup.unet.gpu_loader import GpuBoxLoader, build_gpu_loader, check_fits
+from tuneup.unet.loaders import LoaderSpec, build_loader
 
 CPU = torch.device("cpu")
 
@@ -157,7 +157,7 @@ def test_batches_are_on_the_gpu_and_match_the_cpu(tmp_path):
 
 
 def test_the_registered_factory_puts_the_boxes_on_the_spec_device(tmp_path):
-    from tuneup.trainer.gpu_loader import build_gpu
+    from tuneup.unet.gpu_loader import build_gpu
 
     loader = build_gpu(spec(write_box(tmp_path / "b.h5", 16), device="cpu"))
     assert loader.device == CPU and loader.nbody.shape == (4, 16, 16, 16)

@@ -20,7 +20,7 @@ import yaml
 
 from tuneup.hardware.replay import RecordingBackend, TraceRecorder
 from tuneup.probe.plan import plan_probe
-from tuneup.probe.types import Budget
+from tuneup.probe.types import ProbeBudget
 from tuneup.testing.scripted_backend import busy_backend
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,7 +99,7 @@ def made(
     config = folder / "tiny.yaml"
     config.write_text(yaml.safe_dump(values))
     spec = folder / "spec.json"
-    budget = Budget(trial_s=0.02, min_trials=2, max_trials=2, warmup_cap_s=0.3, loss_steps=2)
+    budget = ProbeBudget(trial_s=0.02, min_trials=2, max_trials=2, warmup_cap_s=0.3, loss_steps=2)
     spec.write_text(json.dumps({"config": values, "plan": plan_probe(budget).to_dict()}))
     return {
         "results": str(probed[0]),

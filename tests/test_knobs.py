@@ -12,12 +12,12 @@ from torch import Tensor, nn
 
 from tuneup.cli import main
 from tuneup.errors import UsageError
-from tuneup.trainer.build import TrainingSetup, build_training
-from tuneup.trainer.distributed import DistEnv, local_batch
-from tuneup.trainer.loop import run_training
-from tuneup.trainer.metrics import MetricsWriter
-from tuneup.trainer.optim import build_optimizer
-from tuneup.trainer.runtime import TF32_ENV, apply_backend_flags, set_tf32_env
+from tuneup.unet.build import TrainingSetup, build_training
+from tuneup.unet.distributed import DistEnv, local_batch
+from tuneup.unet.loop import run_training
+from tuneup.unet.metrics import MetricsWriter
+from tuneup.unet.optim import build_optimizer
+from tuneup.unet.runtime import TF32_ENV, apply_backend_flags, set_tf32_env
 
 pytestmark = pytest.mark.usefixtures("restore_torch_state")
 

@@ -129,7 +129,7 @@ def test_costs_measured_by_the_first_probes_price_the_rest_within_a_quarter(
     """The estimate's cost side against the real clock on the real worker: the model with
     what the first three probes measured (start-up, step times, trials) prices the rest of
     the ladder's probes, each by its own plan, within 25% of their real wall time."""
-    from tuneup.trainer.datacache import ensure_synthetic_data
+    from tuneup.unet.datacache import ensure_synthetic_data
 
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     train, val, _ = ensure_synthetic_data(32, 16, 0, Path(os.environ["TUNEUP_CACHE_DIR"]))

@@ -14,10 +14,10 @@ import torch
 
 from tuneup.config import LOADERS
 from tuneup.errors import UsageError
-from tuneup.trainer import loaders
-from tuneup.trainer.datasets import HDF5CropDataset, draw_sample, make_sample
-from tuneup.trainer.geometry import ROTATION_COUNT, crop_numpy, rotate_numpy, rotation_matrix
-from tuneup.trainer.loaders import (
+from tuneup.unet import loaders
+from tuneup.unet.datasets import HDF5CropDataset, draw_sample, make_sample
+from tuneup.unet.geometry import ROTATION_COUNT, crop_numpy, rotate_numpy, rotation_matrix
+from tuneup.unet.loaders import (
     build_loader,
     loader_bytes_per_sample,
     loader_kinds,

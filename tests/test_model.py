@@ -9,7 +9,7 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from tuneup.errors import UsageError
-from tuneup.trainer.model import (
+from tuneup.unet.model import (
     UNet,
     check_geometry,
     count_parameters,

@@ -17,12 +17,12 @@ from tuneup.cluster.job import read_job_env
 from tuneup.cluster.launch import LaunchPlan
 from tuneup.cluster.proctree import running_with_argument
 from tuneup.probe.events import Event
-from tuneup.probe.types import Budget, Candidate, Status
+from tuneup.probe.types import Candidate, ProbeBudget, Status
 from tuneup.trainers.backends import WorkerBackend
 
 pytestmark = pytest.mark.slow
 
-BUDGET = Budget(
+BUDGET = ProbeBudget(
     trial_s=0.01, min_trials=3, max_trials=3, warmup_cap_s=0.2, loss_steps=2, limit_s=120
 )
 # This machine as the job: no SLURM, no GPU, whatever the test runner's environment says.

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tuneup.errors import UsageError
-from tuneup.trainer.npy import convert_box, npy_paths, run_convert, slab_rows
+from tuneup.unet.npy import convert_box, npy_paths, run_convert, slab_rows
 
 
 def write_h5(path: Path, box: int, *, dtype: str = "float32", seed: int = 0) -> Path:

@@ -11,7 +11,7 @@ import pytest
 from tuneup.errors import UsageError
 from tuneup.probe.plan import MeasurementPlan, plan_probe
 from tuneup.probe.stats import clearly_slower, iqr_pct, median, quantile
-from tuneup.probe.types import Budget
+from tuneup.probe.types import ProbeBudget
 from tuneup.worker.phases import run_probe
 from tuneup.worker.trials import leading_outlier, rank_rates, run_trials
 from tuneup.worker.warmup import warm_up, within
@@ -106,7 +106,7 @@ def plan(
 ) -> MeasurementPlan:
     """A plan of `phases` under a budget of the given fields (a test's own phases)."""
     defaults = {"trial_s": 1.0, "min_trials": 3, "max_trials": 3, "loss_steps": 0}
-    made = plan_probe(Budget(**{**defaults, **budget}), stop_below_sps=stop_below)
+    made = plan_probe(ProbeBudget(**{**defaults, **budget}), stop_below_sps=stop_below)
     judged = judged or ("full" if "full" in phases else phases[0])
     return dataclasses.replace(made, phases=tuple(phases), judged=judged)
 
@@ -346,7 +346,7 @@ def test_probe_emits_loss_warmup_trials_result_in_order_and_records_its_plan() -
 
 
 def test_a_probe_of_io_alone_trains_nothing_and_records_no_loss() -> None:
-    budget = Budget(loss_steps=8)
+    budget = ProbeBudget(loss_steps=8)
     io_alone = plan_probe(budget, judged="io", whole=False)
     assert io_alone.phases == ("io",) and io_alone.loss_steps == 0
     timer = FakeTimer()
@@ -360,7 +360,7 @@ def test_a_probe_of_synthetic_alone_runs_its_loss_steps_on_the_real_loop_first()
     timer = FakeTimer()
     workload = FakeWorkload(timer, [0.1])
     events = Events()
-    syn = plan_probe(Budget(loss_steps=5, trial_s=0.5), judged="synthetic", whole=False)
+    syn = plan_probe(ProbeBudget(loss_steps=5, trial_s=0.5), judged="synthetic", whole=False)
     assert syn.phases == ("synthetic",)
     result = run_probe(workload, syn, samples_per_batch=1, timer=timer, emit=events)
     assert len(result["losses"]) == 5 and workload.reads == 1
@@ -369,7 +369,7 @@ def test_a_probe_of_synthetic_alone_runs_its_loss_steps_on_the_real_loop_first()
 
 
 def test_a_plan_measures_the_phase_that_judges_it_or_every_phase() -> None:
-    budget = Budget()
+    budget = ProbeBudget()
     assert plan_probe(budget).phases == ("full", "io", "synthetic")
     assert plan_probe(budget, carried=("io",)).phases == ("full", "synthetic")
     assert plan_probe(budget, judged="io", whole=False, carried=("io",)).phases == ("io",)
@@ -392,9 +392,9 @@ def test_a_plan_measures_the_phase_that_judges_it_or_every_phase() -> None:
 )
 def test_bad_plans_are_refused(fields: dict[str, Any], words: str) -> None:
     with pytest.raises(UsageError, match=words):
-        dataclasses.replace(plan_probe(Budget()), **fields).check()
+        dataclasses.replace(plan_probe(ProbeBudget()), **fields).check()
     with pytest.raises(UsageError, match="'disk'"):
-        dataclasses.replace(plan_probe(Budget()), phases=("full", "disk")).check()
+        dataclasses.replace(plan_probe(ProbeBudget()), phases=("full", "disk")).check()
 
 
 def test_batch_stream_starts_a_new_epoch_when_the_loader_runs_out() -> None:
@@ -411,10 +411,10 @@ def test_probe_losses_match_tuneup_train_step_for_step(
     """Step n of a probe is step n of a real run with the same config (across an epoch edge)."""
     import json
 
-    from tuneup.trainer.build import build_training
-    from tuneup.trainer.distributed import DistEnv
-    from tuneup.trainer.loop import run_training
-    from tuneup.trainer.metrics import MetricsWriter
+    from tuneup.unet.build import build_training
+    from tuneup.unet.distributed import DistEnv
+    from tuneup.unet.loop import run_training
+    from tuneup.unet.metrics import MetricsWriter
     from tuneup.worker.workload import DeviceTimer, SetupWorkload
 
     cfg = tiny_config(num_epochs=2, Nsamples_val=0, log_every=1)  # 4 steps per epoch

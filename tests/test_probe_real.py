@@ -20,7 +20,7 @@ import yaml
 
 from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import parse_preset
-from tuneup.probe.types import Budget, Candidate, Status
+from tuneup.probe.types import Candidate, ProbeBudget, Status
 from tuneup.trainers.backends import WorkerBackend
 from tuneup.tuning.journal import ResultsDir
 from tuneup.tuning.search_records import StagePlan
@@ -66,7 +66,7 @@ def child_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]
 def test_failing_rungs_are_classified_and_the_ladder_goes_on(
     tmp_path: Path, child_env, monkeypatch
 ) -> None:
-    from tuneup.trainer.datacache import ensure_synthetic_data
+    from tuneup.unet.datacache import ensure_synthetic_data
 
     train, val, _ = ensure_synthetic_data(32, 16, 0, tmp_path / "cache")
     monkeypatch.setenv(
@@ -97,7 +97,7 @@ def test_failing_rungs_are_classified_and_the_ladder_goes_on(
         ),
         StagePlan("amp", [Candidate("bf16", {"amp_mode": "bf16"})]),
     ]
-    budget = Budget(**{**BUDGET, "limit_s": 12})
+    budget = ProbeBudget(**{**BUDGET, "limit_s": 12})
     results = ResultsDir(tmp_path / "run")
     session = ProbeSession(
         preset=preset,

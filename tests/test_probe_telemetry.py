@@ -15,7 +15,7 @@ from tuneup.hardware.types import GpuDevice, GpuProcess, GpuSample, MachineInfo
 from tuneup.preset.load import parse_preset
 from tuneup.probe.events import Event, parse_events
 from tuneup.probe.telemetry import THROTTLED_NOTE, ProbeTelemetry, full_window
-from tuneup.probe.types import Budget, Candidate, ProbeResult, Status
+from tuneup.probe.types import Candidate, ProbeBudget, ProbeResult, Status
 from tuneup.telemetry.sampler import Sampler
 from tuneup.trainers.backends import WorkerBackend
 from tuneup.tuning.engine import gpu_sampler
@@ -225,7 +225,7 @@ def test_the_worker_backend_fills_gpu_fields_from_its_sampler(tmp_path: Path):
     seen: list[Event] = []
     backend = WorkerBackend(
         tmp_path / "probes",
-        Budget(limit_s=20),
+        ProbeBudget(limit_s=20),
         0,
         on_event=seen.append,
         sampler=recorded_sampler(node_rounds()),

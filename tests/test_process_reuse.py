@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.test_resident import ServingLauncher
-from tuneup.probe.types import Budget, Candidate, ProbeResult, Status
+from tuneup.probe.types import Candidate, ProbeBudget, ProbeResult, Status
 from tuneup.trainers.backends import WorkerBackend
 
 BASE: dict[str, Any] = {"device": "cpu", "global_batch_size": 8, "num_data_workers": 1}
@@ -19,7 +19,7 @@ BASE: dict[str, Any] = {"device": "cpu", "global_batch_size": 8, "num_data_worke
 
 @pytest.fixture
 def backend(tmp_path: Path) -> WorkerBackend:
-    made = WorkerBackend(tmp_path, Budget(limit_s=20.0), seed=0)
+    made = WorkerBackend(tmp_path, ProbeBudget(limit_s=20.0), seed=0)
     made.runner.launcher = ServingLauncher()  # type: ignore[assignment]
     yield made
     made.close()
@@ -47,7 +47,7 @@ def test_the_whole_ladder_shares_one_warm_worker_baseline_and_confirmation_too(b
 
 
 def test_asking_for_fresh_processes_gives_every_probe_its_own(tmp_path):
-    backend = WorkerBackend(tmp_path, Budget(limit_s=20.0), seed=0, fresh_processes=True)
+    backend = WorkerBackend(tmp_path, ProbeBudget(limit_s=20.0), seed=0, fresh_processes=True)
     backend.runner.launcher = ServingLauncher()  # type: ignore[assignment]
     runs = [probe(backend, "amp"), probe(backend, "amp", amp_mode="bf16"), probe(backend, "amp")]
     assert [r.served_before for r in runs] == [0, 0, 0]

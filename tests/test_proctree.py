@@ -21,7 +21,7 @@ from tuneup.cluster.proctree import (
 )
 from tuneup.probe.plan import ProbeSpec, plan_probe
 from tuneup.probe.runner import ProbeRunner
-from tuneup.probe.types import Budget, Status
+from tuneup.probe.types import ProbeBudget, Status
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
 
@@ -143,7 +143,7 @@ def test_a_process_in_a_session_of_its_own_dies_with_the_probe(
     tmp_path: Path, seconds: float, limit_s: float, status: Status
 ) -> None:
     runner = ProbeRunner(DetachingLauncher(seconds), tmp_path, grace_s=0.2)
-    spec = ProbeSpec(config={}, plan=plan_probe(Budget(limit_s=limit_s)))
+    spec = ProbeSpec(config={}, plan=plan_probe(ProbeBudget(limit_s=limit_s)))
 
     result = runner.run("ddp", {}, spec)
     sleeper = _sleeper(runner)

@@ -20,7 +20,7 @@ from tests.test_runner import alive, wait_dead
 from tuneup.probe.events import Event, StartEvent
 from tuneup.probe.plan import ProbeSpec, plan_probe
 from tuneup.probe.runner import ProbeRunner
-from tuneup.probe.types import Budget, ProbeResult, Status
+from tuneup.probe.types import ProbeBudget, ProbeResult, Status
 
 FAKE_SERVING = Path(__file__).with_name("fake_serving_worker.py")
 FAKE_WORKER = Path(__file__).with_name("fake_worker.py")
@@ -63,7 +63,7 @@ class Starts:
 
 
 def spec(fake: str = "ok", limit_s: float = 20.0) -> ProbeSpec:
-    return ProbeSpec(config={"fake": fake}, plan=plan_probe(Budget(limit_s=limit_s)))
+    return ProbeSpec(config={"fake": fake}, plan=plan_probe(ProbeBudget(limit_s=limit_s)))
 
 
 @pytest.fixture

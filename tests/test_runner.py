@@ -24,7 +24,7 @@ from tuneup.probe.events import ErrorEvent, Event, ResultEvent, StartEvent
 from tuneup.probe.outcome import EXITED, build_result, classify
 from tuneup.probe.plan import ProbeSpec, plan_probe
 from tuneup.probe.runner import ProbeRunner
-from tuneup.probe.types import Budget, Status
+from tuneup.probe.types import ProbeBudget, Status
 
 FAKE_WORKER = Path(__file__).with_name("fake_worker.py")
 REAL_WORKER = Path(__file__).resolve().parents[1] / "tuneup" / "worker" / "main.py"
@@ -49,7 +49,7 @@ class FakeLauncher:
 
 def make_spec(**config: Any) -> ProbeSpec:
     return ProbeSpec(
-        config={"global_batch_size": 4, **config}, plan=plan_probe(Budget(limit_s=20.0))
+        config={"global_batch_size": 4, **config}, plan=plan_probe(ProbeBudget(limit_s=20.0))
     )
 
 
@@ -311,7 +311,7 @@ def test_local_launcher_runs_the_worker_module_unbuffered(tmp_path):
 @pytest.mark.skipif(not REAL_WORKER.exists(), reason="tuneup/worker/main.py is not written yet")
 def test_real_worker_tiny_cpu_probe_is_ok(tmp_path, tiny_config):
     recorder = Recorder()
-    budget = Budget(
+    budget = ProbeBudget(
         trial_s=0.01, min_trials=2, max_trials=2, warmup_cap_s=0.2, loss_steps=2, limit_s=120
     )
     spec = ProbeSpec(config=tiny_config().to_dict(), plan=plan_probe(budget))

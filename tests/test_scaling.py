@@ -19,7 +19,7 @@ from tuneup.cluster.allreduce import (
 )
 from tuneup.cluster.scaling import ScalingEstimate, estimate_scaling, scaling_lines
 from tuneup.errors import UsageError
-from tuneup.trainer.flops import unet_gradient_tensors, unet_parameter_count
+from tuneup.unet.flops import unet_gradient_tensors, unet_parameter_count
 
 # Facts from docs/unet-workload.md: the full-scale model, the tuned A100 rate at
 # batch 64, Perlmutter's 4 GPUs per node.
@@ -60,7 +60,7 @@ def test_the_model_shape_gives_the_published_parameter_count() -> None:
 
 def test_parameter_count_matches_the_torch_model_for_other_shapes() -> None:
     torch = pytest.importorskip("torch")
-    from tuneup.trainer.model import UNet, count_parameters
+    from tuneup.unet.model import UNet, count_parameters
 
     for width, levels in ((4, 3), (8, 5)):
         with torch.device("meta"):

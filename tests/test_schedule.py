@@ -14,7 +14,7 @@ from itertools import pairwise
 import pytest
 
 from tuneup.config import build_config
-from tuneup.trainer.schedule import initial_lr, lr_at, schedule_for
+from tuneup.unet.schedule import initial_lr, lr_at, schedule_for
 
 TOTAL = 1000
 WARMUP = 128

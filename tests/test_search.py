@@ -16,7 +16,7 @@ from tuneup.tuning.paired import NoiseTracker, PhaseNoise, Verdict, noise_group
 from tuneup.tuning.search import staged_search
 from tuneup.tuning.search_records import StageCut, StagePlan
 from tuneup.tuning.search_runner import SearchRunner, Series
-from tuneup.tuning.stage import run_stage
+from tuneup.tuning.stage_search import run_stage
 from tuneup.tuning.verdicts import headline
 
 GPU = MachineInfo(cuda=True, gpu_count=1, cpus_usable=16, dali=True)

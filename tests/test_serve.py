@@ -15,10 +15,10 @@ from tuneup.cluster.launch import LocalLauncher
 from tuneup.probe.events import Event, StartEvent
 from tuneup.probe.plan import ProbeSpec, plan_probe
 from tuneup.probe.runner import ProbeRunner
-from tuneup.probe.types import Budget, ProbeResult, Status
+from tuneup.probe.types import ProbeBudget, ProbeResult, Status
 from tuneup.worker.serve import serve
 
-BUDGET = Budget(
+BUDGET = ProbeBudget(
     trial_s=0.01, min_trials=2, max_trials=2, warmup_cap_s=0.2, loss_steps=3, limit_s=120
 )
 
@@ -134,7 +134,7 @@ def test_each_probe_in_a_shared_process_scripts_its_model_afresh() -> None:
     script = """
 import warnings
 import torch
-from tuneup.trainer.model import UNet, l1_rho_loss
+from tuneup.unet.model import UNet, l1_rho_loss
 from tuneup.worker.serve import release_probe_state
 warnings.simplefilter("ignore")
 def scripted():

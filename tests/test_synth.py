@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from tuneup.errors import UsageError
-from tuneup.trainer import synth
-from tuneup.trainer.boxfile import inspect_box
-from tuneup.trainer.synth import SynthResult, nbody_to_hydro, synthesize, write_box
+from tuneup.unet import synth
+from tuneup.unet.boxfile import inspect_box
+from tuneup.unet.synth import SynthResult, nbody_to_hydro, synthesize, write_box
 
 
 def _sha(path: Path) -> str:

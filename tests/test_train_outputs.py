@@ -25,15 +25,15 @@ import yaml
 
 from tuneup.cli import main
 from tuneup.config import build_config
-from tuneup.trainer.distributed import DistEnv
-from tuneup.trainer.expdir import (
+from tuneup.unet.distributed import DistEnv
+from tuneup.unet.expdir import (
     CONFIG_RULE,
     END_RULE,
     config_name,
     experiment_dir,
 )
-from tuneup.trainer.runtime import TF32_ENV
-from tuneup.trainer.scalars import Scalar, scalars_for
+from tuneup.unet.runtime import TF32_ENV
+from tuneup.unet.scalars import Scalar, scalars_for
 
 STAMP = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} - root - INFO - ")
 EPOCH_LINE = re.compile(r"^Time taken for epoch (\d+) is [\d.]+ sec, avg [\d.]+ samples/sec$")

@@ -9,7 +9,7 @@ import pytest
 from tuneup.commands.progress import RichReporter
 from tuneup.probe.events import EventWriter, TrialEvent, parse_events
 from tuneup.probe.plan import plan_probe
-from tuneup.probe.types import Budget
+from tuneup.probe.types import ProbeBudget
 from tuneup.worker.phases import run_trials
 
 pytest.importorskip("textual")
@@ -37,7 +37,7 @@ def first_trial() -> TrialEvent:
     run_trials(
         "full",
         lambda steps: steps,
-        plan_probe(Budget(min_trials=1, max_trials=1)),
+        plan_probe(ProbeBudget(min_trials=1, max_trials=1)),
         steps=2,
         samples_per_batch=4,
         timer=StepClock(),

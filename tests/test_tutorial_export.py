@@ -22,8 +22,8 @@ from tuneup.config import load_config
 from tuneup.errors import UsageError
 from tuneup.export.render import render
 from tuneup.export.tutorial import TutorialRun
-from tuneup.trainer.synth import SynthResult
 from tuneup.tuning.journal import ResultsDir
+from tuneup.unet.synth import SynthResult
 
 LOADERS = ["synthetic", "inmem", "lowmem", "dali-lowmem"]
 

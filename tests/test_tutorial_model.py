@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from tuneup.trainer.model import UNet
+from tuneup.unet.model import UNet
 
 # The tutorial's full_scale parameters: name -> shape.
 FULL_SCALE = {

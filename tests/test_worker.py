@@ -24,11 +24,11 @@ from tuneup.probe.events import (
     parse_events,
 )
 from tuneup.probe.plan import PHASE_ORDER, plan_probe
-from tuneup.probe.types import Budget
+from tuneup.probe.types import ProbeBudget
 from tuneup.worker.main import EXIT_PROBE_FAILED, fault_for, main
 
 PLAN = plan_probe(
-    Budget(trial_s=0.02, min_trials=3, max_trials=3, warmup_cap_s=0.3, loss_steps=5)
+    ProbeBudget(trial_s=0.02, min_trials=3, max_trials=3, warmup_cap_s=0.3, loss_steps=5)
 ).to_dict()
 
 

@@ -23,8 +23,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from tuneup.config import build_config
-from tuneup.trainer.build import build_training
-from tuneup.trainer.distributed import DistEnv
+from tuneup.unet.build import build_training
+from tuneup.unet.distributed import DistEnv
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 

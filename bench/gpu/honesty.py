@@ -106,8 +106,8 @@ def main() -> None:
     from tuneup.cluster.launch import LocalLauncher
     from tuneup.probe.plan import ProbeSpec, plan_probe
     from tuneup.probe.runner import ProbeRunner
-    from tuneup.probe.types import Budget
-    from tuneup.trainer.synth import synthesize
+    from tuneup.probe.types import ProbeBudget
+    from tuneup.unet.synth import synthesize
 
     work = Path(tempfile.mkdtemp(prefix="tuneup-honesty-"))
     try:
@@ -126,7 +126,7 @@ def main() -> None:
                 "val_path": str(data.val_path),
             }
         )
-        budget = Budget(
+        budget = ProbeBudget(
             trial_s=0.1 if args.cpu else 0.5,
             min_trials=args.trials,
             max_trials=args.trials,

@@ -12,7 +12,7 @@ processes of their own. Each row says which (`process`: fresh or shared). The
 first step is timed twice: as the knob met it, and for the same configuration
 built again in its process. `--fresh` runs every knob in a fresh process.
 Reports ms/step,
-samples/s, TFLOP/s (the analytic FLOPs of tuneup.trainer.flops), MFU (when
+samples/s, TFLOP/s (the analytic FLOPs of tuneup.unet.flops), MFU (when
 tuneup knows the GPU's peak) and the ratio of samples/s to the baseline. A
 knob that fails is recorded with its one-line reason and the rest go on.
 Writes --out after every knob.
@@ -73,7 +73,7 @@ COMPILE_TIMEOUT_S = {"gpu": 300.0, "cpu": 240.0}
 
 def precision_of(values: dict[str, Any], device: str) -> str:
     """Which peak a row is held against: bf16/fp16, tf32 (on CUDA) or fp32."""
-    from tuneup.trainer.flops import math_mode
+    from tuneup.unet.flops import math_mode
 
     tf32 = bool(values.get("tf32", True)) and device == "cuda"
     return math_mode(str(values.get("amp_mode", "none")), tf32)
@@ -84,8 +84,8 @@ def measure_one(values: dict[str, Any], warm: int, trials: int, steps: int) -> d
     import torch
 
     from tuneup.config import build_config
-    from tuneup.trainer.build import build_training, model_flops
-    from tuneup.trainer.distributed import DistEnv
+    from tuneup.unet.build import build_training, model_flops
+    from tuneup.unet.distributed import DistEnv
 
     began = time.perf_counter()
     cfg = build_config(values)

@@ -73,9 +73,9 @@ def peak_tflops(gpu_name: str | None, precision: str) -> tuple[float | None, str
     """The dense peak TFLOP/s of `gpu_name` at `precision` from tuneup's table, and why not."""
     if not gpu_name:
         return None, "no GPU"
-    from tuneup.trainer.flops import peak_tflops as lookup
+    from tuneup.unet.flops import peak_tflops as lookup
 
     value = lookup(gpu_name, precision)
     if value is None:
         return None, f"no peak for {gpu_name!r} at {precision}"
-    return value, "tuneup.trainer.flops.PEAK_TFLOPS"
+    return value, "tuneup.unet.flops.PEAK_TFLOPS"

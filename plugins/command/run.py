@@ -22,7 +22,7 @@ from tuneup.probe.backend import ProbeBackend
 from tuneup.probe.outcome import EXITED, TIMEOUT, signal_reason, with_detail
 from tuneup.probe.plan import ProbeSpec, plan_for
 from tuneup.probe.runner import ProbeRunner
-from tuneup.probe.types import Budget, Candidate, ProbeResult, Status
+from tuneup.probe.types import Candidate, ProbeBudget, ProbeResult, Status
 
 from .invocation import Invocation, UnsupportedKnob, build_invocation
 from .output import measurements, no_throughput_reason, parse_output
@@ -174,7 +174,7 @@ class CommandBackend(ProbeBackend):
         self,
         spec: CommandSpec,
         workdir: Path,
-        budget: Budget,
+        budget: ProbeBudget,
         seed: int = 0,
         *,
         world_size: int = 1,

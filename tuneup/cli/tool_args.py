@@ -172,18 +172,18 @@ def _add_data(commands: argparse._SubParsersAction) -> None:
 
 
 def _run_convert(args: argparse.Namespace) -> int:
-    from tuneup.trainer.npy import run_convert  # h5py: only `tuneup data` pays for it
+    from tuneup.unet.npy import run_convert  # h5py: only `tuneup data` pays for it
 
     return run_convert(args.file, args.out)
 
 
 def _run_synth(args: argparse.Namespace) -> int:
     # h5py: only `tuneup data` pays for it
-    from tuneup.trainer.synth import synthesize
+    from tuneup.unet.synth import synthesize
 
     result = synthesize(args.out, box=args.box, val_box=args.val_box, seed=args.seed)
     if args.npy:
-        from tuneup.trainer.npy import run_convert
+        from tuneup.unet.npy import run_convert
 
         for h5 in (result.train_path, result.val_path):
             run_convert(h5, h5.parent)

@@ -14,15 +14,15 @@ from tuneup.bundled import DEFAULT_PRESET, cache_dir, read_bundled_preset
 from tuneup.config import TrainConfig, load_config
 from tuneup.errors import ExitCode, UsageError
 from tuneup.paths import output_file
-from tuneup.trainer.datacache import ensure_synthetic_data
-from tuneup.trainer.datacheck import check_data
-from tuneup.trainer.distributed import (
+from tuneup.unet.datacache import ensure_synthetic_data
+from tuneup.unet.datacheck import check_data
+from tuneup.unet.distributed import (
     DistEnv,
     destroy_process_group,
     dist_env_from,
     exit_skipping_teardown,
 )
-from tuneup.trainer.expdir import (
+from tuneup.unet.expdir import (
     DEFAULT_RUN_NUM,
     RunLog,
     config_file_label,
@@ -32,9 +32,9 @@ from tuneup.trainer.expdir import (
     make_experiment_dir,
     outputs_line,
 )
-from tuneup.trainer.metrics import FanOut, MetricsSink, MetricsWriter
-from tuneup.trainer.runtime import set_tf32_env
-from tuneup.trainer.scalars import open_tensorboard
+from tuneup.unet.metrics import FanOut, MetricsSink, MetricsWriter
+from tuneup.unet.runtime import set_tf32_env
+from tuneup.unet.scalars import open_tensorboard
 
 
 def _default_values() -> tuple[dict[str, Any], dict[str, Any]]:
@@ -109,7 +109,7 @@ def run_train_command(
         output_file(metrics_path, "--metrics", "the metrics file")  # before any work
     check_data(cfg, only_set=synth is not None)  # the user's own files, before any work
     # torch: after the config is checked, so bad input fails fast
-    from tuneup.trainer.build import preflight
+    from tuneup.unet.build import preflight
 
     preflight(cfg, env)
     with ExitStack() as closing:
@@ -148,8 +148,8 @@ def _train(
     metrics_path: Path | None,
 ) -> int:
     """Build and run the training on this rank; the exit status from how it ended."""
-    from tuneup.trainer.build import build_training
-    from tuneup.trainer.loop import StopFlag, run_training, stop_on_interrupt
+    from tuneup.unet.build import build_training
+    from tuneup.unet.loop import StopFlag, run_training, stop_on_interrupt
 
     stop = StopFlag()
     metrics = FanOut([MetricsWriter(metrics_path if env.is_main else None), *boards])

@@ -1,6 +1,6 @@
 """The data loaders, declared once: each name with what every part of tuneup asks of it.
 
-The trainer builds them (tuneup.trainer.loaders registers a builder under each
+The trainer builds them (tuneup.unet.loaders registers a builder under each
 name); everything else (the knob's choices, the /dev/shm preflight, the data
 stage, the tutorial export, the data checks, the simulator) reads this table,
 so a new loader is one row here and its builder there.

@@ -19,8 +19,8 @@ from typing import Any
 
 from tuneup.config import build_config
 from tuneup.preset.types import ProbePreset
-from tuneup.trainer.distributed import DistEnv
-from tuneup.trainer.flops import flops_per_sample, math_mode, peak_tflops
+from tuneup.unet.distributed import DistEnv
+from tuneup.unet.flops import flops_per_sample, math_mode, peak_tflops
 
 HONEST = (0.97, 1.03)  # the trainer within 3% of the bare loop
 # Interleaved pairs x steps per timing: at most STEPS, fewer where a step is long, so a
@@ -107,7 +107,7 @@ def run_honesty(
     """
     import torch  # torch: only the timed honesty check runs it
 
-    from tuneup.trainer.build import build_training  # torch: only the timed honesty check runs it
+    from tuneup.unet.build import build_training  # torch: only the timed honesty check runs it
 
     # torch: only the timed honesty check runs it
     from tuneup.worker.workload import DeviceTimer, SetupWorkload

@@ -156,7 +156,7 @@ def tutorial_run(session: Mapping[str, Any], values: Mapping[str, Any]) -> Tutor
 
 
 def _box_side(path: Path) -> int | None:
-    from tuneup.trainer.boxfile import inspect_box  # h5py: only to read a user's box
+    from tuneup.unet.boxfile import inspect_box  # h5py: only to read a user's box
 
     try:
         return inspect_box(path).box

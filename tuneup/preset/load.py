@@ -38,7 +38,7 @@ from tuneup.preset.schema import PROBE_KEYS
 from tuneup.preset.sections import check_sections
 from tuneup.preset.types import Launch, ProbePreset
 from tuneup.probe.stages import load_stage
-from tuneup.probe.types import Budget, Candidate
+from tuneup.probe.types import Candidate, ProbeBudget
 
 YAML_SUFFIXES = (".yaml", ".yml")
 
@@ -96,7 +96,7 @@ def parse_preset(data: Any, source: str, *, default_name: str | None = None) -> 
         train=train,
         synthetic_data=synthetic,
         stages=stages,
-        budget=Budget(**budget),
+        budget=ProbeBudget(**budget),
         hints=hints,
         stage_candidates=candidates,
         launch=Launch(**launch),

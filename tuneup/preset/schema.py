@@ -16,7 +16,7 @@ from tuneup.cluster.site import SITE_HINT_KEYS, hint_problem
 from tuneup.config import build_config
 from tuneup.errors import UsageError, did_you_mean
 from tuneup.probe.stages import default_ladder, load_stage, stage_names
-from tuneup.probe.types import PHASES, STEP_COUNTED_BUDGET, Budget, Candidate
+from tuneup.probe.types import PHASES, STEP_COUNTED_BUDGET, Candidate, ProbeBudget
 
 PRESET_KEYS = ("name", "description", "train", "synthetic_data", "probe")
 """The core keys of a preset; a trainer may read one more, named after it (preset.sections)."""
@@ -162,7 +162,7 @@ _AT_LEAST_ONE = ("min_trials", "max_trials")
 
 
 def check_budget(raw: Any) -> tuple[dict[str, Any], list[str]]:
-    """Budget fields by name and type: trial counts whole numbers, times and tolerances numbers.
+    """ProbeBudget fields by name and type: trial counts whole numbers, times numbers.
 
     A key of the step-counted budget tuneup had before (trial_steps, ...) is named
     with what replaced it.
@@ -171,7 +171,7 @@ def check_budget(raw: Any) -> tuple[dict[str, Any], list[str]]:
         return {}, []
     if not isinstance(raw, Mapping):
         return {}, [f"probe.budget: must be a mapping, got {type_name(raw)}"]
-    defaults = Budget().to_dict()
+    defaults = ProbeBudget().to_dict()
     problems = []
     for key in raw:
         if key in STEP_COUNTED_BUDGET:

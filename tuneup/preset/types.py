@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tuneup.probe.stages import default_ladder
-from tuneup.probe.types import Budget, Candidate
+from tuneup.probe.types import Candidate, ProbeBudget
 
 """The stages a preset runs when it names none, in order."""
 
@@ -47,7 +47,7 @@ class ProbePreset:
     train: dict[str, Any]
     synthetic_data: dict[str, Any] | None = None
     stages: tuple[str, ...] = field(default_factory=default_ladder)
-    budget: Budget = field(default_factory=Budget)
+    budget: ProbeBudget = field(default_factory=ProbeBudget)
     hints: dict[str, Any] = field(default_factory=dict)
     source: str = ""
     stage_candidates: dict[str, tuple[Candidate, ...]] = field(default_factory=dict)

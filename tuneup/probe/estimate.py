@@ -52,7 +52,7 @@ from typing import Any
 
 from tuneup.probe.plan import MIN_WINDOW_STEPS, MeasurementPlan, plan_probe
 from tuneup.probe.stats import median
-from tuneup.probe.types import PHASES, Budget
+from tuneup.probe.types import PHASES, ProbeBudget
 
 BASELINE_REPEATS = 2
 CONFIRM_PAIRS = 2
@@ -141,7 +141,7 @@ class ProbeCosts:
         return self.step_s.get(phase) or self.step_s.get("full") or 0.0
 
 
-def guess_costs(budget: Budget, model: StepModel) -> ProbeCosts:
+def guess_costs(budget: ProbeBudget, model: StepModel) -> ProbeCosts:
     """The trainer's guess, under `budget`: every phase at its step, trials as the most."""
     shares = model.served_startup_s is not None
     return ProbeCosts(
@@ -154,7 +154,9 @@ def guess_costs(budget: Budget, model: StepModel) -> ProbeCosts:
     )
 
 
-def recorded_costs(recorded: Mapping[str, Any], budget: Budget, shares: bool = True) -> ProbeCosts:
+def recorded_costs(
+    recorded: Mapping[str, Any], budget: ProbeBudget, shares: bool = True
+) -> ProbeCosts:
     """A preset's `probe.costs` (figures recorded on the machine it is for) as ProbeCosts;
     a phase it does not give takes FULL's step, and trials the budget's most."""
     step = {str(k): float(v) for k, v in dict(recorded.get("step_s") or {}).items()}
@@ -192,7 +194,7 @@ def probe_seconds(
     return min(plan.limit_s, seconds * costs.scale)
 
 
-def kind_seconds(kind: ProbeKind, budget: Budget, costs: ProbeCosts) -> float:
+def kind_seconds(kind: ProbeKind, budget: ProbeBudget, costs: ProbeCosts) -> float:
     """A probe of `kind` under `budget`: the loss steps for a configuration's first probe
     alone (`new`, or the process's first: the same seed gives the same curve after)."""
     judged = "full" if len(kind.phases) != 1 else kind.phases[0]
@@ -213,7 +215,7 @@ class LadderShape:
     def probes(self) -> int:
         return round(sum(self.counts.values()))
 
-    def seconds(self, budget: Budget, costs: ProbeCosts) -> float:
+    def seconds(self, budget: ProbeBudget, costs: ProbeCosts) -> float:
         return sum(n * kind_seconds(k, budget, costs) for k, n in self.counts.items() if n > 0)
 
     def __add__(self, other: LadderShape) -> LadderShape:

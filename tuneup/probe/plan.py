@@ -46,7 +46,7 @@ from typing import Any
 
 from tuneup.errors import UsageError
 from tuneup.probe.stats import relative_spread
-from tuneup.probe.types import PHASES, Budget, Candidate
+from tuneup.probe.types import PHASES, Candidate, ProbeBudget
 
 PHASE_ORDER = ("full", "io", "synthetic")
 """The order a probe measures its phases in (the module docstring says why)."""
@@ -166,7 +166,7 @@ def steps_in(seconds: float, step_s: float | None) -> int:
 
 
 def plan_probe(
-    budget: Budget,
+    budget: ProbeBudget,
     *,
     judged: str = "full",
     whole: bool = True,
@@ -215,7 +215,7 @@ def plan_probe(
 
 
 def plan_for(
-    budget: Budget,
+    budget: ProbeBudget,
     candidate: Candidate,
     *,
     carried: Iterable[str] = (),
@@ -240,7 +240,7 @@ class ProbeSpec:
     """What one probe runs: the full training config, its measurement plan and the seed."""
 
     config: dict[str, Any]
-    plan: MeasurementPlan = field(default_factory=lambda: plan_probe(Budget()))
+    plan: MeasurementPlan = field(default_factory=lambda: plan_probe(ProbeBudget()))
     seed: int = 0
 
     def to_dict(self) -> dict[str, Any]:
@@ -253,6 +253,6 @@ class ProbeSpec:
             config=dict(data["config"]),
             plan=MeasurementPlan.from_dict(plan)
             if isinstance(plan, Mapping)
-            else plan_probe(Budget()),
+            else plan_probe(ProbeBudget()),
             seed=int(data.get("seed", 0)),
         )

@@ -37,7 +37,7 @@ ERROR_KINDS = ("oom", "cuda", "nccl", "compile", "unsupported", "other")
 
 
 @dataclass(frozen=True)
-class Budget:
+class ProbeBudget:
     """How a probe measures, as a preset sets it (``probe.budget``): in seconds, not steps.
 
     A trial lasts ``trial_s``: the steps it runs follow from the step time the
@@ -61,7 +61,7 @@ class Budget:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Budget:
+    def from_dict(cls, data: Mapping[str, Any]) -> ProbeBudget:
         """A budget as recorded (session.json, a ladder record), older step-counted ones too:
         their trial count is kept as max_trials; their step counts mean nothing now."""
         known = {f.name for f in dataclasses.fields(cls)}

@@ -26,7 +26,7 @@ from tuneup.plugin_registry import PLUGIN_API_VERSION, PluginInfo, Registry
 from tuneup.probe.backend import Backend, ProbeBackend
 from tuneup.probe.estimate import StepModel
 from tuneup.probe.events import EventHandler
-from tuneup.probe.types import Budget
+from tuneup.probe.types import ProbeBudget
 
 if TYPE_CHECKING:
     from tuneup.cluster.job import JobEnv
@@ -80,7 +80,7 @@ class TrainerContext:
     """
 
     workdir: Path
-    budget: Budget = field(default_factory=Budget)
+    budget: ProbeBudget = field(default_factory=ProbeBudget)
     seed: int = 0
     on_event: EventHandler | None = None
     sampler: Sampler | None = None

@@ -24,7 +24,7 @@ from tuneup.probe.events import Event, EventHandler
 from tuneup.probe.plan import ProbeSpec, plan_for
 from tuneup.probe.runner import ProbeRunner
 from tuneup.probe.telemetry import ProbeTelemetry
-from tuneup.probe.types import BASELINE_STAGE, Budget, Candidate, ProbeResult
+from tuneup.probe.types import BASELINE_STAGE, Candidate, ProbeBudget, ProbeResult
 
 if TYPE_CHECKING:
     from tuneup.telemetry.sampler import Sampler
@@ -40,7 +40,7 @@ PROBE_EPOCH_STEPS = 2000
 steps follow from the step time), so no epoch restarts inside a trial."""
 
 
-def probe_config(values: dict[str, Any], budget: Budget) -> dict[str, Any]:
+def probe_config(values: dict[str, Any], budget: ProbeBudget) -> dict[str, Any]:
     """The training config a probe runs: the values, minus validation, with enough samples."""
     config = {**values, **PROBE_OVERRIDES}
     batch = int(config.get("global_batch_size", 64))
@@ -85,7 +85,7 @@ class WorkerBackend(ProbeBackend):
     def __init__(
         self,
         workdir: Path,
-        budget: Budget,
+        budget: ProbeBudget,
         seed: int,
         on_event: EventHandler | None = None,
         sampler: Sampler | None = None,

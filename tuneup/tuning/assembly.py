@@ -31,7 +31,7 @@ from tuneup.preset.load import ProbePreset, load_preset, preset_warnings
 from tuneup.probe.estimate import time_limit
 from tuneup.probe.events import EventHandler
 from tuneup.probe.stages import stage_names
-from tuneup.probe.types import Budget
+from tuneup.probe.types import ProbeBudget
 from tuneup.trainers.adapters import DEFAULT_TRAINER, load_trainer
 from tuneup.tuning.control import Reporter, SilentReporter
 from tuneup.tuning.datakeep import data_keeper
@@ -82,7 +82,7 @@ class SessionRequest:
     nproc: int | None = None
     nodes: int | None = None
     data_path: Path | None = None
-    budget: Budget | None = None
+    budget: ProbeBudget | None = None
     fresh_processes: bool | None = None
     time_budget_s: float | None = None
     retry_failed: bool = False
@@ -258,7 +258,7 @@ def base_values(preset: ProbePreset, trainer: str, data_path: Path | None) -> di
     needs_files = values.get("data_loader_config", "lowmem") != "synthetic"
     if synth and needs_files and not values.get("train_path") and load_trainer(trainer).data_files:
         # h5py: only when a synthetic box must be made
-        from tuneup.trainer.datacache import ensure_synthetic_data
+        from tuneup.unet.datacache import ensure_synthetic_data
 
         train, val, made = ensure_synthetic_data(
             synth["box"], synth["val_box"], synth.get("seed", 0), cache_dir()

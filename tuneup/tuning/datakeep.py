@@ -44,7 +44,7 @@ def data_keeper(
         if not missing:
             return None
         if ours and synth is not None:
-            from tuneup.trainer.datacache import ensure_synthetic_data  # h5py: only now
+            from tuneup.unet.datacache import ensure_synthetic_data  # h5py: only now
 
             ensure_synthetic_data(synth["box"], synth["val_box"], synth.get("seed", 0), cache)
             return (

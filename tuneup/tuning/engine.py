@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from tuneup.cluster.launch import LaunchPlan
     from tuneup.hardware.types import GpuBackend, MachineInfo
     from tuneup.preset.load import ProbePreset
-    from tuneup.probe.types import Budget
+    from tuneup.probe.types import ProbeBudget
 
 
 @dataclass
@@ -48,7 +48,7 @@ def build_engine(
     trainer: str,
     machine: MachineInfo,
     workdir: Path,
-    budget: Budget,
+    budget: ProbeBudget,
     seed: int,
     *,
     launch: LaunchPlan,

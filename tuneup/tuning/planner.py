@@ -35,7 +35,7 @@ from tuneup.probe.estimate import (
     ladder_shape,
     stage_shape,
 )
-from tuneup.probe.types import Budget
+from tuneup.probe.types import ProbeBudget
 
 SHORTEST_TRIAL_SHARE = 0.25
 """Trials are never shortened below this share of the preset's trial length."""
@@ -57,7 +57,7 @@ class LadderPlan:
 
     stages: tuple[str, ...]
     left_out: tuple[tuple[str, float, float], ...]
-    budget: Budget
+    budget: ProbeBudget
     estimate_s: float
     limit_s: float | None
     shortened: bool = False
@@ -107,7 +107,7 @@ class LadderPlan:
 
 def plan_ladder(
     stages: Sequence[StageShape],
-    budget: Budget,
+    budget: ProbeBudget,
     costs: ProbeCosts,
     limit_s: float | None,
     *,
@@ -118,7 +118,7 @@ def plan_ladder(
     """Fit the ladder to `limit_s` (the module docstring's rules); None keeps everything."""
     habits = habits or Habits()
 
-    def cost(kept: Sequence[StageShape], b: Budget) -> float:
+    def cost(kept: Sequence[StageShape], b: ProbeBudget) -> float:
         shape = ladder_shape(
             kept, baseline_repeats=baseline_repeats, confirm_pairs=confirm_pairs, habits=habits
         )
@@ -156,7 +156,9 @@ def plan_ladder(
     )
 
 
-def _stage_seconds(stage: StageShape, budget: Budget, costs: ProbeCosts, habits: Habits) -> float:
+def _stage_seconds(
+    stage: StageShape, budget: ProbeBudget, costs: ProbeCosts, habits: Habits
+) -> float:
     return max(stage_shape(stage, habits).seconds(budget, costs), 1e-9)
 
 

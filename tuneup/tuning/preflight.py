@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from tuneup.cluster.shm import shm_shortfall
 from tuneup.config import build_config, loader, sample_bytes
 from tuneup.errors import UsageError
-from tuneup.trainer.distributed import local_batch
+from tuneup.unet.distributed import local_batch
 
 if TYPE_CHECKING:
     from tuneup.config import TrainConfig

@@ -21,7 +21,7 @@ from tuneup.errors import UsageError
 from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import ProbePreset, load_preset, parse_preset
 from tuneup.probe.events import EventHandler
-from tuneup.probe.types import Budget
+from tuneup.probe.types import ProbeBudget
 from tuneup.trainers.adapters import DEFAULT_TRAINER, load_trainer
 from tuneup.tuning.assembly import (
     AssembledSession,
@@ -83,7 +83,7 @@ def assemble_resume(
         alerts += said
         recorded_budget = info.get("budget")
         if isinstance(recorded_budget, dict):
-            preset = dataclasses.replace(preset, budget=Budget.from_dict(recorded_budget))
+            preset = dataclasses.replace(preset, budget=ProbeBudget.from_dict(recorded_budget))
         trainer = str(info.get("trainer") or DEFAULT_TRAINER)
         load_trainer(trainer)
         launched = info.get("launch") or {}

@@ -20,7 +20,7 @@ from tuneup.cluster.allreduce import (
 from tuneup.cluster.scaling import estimate_scaling, scaling_lines
 from tuneup.errors import UsageError
 from tuneup.probe.stages import current
-from tuneup.trainer.flops import unet_gradient_tensors, unet_parameter_count
+from tuneup.unet.flops import unet_gradient_tensors, unet_parameter_count
 
 
 def _knob(values: Mapping[str, Any], name: str) -> Any:

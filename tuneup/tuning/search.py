@@ -68,7 +68,7 @@ from tuneup.tuning.search_records import (
     StagePlan,
 )
 from tuneup.tuning.search_runner import SearchRunner, Series
-from tuneup.tuning.stage import run_stage
+from tuneup.tuning.stage_search import run_stage
 
 MAX_PAIRS = 5  # the most pairs one stage's comparison takes before it is unresolved
 

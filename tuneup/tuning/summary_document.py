@@ -9,7 +9,6 @@ from typing import Any
 
 from tuneup.config import LR_SCHEDULE_DEFAULT, TrainConfig
 from tuneup.probe.types import ProbeResult
-from tuneup.trainer.schedule import initial_lr
 from tuneup.tuning.datarate import data_rate_sentence
 from tuneup.tuning.ddp_verdicts import (
     first_ddp_block,
@@ -25,6 +24,7 @@ from tuneup.tuning.verdicts import (
     unmeasured,
     unresolved,
 )
+from tuneup.unet.schedule import initial_lr
 
 
 def stability(outcome: SearchOutcome) -> dict[str, Any]:

@@ -35,14 +35,14 @@ from tuneup.probe.estimate import (
 )
 from tuneup.probe.plan import MeasurementPlan, plan_probe
 from tuneup.probe.stats import median
-from tuneup.probe.types import BASELINE_STAGE, CONFIRM_STAGE, PHASES, Budget, ProbeResult
+from tuneup.probe.types import BASELINE_STAGE, CONFIRM_STAGE, PHASES, ProbeBudget, ProbeResult
 from tuneup.trainers.adapters import load_trainer
 from tuneup.tuning.guard import batch_of
 from tuneup.tuning.ladder_record import LadderCosts, LadderRecord
 from tuneup.tuning.search_records import StagePlan
 
 
-def result_plan(result: ProbeResult, budget: Budget) -> MeasurementPlan:
+def result_plan(result: ProbeResult, budget: ProbeBudget) -> MeasurementPlan:
     """The plan a probe was measured by (as it recorded it), else its budget's whole plan."""
     if result.plan:
         try:
@@ -71,7 +71,7 @@ class _Heard:
 
 def measured_costs(
     heard: Sequence[tuple[ProbeResult, bool]],
-    budget: Budget,
+    budget: ProbeBudget,
     fallback: ProbeCosts,
     *,
     typical: bool = False,
@@ -123,7 +123,7 @@ def measured_costs(
     return replace(costs, scale=scale_of(modeled))
 
 
-def _as_run(result: ProbeResult, budget: Budget, costs: ProbeCosts) -> float:
+def _as_run(result: ProbeResult, budget: ProbeBudget, costs: ProbeCosts) -> float:
     """What the model says a finished probe took, given its own start, first steps, step
     times and trials: the part of its wall the model cannot see (bookkeeping, a slow
     warm-up) is `scale`."""
@@ -230,7 +230,7 @@ class LadderClock:
         )
 
     @property
-    def budget(self) -> Budget:
+    def budget(self) -> ProbeBudget:
         return self.preset.budget
 
     def heard(self, stage: str, result: ProbeResult) -> None:

@@ -51,8 +51,8 @@ from tuneup.config import build_config
 from tuneup.errors import ExitCode, UsageError
 from tuneup.probe.events import EventWriter, classify_error, describe_error
 from tuneup.probe.plan import ProbeSpec
-from tuneup.trainer.distributed import destroy_process_group, dist_env_from, exit_skipping_teardown
-from tuneup.trainer.runtime import TF32_ENV, set_tf32_env
+from tuneup.unet.distributed import destroy_process_group, dist_env_from, exit_skipping_teardown
+from tuneup.unet.runtime import TF32_ENV, set_tf32_env
 from tuneup.worker.phases import run_probe
 from tuneup.worker.workload import DeviceTimer, SetupWorkload
 
@@ -186,7 +186,7 @@ def run(spec: ProbeSpec, events: EventWriter, started: float, *, served: int | N
     import torch
 
     # torch: only after the spec is read and TF32 is set
-    from tuneup.trainer.build import build_training, preflight
+    from tuneup.unet.build import build_training, preflight
 
     env = dist_env_from(os.environ)
     events.enabled = env.is_main

@@ -52,7 +52,7 @@ Everything is driven through two small interfaces, :class:`Timer` (clock and
 device sync) and :class:`Workload` (the three kinds of work), so the rules
 are tested with fakes (both in trials.py); :class:`DeviceTimer` and
 :class:`SetupWorkload` (workload.py) bind them to a real
-:class:`~tuneup.trainer.build.TrainingSetup`. torch is imported only there.
+:class:`~tuneup.unet.build.TrainingSetup`. torch is imported only there.
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ from typing import IO
 
 from tuneup.errors import ExitCode, UsageError
 from tuneup.probe.events import EventWriter
-from tuneup.trainer.runtime import TF32_ENV
+from tuneup.unet.runtime import TF32_ENV
 from tuneup.worker.main import load_spec, measure, open_events, process_start_time
 
 EXIT_RELEASE_FAILED = 4

@@ -1,7 +1,7 @@
 """The measurement bound to a real training setup: the device timer and the three kinds of work.
 
 :class:`DeviceTimer` and :class:`SetupWorkload` implement phases' two interfaces on a
-:class:`~tuneup.trainer.build.TrainingSetup`; torch is used only here.
+:class:`~tuneup.unet.build.TrainingSetup`; torch is used only here.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     import torch
 
     from tuneup.config import TrainConfig
-    from tuneup.trainer.build import TrainingSetup
+    from tuneup.unet.build import TrainingSetup
 from tuneup.worker.trials import Timer
 
 # ---- binding to a real training setup ----------------------------------------
@@ -128,7 +128,7 @@ class SetupWorkload:
 
     def full(self, steps: int, keep_losses: int = 0) -> int:
         # torch: the worker imports this module before CUDA may start
-        from tuneup.trainer.optim import set_lr
+        from tuneup.unet.optim import set_lr
 
         setup = self.setup
         for i in range(steps):

@@ -38,7 +38,7 @@ from tuneup.probe.estimate import (
     time_limit,
 )
 from tuneup.probe.stages import Proposal, Stage
-from tuneup.probe.types import Budget
+from tuneup.probe.types import ProbeBudget
 from tuneup.tuning.ladder_record import LadderCosts
 from tuneup.tuning.planner import plan_ladder
 from tuneup.tuning.time_left import prior
@@ -59,7 +59,7 @@ class SetupChoice:
 
     preset: ProbePreset
     stages: tuple[str, ...]
-    budget: Budget
+    budget: ProbeBudget
     data_path: Path | None = None
     nproc: int = 1
     nodes: int = 1
@@ -110,7 +110,7 @@ def allocation_left_s(job: JobEnv | None, now: float) -> float | None:
     return max(0.0, job.end_time - now)
 
 
-def budget_text(budget: Budget) -> str:
+def budget_text(budget: ProbeBudget) -> str:
     return (
         f"per probe: trials of {budget.trial_s:g} s ({budget.min_trials}-{budget.max_trials} "
         f"a phase, to agree within {100 * budget.trial_noise:g}%), warm-up to steady "
@@ -132,7 +132,7 @@ def resolve_data(text: str) -> Path | None:
     text = text.strip()
     if not text:
         return None
-    from tuneup.trainer.boxfile import inspect_box  # h5py: only to read a user's box
+    from tuneup.unet.boxfile import inspect_box  # h5py: only to read a user's box
 
     path = Path(text).expanduser()
     inspect_box(path)  # a UsageError names what is wrong with the file

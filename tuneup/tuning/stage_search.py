@@ -27,7 +27,7 @@ from typing import Any
 from tuneup.probe.types import Candidate, ProbeResult, Status, probe_key
 from tuneup.tuning.composition import beyond_reach, check_adoption
 from tuneup.tuning.paired import PairedEvidence, Verdict
-from tuneup.tuning.screen import Screen, by_promise, close_screen, hopeless, screen_again
+from tuneup.tuning.screening import Screen, by_promise, close_screen, hopeless, screen_again
 from tuneup.tuning.search_records import INCUMBENT, ReferenceRun, StageDecision, StagePlan
 from tuneup.tuning.search_runner import SearchRunner, Series, comparable, ran
 

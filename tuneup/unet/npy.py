@@ -19,7 +19,7 @@ import h5py
 import numpy as np
 
 from tuneup.errors import UsageError
-from tuneup.trainer.boxfile import DTYPE, HYDRO, NBODY, inspect_box
+from tuneup.unet.boxfile import DTYPE, HYDRO, NBODY, inspect_box
 
 # Voxels per channel in one slab (at least one plane of the box): a few MB per
 # slab, whatever L is.

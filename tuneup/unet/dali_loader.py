@@ -28,9 +28,9 @@ import numpy as np
 import torch
 
 from tuneup.errors import UsageError
-from tuneup.trainer.boxfile import HYDRO_CHANNELS, NBODY_CHANNELS
-from tuneup.trainer.datasets import draw_sample
-from tuneup.trainer.geometry import ROTATION_COUNT, SPATIAL_DIMS, rotation_matrix
+from tuneup.unet.boxfile import HYDRO_CHANNELS, NBODY_CHANNELS
+from tuneup.unet.datasets import draw_sample
+from tuneup.unet.geometry import ROTATION_COUNT, SPATIAL_DIMS, rotation_matrix
 
 DALI_MISSING = (
     "the dali loader needs NVIDIA DALI: pip install 'tuneup[dali]' "
@@ -334,7 +334,7 @@ def build_dali_loader(
     device_id: int | None = None,
     use_gpu: bool | None = None,
 ) -> DaliCropLoader:
-    """A :class:`DaliCropLoader` for a :class:`~tuneup.trainer.loaders.LoaderSpec`.
+    """A :class:`DaliCropLoader` for a :class:`~tuneup.unet.loaders.LoaderSpec`.
 
     Args:
         spec: the validated loader spec; ``spec.path`` is the HDF5 train box.

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from tuneup.config import MAX_LEVELS
-from tuneup.trainer.flops import (
+from tuneup.unet.flops import (
     KERNEL,
     GeometryError,
     check_geometry,

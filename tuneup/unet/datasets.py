@@ -31,8 +31,8 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, Sampler
 
-from tuneup.trainer.boxfile import HYDRO, HYDRO_CHANNELS, NBODY, NBODY_CHANNELS
-from tuneup.trainer.geometry import (
+from tuneup.unet.boxfile import HYDRO, HYDRO_CHANNELS, NBODY, NBODY_CHANNELS
+from tuneup.unet.geometry import (
     ROTATION_COUNT,
     Corner,
     crop_numpy,

@@ -19,17 +19,17 @@ from torch.nn.parallel import DistributedDataParallel
 
 from tuneup.config import INPUT_CHANNELS, TrainConfig
 from tuneup.errors import UsageError
-from tuneup.trainer.datacheck import check_data, data_paths, npy_copies
-from tuneup.trainer.distributed import DistEnv, init_process_group, local_batch
-from tuneup.trainer.flops import flops_per_sample
-from tuneup.trainer.loaders import Batches, build_loader
-from tuneup.trainer.model import UNet, count_parameters, init_weights, l1_rho_loss
-from tuneup.trainer.optim import build_optimizer
-from tuneup.trainer.precision import Precision, build_precision
-from tuneup.trainer.runtime import DeviceChoice, apply_backend_flags, choose_device
-from tuneup.trainer.schedule import LrSchedule, schedule_for
-from tuneup.trainer.step import EagerStep, GraphedStep, LossFn
-from tuneup.trainer.transfer import device_batches
+from tuneup.unet.datacheck import check_data, data_paths, npy_copies
+from tuneup.unet.distributed import DistEnv, init_process_group, local_batch
+from tuneup.unet.flops import flops_per_sample
+from tuneup.unet.loaders import Batches, build_loader
+from tuneup.unet.model import UNet, count_parameters, init_weights, l1_rho_loss
+from tuneup.unet.optim import build_optimizer
+from tuneup.unet.precision import Precision, build_precision
+from tuneup.unet.runtime import DeviceChoice, apply_backend_flags, choose_device
+from tuneup.unet.schedule import LrSchedule, schedule_for
+from tuneup.unet.step import EagerStep, GraphedStep, LossFn
+from tuneup.unet.transfer import device_batches
 
 VAL_SEED_OFFSET = 1_000_003  # validation crops come from a stream of their own
 

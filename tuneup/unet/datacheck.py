@@ -28,7 +28,7 @@ def check_data(cfg: TrainConfig, *, only_set: bool = False) -> None:
     """
     if not loader(cfg.data_loader_config).reads_files:
         return
-    from tuneup.trainer.boxfile import inspect_box  # h5py: only where files are read
+    from tuneup.unet.boxfile import inspect_box  # h5py: only where files are read
 
     train, val = data_paths(cfg)
     needed = [("train_path", train)]

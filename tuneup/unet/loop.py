@@ -20,9 +20,9 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from tuneup.trainer.build import TrainingSetup
-from tuneup.trainer.metrics import MetricsSink, MetricsWriter
-from tuneup.trainer.optim import set_lr
+from tuneup.unet.build import TrainingSetup
+from tuneup.unet.metrics import MetricsSink, MetricsWriter
+from tuneup.unet.optim import set_lr
 
 Log = Callable[[str], None]
 

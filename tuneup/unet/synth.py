@@ -31,7 +31,7 @@ import h5py
 import numpy as np
 
 from tuneup.errors import UsageError
-from tuneup.trainer.boxfile import DTYPE, HYDRO, HYDRO_CHANNELS, NBODY, NBODY_CHANNELS
+from tuneup.unet.boxfile import DTYPE, HYDRO, HYDRO_CHANNELS, NBODY, NBODY_CHANNELS
 
 MIN_BOX = 16
 TRAIN_STREAM = 0

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from tuneup.trainer.precision import Precision
+from tuneup.unet.precision import Precision
 
 LossFn = Callable[[Tensor, Tensor, float], Tensor]
 

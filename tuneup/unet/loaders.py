@@ -19,22 +19,23 @@ from torch.utils.data import DataLoader, Dataset
 
 from tuneup.config import LOADER_CHOICES, sample_bytes
 from tuneup.errors import UsageError
-from tuneup.trainer.boxfile import HYDRO_CHANNELS, BoxInfo, inspect_box
-from tuneup.trainer.dali_loader import build_dali_loader
-from tuneup.trainer.datasets import (
+from tuneup.unet.boxfile import HYDRO_CHANNELS, BoxInfo, inspect_box
+from tuneup.unet.dali_loader import build_dali_loader
+from tuneup.unet.datasets import (
     EpochSampler,
     HDF5CropDataset,
     InMemoryDataset,
     read_box,
     synthetic_box,
 )
-from tuneup.trainer.gpu_loader import build_gpu
-from tuneup.trainer.loader_spec import LoaderSpec
+from tuneup.unet.gpu_loader import build_gpu
+from tuneup.unet.loader_spec import LoaderSpec
 
 SYNTHETIC_BOX_MAX = 256
 """Cap on the synthetic box side: a 1024^3 random box of 9 float32 channels
 would take 36 GiB of host memory, while 256^3 (0.6 GB) already spans many
 64^3 crops, so the crop-and-rotate I/O pattern is the same."""
+
 
 def loader_bytes_per_sample(crop: int) -> int:
     """Bytes one (input, target) sample moves: 9 float32 channels of ``crop^3``."""

@@ -18,10 +18,10 @@ import numpy as np
 import torch
 
 from tuneup.errors import UsageError
-from tuneup.trainer.boxfile import DTYPE, HYDRO, NBODY, inspect_box
-from tuneup.trainer.datasets import EpochSampler, draw_sample
-from tuneup.trainer.geometry import rotate_torch
-from tuneup.trainer.loader_spec import LoaderSpec
+from tuneup.unet.boxfile import DTYPE, HYDRO, NBODY, inspect_box
+from tuneup.unet.datasets import EpochSampler, draw_sample
+from tuneup.unet.geometry import rotate_torch
+from tuneup.unet.loader_spec import LoaderSpec
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 _GIB = 2**30

@@ -9,8 +9,8 @@ import importlib.util
 from pathlib import Path
 
 from tuneup.paths import output_folder, writing
-from tuneup.trainer.npy import convert_box, npy_paths
-from tuneup.trainer.synth import synthesize
+from tuneup.unet.npy import convert_box, npy_paths
+from tuneup.unet.synth import synthesize
 
 # The cache's place is the environment's to choose: the fix names the variables.
 CACHE_FLAG = "TUNEUP_CACHE_DIR (or XDG_CACHE_HOME)"
