@@ -129,7 +129,7 @@ def installed(tmp_path, monkeypatch):
 
 
 def test_builtins_declare_the_current_api_version():
-    assert PLUGIN_API_VERSION == 2
+    assert PLUGIN_API_VERSION == 3
     assert load_stage("workers").api_version == PLUGIN_API_VERSION
     assert load_trainer("sim").api_version == PLUGIN_API_VERSION
     assert {"unet", "sim", "command"} <= set(trainer_names())
@@ -172,7 +172,7 @@ def test_broken_plugins_are_clear_errors_by_name_and_skipped_when_scanning(insta
     installed(GOOD, BROKEN)
     with pytest.raises(UsageError, match="failed to import: ModuleNotFoundError"):
         load_stage("ghost")
-    with pytest.raises(UsageError, match="plugin API version 99; this tuneup supports version 2"):
+    with pytest.raises(UsageError, match="plugin API version 99; this tuneup supports versions 2, 3"):
         load_stage("future")
     with pytest.raises(
         UsageError, match=r"is a str, not a tuneup\.trainers\.adapters\.TrainerAdapter"

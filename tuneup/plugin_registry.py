@@ -18,11 +18,14 @@ from typing import Any, Generic, TypeVar
 
 from tuneup.errors import UsageError, did_you_mean
 
-PLUGIN_API_VERSION = 2
+PLUGIN_API_VERSION = 3
 """The plugin API this tuneup implements. It changes only when a change to the
 stage or trainer-adapter interface would break an existing plugin."""
 
-SUPPORTED_API_VERSIONS = (PLUGIN_API_VERSION,)
+# Version 3 renamed Budget to ProbeBudget and added what a plugin may leave out (a
+# stage's `order`, the ProbeBackend base): a version-2 plugin that does not import
+# Budget runs unchanged (plugins/README.md, "From version 2 to 3").
+SUPPORTED_API_VERSIONS = (2, PLUGIN_API_VERSION)
 
 BUILTIN = "built-in"
 _BUILTIN_DISTRIBUTION = "tuneup"
@@ -181,7 +184,7 @@ class Registry(Generic[T]):
         if version not in SUPPORTED_API_VERSIONS:
             supported = ", ".join(str(v) for v in SUPPORTED_API_VERSIONS)
             return None, (
-                f"was written for plugin API version {version}; this tuneup supports version "
+                f"was written for plugin API version {version}; this tuneup supports versions "
                 f"{supported} (upgrade whichever of the two is older)"
             )
         name = getattr(obj, "name", None)
