@@ -172,7 +172,9 @@ def test_broken_plugins_are_clear_errors_by_name_and_skipped_when_scanning(insta
     installed(GOOD, BROKEN)
     with pytest.raises(UsageError, match="failed to import: ModuleNotFoundError"):
         load_stage("ghost")
-    with pytest.raises(UsageError, match="plugin API version 99; this tuneup supports versions 2, 3"):
+    with pytest.raises(
+        UsageError, match="plugin API version 99; this tuneup supports versions 2, 3"
+    ):
         load_stage("future")
     with pytest.raises(
         UsageError, match=r"is a str, not a tuneup\.trainers\.adapters\.TrainerAdapter"

@@ -201,18 +201,13 @@ def test_a_bad_data_file_is_named_before_anything_starts(tmp_path: Path) -> None
 
 def _finished_session(tmp_path: Path) -> Path:
     from tuneup.commands.probe import run_probe_command
+    from tuneup.tuning.request import SessionRequest
 
     folder = tmp_path / "done"
-    code = run_probe_command(
-        preset_name="cpu-smoke",
-        stages="workers,amp",
-        trainer="sim",
-        search="staged",
-        seed=0,
-        out=folder,
-        resume=None,
-        as_json=True,
+    request = SessionRequest(
+        preset="cpu-smoke", stages=("workers", "amp"), trainer="sim", search="staged", seed=0
     )
+    code = run_probe_command(request, out=folder, resume=None, as_json=True)
     assert code == 0
     return folder
 

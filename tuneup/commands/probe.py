@@ -13,42 +13,20 @@ from tuneup.commands.progress import PlainReporter, RichReporter, final_table
 from tuneup.errors import ExitCode
 from tuneup.hardware.machine import machine_info
 from tuneup.paths import StorageFault
-from tuneup.tuning.assembly import SessionRequest, assemble_new, parse_stages
+from tuneup.tuning.assembly import assemble_new
 from tuneup.tuning.control import DataGone, OutOfTime, SessionInterrupted, SilentReporter
 from tuneup.tuning.journal import quoted, where_it_stands
+from tuneup.tuning.request import SessionRequest
 from tuneup.tuning.resume import assemble_resume
 from tuneup.tuning.summary import Summary
 from tuneup.tuning.verdicts import confirmation_lines, stage_summary
 
 
 def run_probe_command(
-    *,
-    preset_name: str | None,
-    stages: str | None,
-    trainer: str | None,
-    search: str | None,
-    seed: int | None,
-    out: Path | None,
-    resume: Path | None,
-    as_json: bool,
-    nproc: int | None = None,
-    nodes: int | None = None,
-    fresh_processes: bool | None = None,
-    budget_s: float | None = None,
-    retry_failed: bool = False,
+    request: SessionRequest, *, out: Path | None, resume: Path | None, as_json: bool
 ) -> int:
-    request = SessionRequest(
-        preset=preset_name,
-        stages=parse_stages(stages),
-        trainer=trainer,
-        search=search,
-        seed=seed,
-        nproc=nproc,
-        nodes=nodes,
-        fresh_processes=fresh_processes,
-        time_budget_s=budget_s,
-        retry_failed=retry_failed,
-    )
+    """Run the ladder `request` asks for (in `out`, or continuing `resume`), and say what
+    it recommends; returns the exit status."""
     reporter = _reporter(as_json)
     machine = machine_info()
     with StopSignals() as stop:

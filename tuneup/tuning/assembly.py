@@ -31,7 +31,6 @@ from tuneup.preset.load import ProbePreset, load_preset, preset_warnings
 from tuneup.probe.estimate import time_limit
 from tuneup.probe.events import EventHandler
 from tuneup.probe.stages import stage_names
-from tuneup.probe.types import ProbeBudget
 from tuneup.trainers.adapters import DEFAULT_TRAINER, load_trainer
 from tuneup.tuning.control import Reporter, SilentReporter
 from tuneup.tuning.datakeep import data_keeper
@@ -41,51 +40,13 @@ from tuneup.tuning.ladder_record import LadderRecord, machine_tag
 from tuneup.tuning.lock import LOCK_FILE, Owner, ResultsLock
 from tuneup.tuning.planner import plan_ladder
 from tuneup.tuning.preflight import loader_shm_problem
+from tuneup.tuning.request import SessionRequest
 from tuneup.tuning.session import ProbeSession
 from tuneup.tuning.stage_plans import shm_free_for, stage_plans
 from tuneup.tuning.time_left import prior_costs, stage_shapes
 
 DEFAULT_ROOT = Path("tuneup-results")
 EngineFactory = Callable[..., Engine]  # build_engine's signature
-
-
-@dataclass(frozen=True)
-class SessionRequest:
-    """What a front end asks for; None means the default (new) or what was recorded (resume).
-
-    Attributes:
-        preset: a preset name or YAML path; None: picked by the GPUs found.
-        stages: the stages to run, in order; None: the preset's.
-        trainer: a registered trainer's name; None: DEFAULT_TRAINER.
-        search: "staged" or "grid".
-        seed: the session's seed.
-        nproc: ranks per node; None: the preset's, else what the job gives.
-        nodes: nodes per probe; None: likewise.
-        data_path: the user's training file (train.h5; its sibling val.h5 is used
-            when present); None: the preset's data, or its synthetic box.
-        budget: replaces the preset's probe budget (the app's setting).
-        fresh_processes: every probe in a process of its own (a trainer that can
-            share one, the U-Net's, does so otherwise); None: no (new) or as recorded.
-        time_budget_s: the ladder's time budget in seconds (`--budget`); None: the
-            allocation's time left, or none outside a job. The ladder is planned to
-            fit it and kept to it (tuning.planner).
-        retry_failed: on a resume, measure again every journaled probe that failed or
-            ran contended (`--retry-failed`); without it, only those whose cause may be
-            gone (ProbeSession.start says which).
-    """
-
-    preset: str | None = None
-    stages: tuple[str, ...] | None = None
-    trainer: str | None = None
-    search: str | None = None
-    seed: int | None = None
-    nproc: int | None = None
-    nodes: int | None = None
-    data_path: Path | None = None
-    budget: ProbeBudget | None = None
-    fresh_processes: bool | None = None
-    time_budget_s: float | None = None
-    retry_failed: bool = False
 
 
 @dataclass
@@ -191,13 +152,6 @@ def pick_stages(preset_stages: tuple[str, ...], chosen: tuple[str, ...] | None) 
                 f"are {', '.join(sorted(known))}"
             )
     return chosen
-
-
-def parse_stages(text: str | None) -> tuple[str, ...] | None:
-    """`--stages a,b` as names; None when the flag was not given."""
-    if text is None:
-        return None
-    return tuple(s.strip() for s in text.split(",") if s.strip())
 
 
 def choose_layout(

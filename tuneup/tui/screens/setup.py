@@ -41,6 +41,7 @@ from tuneup.probe.stages import Proposal, Stage
 from tuneup.probe.types import ProbeBudget
 from tuneup.tuning.ladder_record import LadderCosts
 from tuneup.tuning.planner import plan_ladder
+from tuneup.tuning.request import help_of
 from tuneup.tuning.time_left import prior
 
 
@@ -239,19 +240,26 @@ class SetupScreen(Screen[None]):
             yield Label("Data and time budget", classes="section")
             with Horizontal(id="data-row"):
                 yield Label("data", classes="field")
-                yield Input(
-                    placeholder="empty: synthesize the preset's box; or the path of train.h5",
-                    id="data",
+                yield _explained(
+                    Input(
+                        placeholder="empty: synthesize the preset's box; or the path of train.h5",
+                        id="data",
+                    ),
+                    "data_path",
                 )
                 yield Label("budget, min", classes="field")
-                yield Input(placeholder="none", id="time-budget", type="number")
+                yield _explained(
+                    Input(placeholder="none", id="time-budget", type="number"), "time_budget_s"
+                )
             yield Static("", id="data-error")
             yield Label("Ranks", classes="section")
             with Horizontal(id="layout-row"):
                 yield Label("per node", classes="field")
-                yield Input(str(self.nproc), placeholder="ranks per node", id="nproc")
+                yield _explained(
+                    Input(str(self.nproc), placeholder="ranks per node", id="nproc"), "nproc"
+                )
                 yield Label("nodes", classes="field")
-                yield Input(str(self.nodes), placeholder="nodes", id="nodes")
+                yield _explained(Input(str(self.nodes), placeholder="nodes", id="nodes"), "nodes")
                 yield Static(self._layout_text(), id="layout-note")
             yield Label("Stages", classes="section")
             yield SelectionList[str](id="stages")
@@ -445,3 +453,9 @@ class SetupScreen(Screen[None]):
             time_budget_s=self.time_budget_s,
         )
         self.post_message(self.Start(choice))
+
+
+def _explained(widget: Input, setting: str) -> Input:
+    """A field with its setting's help as its tooltip: the words of the flag's --help."""
+    widget.tooltip = help_of(setting)
+    return widget
