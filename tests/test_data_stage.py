@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from tuneup_plugins.stages import DATA
 
+from tuneup.config import LOADERS, loader
 from tuneup.hardware.types import MachineInfo
 from tuneup.tuning.datarate import data_rate_sentence, io_bytes_per_s
 from tuneup.unet.loaders import loader_bytes_per_sample
@@ -26,15 +27,15 @@ def test_cpu_machine_tries_lowmem_and_inmem_and_says_why_not_the_others():
     }
 
 
+PROPOSED = [kind.name for kind in LOADERS if kind.proposed]
+
+
 def test_gpu_node_with_dali_tries_every_loader():
-    assert kinds(DATA.candidates_for(GPU_NODE_DALI, {})) == [
-        "lowmem",
-        "inmem",
-        "dali-lowmem",
-        "gpu",
-    ]
+    assert kinds(DATA.candidates_for(GPU_NODE_DALI, {})) == PROPOSED
+    assert PROPOSED[:4] == ["lowmem", "inmem", "dali-lowmem", "gpu"]
     assert DATA.skipped_candidates(GPU_NODE_DALI, {}) == []
-    assert kinds(DATA.candidates_for(GPU_NODE, {})) == ["lowmem", "inmem", "gpu"]
+    without_dali = [name for name in PROPOSED if not loader(name).dali]
+    assert kinds(DATA.candidates_for(GPU_NODE, {})) == without_dali
 
 
 def test_gpu_loader_is_skipped_when_the_incumbent_trains_on_the_cpu():
@@ -53,7 +54,7 @@ def test_lowmem_keeps_the_workers_the_incumbent_found_best():
 def test_plan_drops_the_incumbent_and_every_variant_is_a_valid_config():
     plan = DATA.propose(GPU_NODE_DALI, {"num_data_workers": 4})  # lowmem by default
     assert plan.rejected == ()
-    assert kinds(plan.candidates) == ["inmem", "dali-lowmem", "gpu"]
+    assert kinds(plan.candidates) == [name for name in PROPOSED if name != "lowmem"]
 
 
 def test_synthetic_incumbent_skips_the_stage():
