@@ -155,6 +155,21 @@ def check_name(path: Path, flag: str) -> None:
         ) from None
 
 
+def make_output_folder(path: Path, flag: str = "--out") -> Path:
+    """Make the folder a command writes its files into (`tuneup data synth`, `convert`).
+
+    Raises:
+        UsageError: it cannot be made, in one line naming why and the flag to change.
+    """
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot create output folder {path}: {why(path, exc)} (choose another {flag})"
+        ) from None
+    return path
+
+
 def output_folder(path: Path, flag: str, what: str) -> Path:
     """Make `path` (and its parents) and check a file can be written there.
 

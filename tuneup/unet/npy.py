@@ -19,6 +19,7 @@ import h5py
 import numpy as np
 
 from tuneup.errors import UsageError
+from tuneup.paths import make_output_folder
 from tuneup.unet.boxfile import DTYPE, HYDRO, NBODY, inspect_box
 
 # Voxels per channel in one slab (at least one plane of the box): a few MB per
@@ -60,12 +61,7 @@ def convert_box(h5_path: Path, out_dir: Path) -> tuple[Path, Path]:
     """
     info = inspect_box(Path(h5_path))
     out_dir = Path(out_dir)
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(
-            f"cannot create output folder {out_dir}: {_one_line(exc)} (choose another --out)"
-        ) from exc
+    make_output_folder(out_dir)
     need = (info.nbody_shape[0] + info.hydro_shape[0]) * info.box**3 * DTYPE.itemsize
     free = shutil.disk_usage(out_dir).free
     if need > free:

@@ -31,6 +31,7 @@ import h5py
 import numpy as np
 
 from tuneup.errors import UsageError
+from tuneup.paths import make_output_folder
 from tuneup.unet.boxfile import DTYPE, HYDRO, HYDRO_CHANNELS, NBODY, NBODY_CHANNELS
 
 MIN_BOX = 16
@@ -202,12 +203,7 @@ def synthesize(
     _check_int("val_box", val_box, MIN_BOX, f"pass --val-box {MIN_BOX} or more")
     _check_int("seed", seed, 0, "pass --seed 0 or above")
     out_dir = Path(out_dir)
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(
-            f"cannot create output folder {out_dir}: {_one_line(exc)} (choose another --out)"
-        ) from exc
+    make_output_folder(out_dir)
     need = box_bytes(box) + box_bytes(val_box)
     free = shutil.disk_usage(out_dir).free
     if need > free:
