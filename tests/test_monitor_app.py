@@ -22,7 +22,7 @@ from tuneup.telemetry.history import SampleHistory
 from tuneup.telemetry.sampler import Sampler
 from tuneup.testing.scripted_backend import ScriptedBackend, busy_backend, busy_rounds, h200s
 from tuneup.tui.monitor_app import MonitorApp
-from tuneup.tui.screens.monitor import next_interval
+from tuneup.tui.screens.monitor import MonitorScreen, next_interval
 from tuneup.tui.widgets.gpu_panel import GpuPanel
 from tuneup.tui.widgets.header import MonitorHeader
 from tuneup.tui.widgets.process_table import ProcessTable
@@ -46,7 +46,13 @@ async def until(condition: Callable[[], bool], pilot: object, timeout: float = 5
 
 
 def make_app(backend: ScriptedBackend, **kwargs: object) -> MonitorApp:
-    return MonitorApp(Sampler(backend, interval_s=0.1), source="scripted", **kwargs)  # type: ignore[arg-type]
+    screen = MonitorScreen(
+        Sampler(backend, interval_s=0.1),
+        source="scripted",
+        close_backend=False,
+        **kwargs,  # type: ignore[arg-type]
+    )
+    return MonitorApp(screen)
 
 
 def readings_line(panel: GpuPanel) -> str:

@@ -212,17 +212,22 @@ def _full_screen(
     tail: TrainMetricsTail | None,
     attach: Path | None,
 ) -> int:
-    from tuneup.tui.monitor_app import MonitorApp  # Textual: only the full screen needs it
+    # Textual: only the full screen needs it
+    from tuneup.tui.monitor_app import MonitorApp
+    from tuneup.tui.screens.monitor import MonitorScreen
 
     app = MonitorApp(
-        # The app keeps its own chart history: the sampler holds only the rounds
-        # between two polls (a few seconds' worth at the shortest interval).
-        Sampler(backend, interval_s=interval, capacity=SAMPLER_ROUNDS),
-        source=source,
-        job_id=job_id,
-        visible_gpus=job_gpus,
-        train_feed=tail,
-        train_source=attach.name if attach is not None else None,
+        MonitorScreen(
+            # The screen keeps its own chart history: the sampler holds only the rounds
+            # between two polls (a few seconds' worth at the shortest interval).
+            Sampler(backend, interval_s=interval, capacity=SAMPLER_ROUNDS),
+            source=source,
+            job_id=job_id,
+            visible_gpus=job_gpus,
+            train_feed=tail,
+            train_source=attach.name if attach is not None else None,
+            close_backend=False,  # the caller closes it
+        )
     )
     app.run()
     return ExitCode.OK

@@ -7,14 +7,13 @@ monitor: q quits, space or p pauses, + and - change the interval.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import ClassVar
 
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 
-from tuneup.tui.poller import SampleFeed, TrainFeed
+from tuneup.tui.poller import SampleFeed
 from tuneup.tui.screens.monitor import MonitorScreen
 from tuneup.tui.widgets.gpu_panel import GpuPanel
 
@@ -23,13 +22,8 @@ class MonitorApp(App[None]):
     """Live GPU panels; + and - change the interval, space or p pauses, q quits.
 
     Args:
-        feed: the GPU readings (a `Sampler`); the app starts and stops it, and
-            leaves closing its backend to the caller.
-        source: what the readings are, for the header ("NVML", "replay FILE").
-        job_id, visible_gpus: the SLURM job and the GPUs it may use, for the header.
-        train_feed, train_source: an attached training run's metrics and their name.
-        window_s: how far back the charts reach.
-        redraw_s: the least time between two redraws, whatever the interval.
+        monitor: the screen it shows, made with `close_backend=False`: the app
+            starts and stops the feed and leaves closing its backend to the caller.
     """
 
     TITLE = "tuneup monitor"
@@ -41,30 +35,9 @@ class MonitorApp(App[None]):
         Binding("minus", "screen.faster", "interval down"),
     ]
 
-    def __init__(
-        self,
-        feed: SampleFeed,
-        *,
-        source: str,
-        job_id: str | None = None,
-        visible_gpus: Sequence[int] | None = None,
-        train_feed: TrainFeed | None = None,
-        train_source: str | None = None,
-        window_s: float = 300.0,
-        redraw_s: float = 0.25,
-    ) -> None:
+    def __init__(self, monitor: MonitorScreen) -> None:
         super().__init__()
-        self.monitor = MonitorScreen(
-            feed,
-            source=source,
-            job_id=job_id,
-            visible_gpus=visible_gpus,
-            train_feed=train_feed,
-            train_source=train_source,
-            window_s=window_s,
-            redraw_s=redraw_s,
-            close_backend=False,
-        )
+        self.monitor = monitor
 
     def get_default_screen(self) -> Screen[None]:
         return self.monitor
