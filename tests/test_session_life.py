@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 import yaml
+from fault_ladder import TUTORIAL_EPOCH_LOG
 
 from tuneup.cluster.leftovers import MARKER, find_leftovers, stop_leftovers
 from tuneup.tuning.journal import quoted
@@ -42,13 +43,8 @@ if args.amp_mode == "bf16" and hang.exists():
     subprocess.Popen(["sleep", "1000"])  # what a launcher would leave behind
     hang.with_suffix(".started").touch()
     time.sleep(1000)
-speed = 200.0 if args.optimizer_impl == "fused" else 100.0
-for epoch in range(4):
-    sps = 30.0 if epoch == 0 else speed
-    print(f"Time taken for epoch {epoch + 1} is 0.1 sec, avg {sps:.3f} samples/sec",
-          file=sys.stderr)
-    print(f"Avg train loss={0.1 / (epoch + 1):.6f}", file=sys.stderr)
 """
+SCRIPT += TUTORIAL_EPOCH_LOG
 
 
 def wait_until(condition: Any, timeout_s: float = 60.0) -> bool:
