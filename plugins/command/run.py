@@ -65,6 +65,7 @@ def judge(
     lines: list[str],
     spec: CommandSpec,
     limit_s: float,
+    oom_kills_before: int | None = None,
 ) -> tuple[Status, str, dict[str, Any]]:
     """Status, one human reason and the ProbeResult fields for one ended run.
 
@@ -81,6 +82,7 @@ def judge(
         lines: everything the command printed (stdout and stderr, in order).
         spec: the command section (its patterns and skip).
         limit_s: the wall-clock limit the run had.
+        oom_kills_before: the memory cgroup's OOM-kill count when it started.
     """
     facts = parse_output(lines, spec.pattern, spec.loss_pattern)
     if ended == TIMEOUT:
@@ -94,7 +96,7 @@ def judge(
     if returncode is None:  # the launch itself failed
         return Status.CRASH, _last_line(lines) or "the command did not start", {}
     if returncode != 0:
-        return _failure(outcome, returncode, lines)
+        return _failure(outcome, returncode, lines, oom_kills_before)
     fields = measurements(facts, spec.skip)
     if "full_sps" not in fields:
         return Status.CRASH, no_throughput_reason(facts, spec), {}
@@ -102,7 +104,7 @@ def judge(
 
 
 def _failure(
-    outcome: ProbeResult, returncode: int, lines: list[str]
+    outcome: ProbeResult, returncode: int, lines: list[str], oom_kills_before: int | None
 ) -> tuple[Status, str, dict[str, Any]]:
     """A command that exited with an error or was killed: out of memory, or a crash."""
     oom = _oom_line(lines)
@@ -110,7 +112,7 @@ def _failure(
         return Status.OOM, f"out of memory: {oom}", {}
     last = _last_line(lines)
     if returncode < 0:  # the runner judges whether the signal came from outside
-        reason = with_detail(signal_reason(-returncode, who="command"), last)
+        reason = with_detail(signal_reason(-returncode, "command", oom_kills_before), last)
         return Status.CRASH, reason, {"transient": outcome.transient}
     return Status.CRASH, with_detail(f"command exited with status {returncode}", last), {}
 
@@ -214,7 +216,13 @@ class CommandBackend(ProbeBackend):
         if record.returncode is None:
             lines += record.stderr_tail  # the launch itself failed: the runner's own words
         status, reason, fields = judge(
-            outcome, record.ended, record.returncode, lines, self.spec, record.limit_s
+            outcome,
+            record.ended,
+            record.returncode,
+            lines,
+            self.spec,
+            record.limit_s,
+            record.oom_kills_before,
         )
         return ProbeResult(
             stage, variant, dict(values), status, reason, wall_s=outcome.wall_s, **fields

@@ -40,6 +40,8 @@ class ChildRun:
     stderr_tail: list[str] = field(default_factory=list)
     # The probes the process ran before this one: 0 for a fresh process.
     served_before: int = 0
+    # The memory cgroup's OOM-kill count when it started (None: not readable here).
+    oom_kills_before: int | None = None
 
 
 def start_guarded(

@@ -46,6 +46,7 @@ def classify(
     ended: str,
     limit_s: float,
     stderr_tail: list[str],
+    oom_kills_before: int | None = None,
 ) -> tuple[Status, str]:
     """Status and one human reason for how a child ended.
 
@@ -57,6 +58,8 @@ def classify(
         limit_s: the wall-clock limit, quoted in the timeout reason.
         stderr_tail: the last lines the child wrote on stderr (under torchrun
             or srun, their report of which rank failed, and how).
+        oom_kills_before: the memory cgroup's OOM-kill count when the child
+            started: a SIGKILL is blamed on the OOM killer only if it rose.
 
     Under several ranks the cause is, in order: a rank the launcher reports
     killed by a signal without an error event of its own (it could not
@@ -78,7 +81,7 @@ def classify(
     failures = rank_failures(stderr_tail) if returncode != 0 else []
     silent = _silent_death(failures, errors)
     if silent is not None:
-        return Status.CRASH, _rank_reason(silent)
+        return Status.CRASH, _rank_reason(silent, oom_kills_before)
     # The first error is the cause; later ones tend to be fallout from it.
     if errors:
         return _classify_error(errors[0])
@@ -88,10 +91,11 @@ def classify(
             return Status.OK, ""
         return Status.CRASH, with_detail("worker exited without a result", last_line)
     if returncode < 0:
-        return Status.CRASH, with_detail(signal_reason(-returncode), last_line)
+        reason = signal_reason(-returncode, oom_kills_before=oom_kills_before)
+        return Status.CRASH, with_detail(reason, last_line)
     if failures:
         root = next((f for f in failures if f.root_cause), failures[0])
-        return Status.CRASH, _rank_reason(root)
+        return Status.CRASH, _rank_reason(root, oom_kills_before)
     prefix = f"worker exited with status {returncode}"
     if has_result:
         prefix += " after its result"
@@ -207,9 +211,9 @@ def _silent_death(failures: list[RankFailure], errors: list[ErrorEvent]) -> Rank
     return next((f for f in candidates if f.root_cause), candidates[0] if candidates else None)
 
 
-def _rank_reason(failure: RankFailure) -> str:
+def _rank_reason(failure: RankFailure, oom_kills_before: int | None) -> str:
     if failure.signal is not None:
-        return signal_reason(failure.signal, who=f"rank {failure.rank}")
+        return signal_reason(failure.signal, f"rank {failure.rank}", oom_kills_before)
     return f"rank {failure.rank} exited with status {failure.exitcode}"
 
 
@@ -255,11 +259,6 @@ def oom_kill_count(root: Path = CGROUP_ROOT, own: Path = Path("/proc/self/cgroup
     return None
 
 
-# The count when this process began watching its probes: a SIGKILL is blamed on the OOM
-# killer only when the count rose since.
-OOM_KILLS_AT_START = oom_kill_count()
-
-
 def sigkill_cause(rose: bool | None) -> str:
     """What a SIGKILL means, as far as the cgroup's OOM count can tell (None: it cannot)."""
     if rose is None:
@@ -273,8 +272,12 @@ def sigkill_cause(rose: bool | None) -> str:
     )
 
 
-def signal_reason(signum: int, who: str = "worker") -> str:
-    """`who` killed by the signal, named, with what it usually means (SIGKILL, SIGSEGV)."""
+def signal_reason(signum: int, who: str = "worker", oom_kills_before: int | None = None) -> str:
+    """`who` killed by the signal, named, with what it usually means (SIGKILL, SIGSEGV).
+
+    A SIGKILL is blamed on the OOM killer only when the cgroup's count rose from
+    `oom_kills_before`, taken when the probe started (None: not known).
+    """
     try:
         name = signal.Signals(signum).name
     except ValueError:
@@ -282,7 +285,7 @@ def signal_reason(signum: int, who: str = "worker") -> str:
     reason = f"{who} killed by {name}"
     if signum == signal.SIGKILL:
         now = oom_kill_count()
-        rose = None if now is None or OOM_KILLS_AT_START is None else now > OOM_KILLS_AT_START
+        rose = None if now is None or oom_kills_before is None else now > oom_kills_before
         reason += f" ({sigkill_cause(rose)})"
     elif signum == signal.SIGSEGV:
         reason += " (segmentation fault)"

@@ -56,6 +56,7 @@ from tuneup.probe.outcome import (
     TIMEOUT,
     build_result,
     classify,
+    oom_kill_count,
     transient,
 )
 from tuneup.probe.plan import ProbeSpec
@@ -172,7 +173,12 @@ class ProbeRunner:
             raise UsageError(f"probe time limit must be positive, got {limit} s; raise limit_s")
         spec_path, stderr_path = self._next_paths(stage)
         spec_path.write_text(json.dumps(spec.to_dict(), indent=2) + "\n", encoding="utf-8")
-        record = ChildRun(spec_path=spec_path, stderr_path=stderr_path, limit_s=limit)
+        record = ChildRun(
+            spec_path=spec_path,
+            stderr_path=stderr_path,
+            limit_s=limit,
+            oom_kills_before=oom_kill_count(),
+        )
         self.last_run = record
         self._callback_error = None
 
@@ -192,7 +198,12 @@ class ProbeRunner:
         if self._callback_error is not None:
             raise self._callback_error
         status, reason = classify(
-            record.events, record.returncode, record.ended, limit, record.stderr_tail
+            record.events,
+            record.returncode,
+            record.ended,
+            limit,
+            record.stderr_tail,
+            record.oom_kills_before,
         )
         result = build_result(stage, variant, spec, record.events, status, reason, wall_s)
         again = status is not Status.OK and transient(
