@@ -16,6 +16,7 @@ import json
 import math
 import os
 import shlex
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -137,6 +138,21 @@ class ResultsDir:
         except OSError as exc:
             raise UsageError(folder_problem(self.path, exc)) from None
 
+    @contextlib.contextmanager
+    def storing(
+        self, name: str, what: str, *, before: Callable[[], None] | None = None
+    ) -> Iterator[None]:
+        """Around a write of this folder's `name`: a storage failure (full, read-only)
+        becomes its `fault` line, after `before` tidies what the write left."""
+        try:
+            yield
+        except OSError as exc:
+            if not is_storage_error(exc):
+                raise
+            if before is not None:
+                before()
+            raise self.fault(exc, name, what) from None
+
     def fault(self, exc: OSError, name: str, what: str) -> StorageFault:
         """The one line for a write of this folder's `name` that failed (storage_fault): the
         probes journaled so far are kept, and how to continue once the cause is fixed."""
@@ -200,31 +216,24 @@ class ResultsDir:
         """Write a session.json rebuilt from the journal, keeping a damaged one beside it;
         returns where the damaged copy went ("" when there was none)."""
         file, kept = self.path / SESSION, ""
-        try:
+        with self.storing(SESSION, "the rebuilt session record"):
             if file.is_file():
                 damaged = self.path / f"{SESSION}.damaged"
                 os.replace(file, damaged)
                 kept = str(damaged)
             self._write_json(SESSION, session)
-        except OSError as exc:
-            if not is_storage_error(exc):
-                raise
-            raise self.fault(exc, SESSION, "the rebuilt session record") from None
         return kept
 
     def append(self, result: ProbeResult) -> None:
         """Journal one finished probe: one line, flushed and synced before returning."""
         line = json.dumps(_finite(result.to_journal()), allow_nan=False, default=_plain) + "\n"
-        try:
-            with (self.path / JOURNAL).open("a", encoding="utf-8") as file:
-                file.write(line)
-                file.flush()
-                os.fsync(file.fileno())
-        except OSError as exc:
-            if not is_storage_error(exc):
-                raise
-            self._cut_torn_tail()
-            raise self.fault(exc, JOURNAL, "the journal") from None
+        with (
+            self.storing(JOURNAL, "the journal", before=self._cut_torn_tail),
+            (self.path / JOURNAL).open("a", encoding="utf-8") as file,
+        ):
+            file.write(line)
+            file.flush()
+            os.fsync(file.fileno())
 
     def _cut_torn_tail(self) -> None:
         """After a failed append: drop a part of the line that did reach the disk, so the
@@ -297,12 +306,8 @@ class ResultsDir:
         return report
 
     def write_summary(self, summary: dict[str, Any]) -> None:
-        try:
+        with self.storing(SUMMARY, "the summary"):
             self._write_json(SUMMARY, summary)
-        except OSError as exc:
-            if not is_storage_error(exc):
-                raise
-            raise self.fault(exc, SUMMARY, "the summary") from None
 
     def summary(self) -> Summary:
         """The finished session's summary.json, typed (tuneup.tuning.summary).

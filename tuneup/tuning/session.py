@@ -17,13 +17,12 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tuneup import __version__
 from tuneup.config import first_uses
 from tuneup.errors import UsageError
 from tuneup.hardware.types import MachineInfo
-from tuneup.paths import is_storage_error
 from tuneup.preset.load import ProbePreset
 from tuneup.probe.backend import ProbeBackend, as_backend
 from tuneup.probe.estimate import (
@@ -61,10 +60,6 @@ from tuneup.tuning.search import partial_outcome, staged_search
 from tuneup.tuning.search_records import SearchOutcome, SearchProgress, StageCut, StagePlan
 from tuneup.tuning.summary_document import summary_dict
 from tuneup.tuning.time_left import LadderClock
-
-if TYPE_CHECKING:
-    pass
-
 
 # A probe is started only with this much time to spare (SLURM then sends SIGTERM and,
 # KillWait later, SIGKILL); the slowest probe so far is stretched by TIME_STRETCH.
@@ -274,12 +269,9 @@ class ProbeSession:
     ) -> ProbeResult:
         label = f"{candidate.label} (again, after: {again})" if again else candidate.label
         self.reporter.probe_start(stage, label)
-        try:
+        # the probe's own files (its spec, its logs) may be refused by the storage
+        with self.results.storing("probes", "a probe's files in"):
             result = self.backend(stage, candidate, values)
-        except OSError as exc:  # the probe's own files (its spec, its logs) could not be written
-            if not is_storage_error(exc):
-                raise
-            raise self.results.fault(exc, "probes", "a probe's files in") from None
         if self.stop_requested() or self.control.stopped:
             raise SessionInterrupted  # the probe was cut short: not journaled
         if result.ranks == 1 and not result.rank_sps:
