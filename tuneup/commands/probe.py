@@ -75,6 +75,7 @@ def run_probe_command(
                     close()
 
     summary = built.results.summary()
+    gone = summary.document.get("unmeasured")
     if as_json:
         document = {
             "results_dir": str(folder),
@@ -82,9 +83,8 @@ def run_probe_command(
             "probes": [p.to_journal() for p in outcome.probes],
         }
         print(json.dumps(document, default=str))
-        return ExitCode.UNMEASURED if summary.document.get("unmeasured") else ExitCode.OK
+        return ExitCode.UNMEASURED if gone else ExitCode.OK
     _print_outcome(outcome, summary, folder)
-    gone = summary.document.get("unmeasured")
     if gone:
         _say(f"tuneup: {unmeasured_remedy(gone, folder)}")
         return ExitCode.UNMEASURED

@@ -262,7 +262,8 @@ def assemble_new(
         FolderBusy: another live tuneup writes to `out`.
     """
     trainer = request.trainer or DEFAULT_TRAINER
-    load_trainer(trainer)  # fails early, listing the known ones, before any data is made
+    # fails early, listing the known ones, before any data is made
+    simulated = load_trainer(trainer).simulated
     preset_name, why = pick_preset(request.preset, machine)
     preset = load_preset(preset_name)
     if request.budget is not None:
@@ -275,7 +276,6 @@ def assemble_new(
     notes.append(describe(job))
     notes += [f"warning: {w}" for w in preset_warnings(preset, machine)]
 
-    simulated = load_trainer(trainer).simulated
     results = ResultsDir(out or default_folder(preset.name, clock, simulated=simulated))
     if results.has_session():
         raise _already_a_session(results.path)
@@ -288,11 +288,6 @@ def assemble_new(
     lock = ResultsLock(results.path)
     try:
         take_lock(lock, results, resumed=False)
-    except BaseException:
-        if not existed:
-            discard_if_empty(results.path)
-        raise
-    try:
         if results.has_session():  # another run finished there while this one started
             raise _already_a_session(results.path)
         base = base_values(preset, trainer, request.data_path)
@@ -320,7 +315,7 @@ def assemble_new(
             made_folder=not existed,
         )
     except BaseException:
-        lock.release()
+        lock.release()  # nothing to give back when taking it failed
         if not existed:
             discard_if_empty(results.path)
         raise

@@ -82,10 +82,10 @@ def where_it_stands(folder: Path, where: str = "") -> list[str]:
     if not summary_file.is_file():
         return [f"no answer yet: the ladder stopped before its baseline was measured; {again}"]
     try:
-        partial = json.loads(summary_file.read_text()).get("partial")
-    except (OSError, ValueError, AttributeError):
+        partial = ResultsDir(folder).summary().partial
+    except (OSError, ValueError, UsageError):
         partial = None
-    if not partial:
+    if partial is None:
         return [f"results: {here} (export with: tuneup export {here} --format yaml)"]
     return [
         f"the best configuration so far is in {quoted(summary_file)} (partial; export it "
