@@ -81,7 +81,7 @@ def status_text(result: ProbeResult, reused: bool = False) -> str:
     text = result.status.value
     if result.reason and not result.ok:
         text += f": {result.reason}"
-    if result.ok and result.contention is not None and result.contention.contended:
+    if result.ok and result.contended and result.contention is not None:
         text += f" (contended, left out: {result.contention.note})"
     if result.ok and result.throttled:
         text += " (throttled: noisy)"
@@ -115,7 +115,7 @@ def result_line(
     phase = shown_phase(result)
     versus = versus_baseline(result, baseline)
     change = f" ({versus} vs baseline)" if versus else ""
-    rate = result.rate(phase) if phase != "io" else (result.io_sps or None)
+    rate = result.rate(phase)
     return (
         f"{result.stage:<13} {label:<32} {phase.upper():<9} {sps_text(rate):>10} samples/s"
         f"{change}  {status_text(result, reused)}"

@@ -28,7 +28,7 @@ def measure_again(result: ProbeResult, retry_all: bool) -> str:
     return ""
 
 
-def comparable(result: ProbeResult) -> bool:
+def ran_uncontended(result: ProbeResult) -> bool:
     """It ran ok with nothing else loading the machine: a figure a decision may use."""
     return result.ok and not result.contended
 
@@ -94,7 +94,7 @@ def replay_plan(results: list[ProbeResult], retry_all: bool) -> Replay:
         if result.retried:  # a failed attempt the next line of its probe replaces
             continue
         found = replay.journaled.setdefault(place_of(result.stage, result.config, result.ranks), [])
-        spot = next((i for i, r in enumerate(found) if not comparable(r)), None)
+        spot = next((i for i, r in enumerate(found) if not ran_uncontended(r)), None)
         if result.replaces and spot is not None:
             found[spot] = result  # measured again on an earlier resume: in the failure's place
         else:
@@ -108,7 +108,7 @@ def replay_plan(results: list[ProbeResult], retry_all: bool) -> Replay:
                 replay.again.append(f"{result.stage} {variant_text(result)} ({why})")
             else:
                 keep.append(result)
-                kept_failure = not comparable(result) and result.status is not Status.SKIPPED
+                kept_failure = not ran_uncontended(result) and result.status is not Status.SKIPPED
                 replay.failures_kept |= kept_failure
         found[:] = keep
     return replay

@@ -218,14 +218,14 @@ def run_trials(
     def rates() -> list[float]:
         return [t.samples_per_s for t in results]
 
-    while (
-        not plan.enough_trials(rates())
-        or leading_outlier(rates())
-        or far_trial(rates()) is not None
-    ):
-        if leading_outlier(rates()):
+    while True:
+        so_far = rates()
+        leading, far = leading_outlier(so_far), far_trial(so_far)
+        if plan.enough_trials(so_far) and not leading and far is None:
+            break
+        if leading:
             results.pop(0)
-        elif index < budget and (far := far_trial(rates())) is not None:
+        elif index < budget and far is not None:
             results.pop(far)  # measured again; at the budget's end it stays, flagged
         if index >= budget:
             break
