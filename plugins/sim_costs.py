@@ -9,7 +9,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from tuneup.config import loader
+from tuneup.config import first_uses, loader
 from tuneup.probe.estimate import ProbeCosts
 
 from .sim_surface import _digest
@@ -79,10 +79,9 @@ def _one_time(k: dict[str, Any]) -> dict[str, float]:
     costs = {"worker_spawn": 0.5 * k["num_data_workers"]}
     if loader(k["data_loader_config"]).dali:
         costs["dali_build"] = 30.0
-    if k["jit"] == "compile":
-        costs["compile"] = 60.0
-    elif k["jit"] == "script":
-        costs["compile"] = 5.0
+    compile_s = first_uses({"jit": k["jit"]}).get(("jit", k["jit"]))
+    if compile_s is not None:  # as the knob declares it (a cold torch.compile, scripting)
+        costs["compile"] = compile_s
     if k["cuda_graphs"]:
         costs["graph_capture"] = 4.0
     return costs

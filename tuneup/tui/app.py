@@ -266,12 +266,8 @@ class TuneupApp(App[None]):
                 self._launch(self.resume_driver(results), False)
             self.push_screen(ResultsScreen(summary, probes, folder))
             return
+        # the tune screen shows what the journal holds and that r resumes it
         self._launch(self.resume_driver(results), False)
-        journaled = [r for r in results.results() if not r.retried]
-        self.notify(
-            f"{len(journaled)} probe(s) journaled in {folder}: press r to resume the ladder",
-            timeout=10,
-        )
 
     def resume_driver(self, results: ResultsDir) -> Any:
         """The interrupted session rebuilt from session.json, as `tuneup probe --resume` does."""
@@ -288,16 +284,14 @@ class TuneupApp(App[None]):
         return self._session_driver(built, relay)
 
     def action_help(self) -> None:
-        """Every screen's keys, as its footer lists them (a screen may say more: its HELP)."""
-        said = getattr(self.screen, "HELP", None)
-        if not said:
-            keys = [
-                f"{self.get_key_display(b.binding)} {b.binding.description}"
-                for b in self.active_bindings.values()
-                if b.binding.show and b.enabled and b.binding.description != "help"
-            ]
-            said = " · ".join(keys)
-        self.notify(said, title="keys", timeout=8)
+        """Every screen's keys, as its footer lists them (the tune screen says more on its
+        own `?`)."""
+        keys = [
+            f"{self.get_key_display(b.binding)} {b.binding.description}"
+            for b in self.active_bindings.values()
+            if b.binding.show and b.enabled and b.binding.description != "help"
+        ]
+        self.notify(" · ".join(keys), title="keys", timeout=8)
 
     def action_resume_session(self) -> None:
         driver = self.driver

@@ -333,25 +333,21 @@ class SetupScreen(Screen[None]):
         shares = self.machine.world_size == 1
         return prior(self.measured(), self.preset, self.step_model, shares)
 
-    def costs(self) -> ProbeCosts:
-        return self.prior()[0]
-
-    def habits(self) -> Habits:
-        return self.prior()[1]
-
-    def estimate_s(self) -> float:
-        shape = ladder_shape(self.shapes(), habits=self.habits())
-        return shape.seconds(self.budget, self.costs())
+    def estimate_s(self, priced: tuple[ProbeCosts, Habits, str] | None = None) -> float:
+        """The checked ladder's time, priced by `priced` (read afresh when None)."""
+        costs, habits, _ = priced or self.prior()
+        return ladder_shape(self.shapes(), habits=habits).seconds(self.budget, costs)
 
     def limit_s(self) -> float | None:
         return time_limit(self.time_budget_s, allocation_left_s(self.job, self.clock()))
 
     def _show_estimate(self) -> None:
+        priced = self.prior()  # an earlier ladder's record is read once a redraw
         ok, message = fits(
-            self.estimate_s(), self.time_budget_s, allocation_left_s(self.job, self.clock())
+            self.estimate_s(priced), self.time_budget_s, allocation_left_s(self.job, self.clock())
         )
         count = len(self.chosen())
-        text = f"{count} stage(s): {message} ({self.prior()[2]})"
+        text = f"{count} stage(s): {message} ({priced[2]})"
         if not ok:
             text += " - trim the ladder, or raise the budget"
         estimate = self.query_one("#estimate", Static)
@@ -411,9 +407,8 @@ class SetupScreen(Screen[None]):
     def action_trim(self) -> None:
         """Plan the ladder to the time budget: shorter trials, then the stages of least
         expected gain per second unchecked (tuneup.tuning.planner)."""
-        plan = plan_ladder(
-            self.shapes(), self.budget, self.costs(), self.limit_s(), habits=self.habits()
-        )
+        costs, habits, _ = self.prior()
+        plan = plan_ladder(self.shapes(), self.budget, costs, self.limit_s(), habits=habits)
         stages = self.query_one("#stages", SelectionList)
         for shape in self.shapes():
             if shape.name not in plan.stages:
