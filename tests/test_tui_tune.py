@@ -17,6 +17,7 @@ import pytest
 pytest.importorskip("textual")
 pytest.importorskip("plotext")
 
+from rich.text import Text
 from textual.app import App
 from textual.screen import Screen
 from textual.widgets import Static
@@ -233,8 +234,19 @@ def test_screenshot_of_the_finished_ladder(
         await until(lambda: app.screen.finished, pilot)  # type: ignore[attr-defined]
         table = ladder(app)
         await until(lambda: table.row_count == len(driver.outcome.probes), pilot)  # type: ignore[union-attr]
-        # Column widths grow on a later refresh than the rows arrive (slower on a loaded
-        # machine): wait until the table's width has held still for a few looks.
+
+        def widths_caught_up() -> bool:
+            """Every column is as wide as its widest cell: the table measures new rows
+            when it is idle, later than they arrive (much later on a loaded machine)."""
+            rows = [table.get_row_at(i) for i in range(table.row_count)]
+            return all(
+                column.content_width
+                >= max(Text.from_markup(str(row[index])).cell_len for row in rows)
+                for index, column in enumerate(table.ordered_columns)
+            )
+
+        await until(widths_caught_up, pilot, timeout=30.0)
+        # then the table's width, as drawn, holds still for a few looks
         steady, last = 0, None
         for _ in range(50):
             await pilot.pause(0.1)
