@@ -16,6 +16,7 @@ it is refused they are reported as not run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -132,9 +133,7 @@ def reused(result: dict[str, Any]) -> int:
     return (result["stdout"] + result["stderr"]).count("[from journal]")
 
 
-def stopped_after(
-    h: Harness, name: str, command: list[str], lines: int = 4
-) -> tuple[Path, int]:
+def stopped_after(h: Harness, name: str, command: list[str], lines: int = 4) -> tuple[Path, int]:
     """A ladder in h.work/name stopped by SIGINT once `lines` probes are journaled; its
     folder and the probes it journaled."""
     out = h.work / name
@@ -224,7 +223,7 @@ def baseline_killed(h: Harness) -> dict[str, Any]:
         if workers:
             time.sleep(1.0)  # inside the baseline's measurement
             for pid in workers_of(proc.pid):
-                with _quiet():
+                with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
                     kills += 1
         time.sleep(0.1)
@@ -251,7 +250,7 @@ def sigkill_outside(h: Harness) -> dict[str, Any]:
     wait_for(lambda: journal_lines(out) >= 3)
     wait_for(lambda: bool(workers_of(proc.pid)), 30)
     for pid in workers_of(proc.pid):
-        with _quiet():
+        with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
     first = finish(proc)
     reasons = [
@@ -272,12 +271,12 @@ def sigstop_trial(h: Harness) -> dict[str, Any]:
         time.sleep(0.3)
         at = journal_lines(out)  # the probe under way is the next line
         for pid in workers_of(proc.pid):
-            with _quiet():
+            with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGSTOP)
                 stopped.append(pid)
         time.sleep(8.0)
         for pid in stopped:
-            with _quiet():
+            with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGCONT)
     first = finish(proc)
     lines = (out / "journal.jsonl").read_text().splitlines()
@@ -389,18 +388,10 @@ def readonly_mid(h: Harness) -> dict[str, Any]:
 
 
 def _fill(path: Path) -> None:
-    with path.open("wb") as file, _quiet():
+    with path.open("wb") as file, contextlib.suppress(OSError):
         while True:
             file.write(b"\0" * 65536)
             file.flush()
-
-
-class _quiet:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> bool:
-        return exc[0] is not None and issubclass(exc[0], OSError)  # type: ignore[arg-type]
 
 
 def _bundled_preset() -> Path:

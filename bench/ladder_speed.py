@@ -160,9 +160,7 @@ def estimate_errors(lines: list[tuple[float, str]], wall: float) -> dict[str, An
             left = seconds_of(found.group(1))
             if left is not None:
                 basis = found.group("basis") or ""
-                said.append(
-                    (when, left, not basis.startswith("a guess") and basis in ("", "measured here"))
-                )
+                said.append((when, left, basis in ("", "measured here")))
     if not said:
         return None
 

@@ -231,7 +231,6 @@ def main() -> None:
     parser.add_argument(
         "--fresh", action="store_true", help="every knob in a fresh process (slower on a GPU)"
     )
-    parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--many", help=argparse.SUPPRESS)
     args = parser.parse_args()
     # Stopped by the suite (SIGTERM): unwind, so the probe runner's and subprocess.run's
@@ -239,9 +238,6 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
     args.warm = args.warm if args.warm is not None else (3 if args.cpu else 10)
     args.steps = args.steps or (5 if args.cpu else 10)
-    if args.one:
-        print(json.dumps(measure_one(json.loads(args.one), args.warm, args.trials, args.steps)))
-        return
     if args.many:
         measure_many([(name, values) for name, values in json.loads(args.many)], args)
         return
@@ -292,8 +288,6 @@ def main() -> None:
             timeout = timeout if left is None else min(timeout, left)
             print(f"knobs: {', '.join(names)} ...", file=sys.stderr, flush=True)
             found = run_children([(n, v) for n, v, _ in group], args, timeout)
-            if len(group) == 1 and found[names[0]].get("status") == "pass":
-                found[names[0]]["process"] = "fresh"
         for row in rows:
             if row["knob"] in found:
                 row.update(found[row["knob"]])

@@ -13,12 +13,13 @@ from pathlib import Path
 import h5py
 import numpy as np
 
+from tuneup.config.loaders import INPUT_CHANNELS, TARGET_CHANNELS
 from tuneup.errors import UsageError
 
 NBODY = "Nbody"
 HYDRO = "Hydro"
-NBODY_CHANNELS = 4
-HYDRO_CHANNELS = 5
+NBODY_CHANNELS = INPUT_CHANNELS
+HYDRO_CHANNELS = TARGET_CHANNELS
 # What the generator writes and the loaders expect; other float types are accepted.
 DTYPE = np.dtype(np.float32)
 
