@@ -30,23 +30,28 @@ output lists the assumptions: these are predictions, not measurements.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
 import statistics
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from _record import record
-from tuneup_plugins.twin import ASSUMED, GpuTwin, conv_key, read_evidence
+from tuneup_plugins.twin import ASSUMED, Evidence, GpuTwin, read_evidence
+from tuneup_plugins.twin_evidence import GATHER, read_journal, read_json
+from twin_gather import gather
 
 from tuneup.cluster.job import JobEnv
 from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import load_preset
 from tuneup.probe.backend import ProbeBackend
+from tuneup.probe.costmodel import ENDS, End, FirstUse, conv_key
 from tuneup.probe.estimate import duration_text, parse_duration
 from tuneup.probe.types import BASELINE_STAGE, CONFIRM_STAGE, Candidate, ProbeResult
 from tuneup.tuning import paired
@@ -54,8 +59,6 @@ from tuneup.tuning.assembly import SessionRequest, assemble_new
 from tuneup.tuning.control import OutOfTime, SessionInterrupted
 from tuneup.tuning.engine import Engine
 from tuneup.tuning.search_records import StagePlan
-
-OVERHEAD_S = 0.2  # a probe's bookkeeping beyond its wall: journal, events, telemetry join
 
 # The measurement before issue 24 (presets/h200.yaml at 33c6488).
 LEGACY = {"trial_steps": 20, "trials": 5, "warmup_max_steps": 60, "loss_steps": 20}
@@ -74,8 +77,9 @@ class SimClock:
 class TwinBackend(ProbeBackend):
     """The twin as a session's backend: each probe moves the simulated clock."""
 
-    def __init__(self, twin: GpuTwin, clock: SimClock, legacy: bool) -> None:
+    def __init__(self, twin: GpuTwin, clock: SimClock, legacy: bool, overhead_s: float) -> None:
         self.twin = twin
+        self.overhead_s = overhead_s
         self.clock = clock
         self.legacy = legacy
         self.keys: set[Any] = set()
@@ -87,7 +91,7 @@ class TwinBackend(ProbeBackend):
         result = self.twin(stage, candidate, values)
         if self.legacy and result.ok:
             result = replace(result, wall_s=self._legacy_wall(stage, candidate, values, result))
-        self.clock.now += result.wall_s + OVERHEAD_S
+        self.clock.now += result.wall_s + self.overhead_s
         return result
 
     def _legacy_wall(
@@ -102,9 +106,12 @@ class TwinBackend(ProbeBackend):
             self.keys = set()
         new = key not in self.keys
         self.keys.add(key)
-        costs = self.twin.costs
-        start = costs.start_s(fresh)
-        first = costs.one_time(knobs, fresh, new).get("first_steps", 0.0) if fresh or new else 0.0
+        use = FirstUse(fresh=fresh, conv=new)
+        once = self.twin.evidence.costs.one_time(use, knobs, self.twin.end)
+        start = once.get("spawn", once.get("setup", 0.0))
+        first = (
+            sum(v for k, v in once.items() if k not in ("spawn", "setup")) if fresh or new else 0.0
+        )
         rates = self.twin.expected_sps(values)
         batch = knobs["global_batch_size"]
         full_step = batch / rates["full"]
@@ -128,32 +135,51 @@ def _on_full(plan: StagePlan) -> StagePlan:
     return replace(plan, judged="full", refresh=refresh)
 
 
-def h200_machine(evidence_gpu: str, cpus: int) -> MachineInfo:
-    """The recorded node: one GPU, its CPUs, the compile toolchain, no DALI, no apex."""
+def recorded_machine(evidence: Evidence) -> MachineInfo:
+    """The recorded machine: a gather's own record of it; else the first GPU run's node (one
+    GPU, its CPUs, the compile toolchain, no DALI, no apex)."""
+    recorded = read_json(evidence.folder / GATHER / "session.json").get("machine")
+    if isinstance(recorded, dict):
+        fields = {f.name for f in dataclasses.fields(MachineInfo)}
+        known = {k: v for k, v in recorded.items() if k in fields}
+        known["gpu_names"] = tuple(known.get("gpu_names") or ())
+        return MachineInfo(**known)
     return MachineInfo(
-        cuda=True, gpu_count=1, gpu_names=(evidence_gpu,), cpus_usable=cpus, dali=False
+        cuda=True, gpu_count=1, gpu_names=(evidence.gpu,), cpus_usable=evidence.cpus, dali=False
     )
 
 
+def gathered_compiles(evidence: Evidence) -> list[dict[str, Any]]:
+    """The configurations a gather compiled: a ladder run after it finds their graphs in the
+    disk caches."""
+    journal = evidence.folder / GATHER / "journal.jsonl"
+    if not journal.is_file():
+        return []
+    configs = [dict(line.get("config") or {}) for line in read_journal(journal)]
+    return [c for c in configs if c.get("jit") == "compile"]
+
+
 def run_ladder(
-    evidence_dir: Path,
+    evidence: Evidence,
     seed: int,
     budget_s: float | None,
     legacy: bool,
     preset_name: str,
     keep: Path | None = None,
+    end: End = "likely",
+    compiled: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
-    evidence = read_evidence(evidence_dir)
     clock = SimClock()
-    twin = GpuTwin(evidence, seed=seed)
+    twin = GpuTwin(evidence, seed=seed, end=end, compiled=compiled)
     preset = load_preset(preset_name)
     if legacy:
         twin.budget = replace(twin.budget, max_trials=5, min_trials=5)
         _decide_as_before()
     else:
         twin.budget = preset.budget
-    backend = TwinBackend(twin, clock, legacy)
-    machine = h200_machine(evidence.gpu, evidence.cpus)
+    overhead = evidence.overhead.at(end)
+    backend = TwinBackend(twin, clock, legacy, overhead)
+    machine = recorded_machine(evidence)
     estimates: list[tuple[int, float, float]] = []  # (probes done, elapsed, said left)
     reporter = _Listener(clock, estimates)
 
@@ -170,11 +196,16 @@ def run_ladder(
             machine,
             out=Path(folder) / "twin",
             reporter=reporter,
-            job=JobEnv(source="local", hostname="twin", cpus_usable=evidence.cpus, gpus_on_node=1),
+            job=JobEnv(
+                source="local",
+                hostname="twin",
+                cpus_usable=evidence.cpus,
+                gpus_on_node=1 if evidence.on_gpu else 0,
+            ),
             engine_factory=engine_factory,
             monotonic=clock,
         )
-        built.session.clock.simulated = False  # the twin's probes take the GPU's time
+        built.session.clock.simulated = False  # the twin's probes take the machine's time
         if not legacy:  # the trials the plan fitted to the time budget (maybe shortened)
             twin.budget = built.session.preset.budget
         if legacy:  # every stage judged on FULL, as before issue 24
@@ -194,21 +225,23 @@ def run_ladder(
         habits = built.session.clock.habits(CONFIRM_STAGE)
         if keep is not None:
             keep.write_text("".join(json.dumps(p.to_journal(), default=str) + "\n" for p in probes))
-    walls = [p.wall_s + OVERHEAD_S for p in probes]
-    total = sum(walls)
+    start = evidence.start.at(end) if evidence.start is not None else 0.0
+    total = start + sum(p.wall_s + overhead for p in probes)
     stages: dict[str, dict[str, float]] = {}
     for probe in probes:
         entry = stages.setdefault(probe.stage, {"probes": 0, "wall_s": 0.0})
         entry["probes"] += 1
-        entry["wall_s"] = round(entry["wall_s"] + probe.wall_s + OVERHEAD_S, 1)
+        entry["wall_s"] = round(entry["wall_s"] + probe.wall_s + overhead, 1)
     said = next(((n, e, left) for n, e, left in estimates if n == 2), None)
     error = None if said is None else abs(said[1] + said[2] - total) / total
     return {
         "mode": "legacy" if legacy else "now",
+        "end": end,
         "seed": seed,
         "wall_s": round(total, 1),
         "wall": duration_text(total),
         "probes": sum(1 for p in probes if p.status.value != "skipped"),
+        "parts": ladder_parts([p.to_journal() for p in probes], overhead_s=overhead, start_s=start),
         "stages": stages,
         "decisions": [f"{s.stage}: {s.reason}" for s in summary.stages],
         "headline": summary.recommendation.headline,
@@ -241,6 +274,32 @@ def run_ladder(
     }
 
 
+PARTS = ("spawn", "setup", "first_steps", "compile", "graph_capture")
+
+
+def ladder_parts(
+    lines: Sequence[dict[str, Any]], *, overhead_s: float = 0.0, start_s: float = 0.0
+) -> dict[str, float]:
+    """Where a ladder's time went, part by part, from its journal lines: the one-time parts
+    (process starts, set-ups, first steps, compiles, captures), the warm-ups and loss steps
+    (the wall less the rest), the timed trials, the bookkeeping between probes, the start."""
+    parts = {name: 0.0 for name in (*PARTS, "warmup_and_loss", "trials", "failed")}
+    for line in lines:
+        wall = float(line.get("wall_s") or 0.0)
+        if line.get("status") != "ok":
+            parts["failed"] += wall
+            continue
+        once = dict(line.get("one_time_s") or {})
+        for name in PARTS:
+            parts[name] += float(once.get(name, 0.0))
+        timed = float(line.get("timed_s") or 0.0)
+        parts["trials"] += timed
+        parts["warmup_and_loss"] += max(0.0, wall - timed - sum(once.values()))
+    parts["overhead"] = overhead_s * len(lines)
+    parts["session_start"] = start_s
+    return {k: round(v, 1) for k, v in parts.items()}
+
+
 class _Listener:
     """Hears the session's time left after each probe, on the simulated clock."""
 
@@ -267,68 +326,158 @@ class _Listener:
         self.estimates.append((done, self.clock(), seconds))
 
 
+def predict(
+    evidence: Evidence,
+    *,
+    preset: str,
+    seeds: int = 1,
+    budget_s: float | None = None,
+    legacy: bool = False,
+    keep: Path | None = None,
+    compile_cache: str = "auto",
+) -> dict[str, Any]:
+    """The ladder predicted at every figure's likely end (over `seeds` noise seeds: medians),
+    and at its low and high ends (seed 0): `wall_s`, `wall_s_low`, `wall_s_high`."""
+    warm = compile_cache == "warm" or (compile_cache == "auto" and bool(evidence.table))
+    compiled = gathered_compiles(evidence) if warm else []
+
+    def ladder(seed: int, end: End) -> dict[str, Any]:
+        return run_ladder(
+            evidence,
+            seed,
+            budget_s,
+            legacy,
+            preset,
+            keep if seed == 0 and end == "likely" else None,
+            end,
+            compiled,
+        )
+
+    runs = [ladder(seed, "likely") for seed in range(seeds)]
+    ends = {end: ladder(0, end) for end in ENDS if end != "likely"}
+    first = runs[0]
+    figures = evidence.figures()
+    return {
+        **first,
+        "wall_s": statistics.median(r["wall_s"] for r in runs),
+        "wall_s_low": ends["low"]["wall_s"],
+        "wall_s_high": ends["high"]["wall_s"],
+        "probes": statistics.median(r["probes"] for r in runs),
+        "probes_range": [min(r["probes"] for r in runs), max(r["probes"] for r in runs)],
+        "parts_low": ends["low"]["parts"],
+        "parts_high": ends["high"]["parts"],
+        "runs": [{k: r[k] for k in ("seed", "wall_s", "probes", "headline")} for r in runs],
+        "evidence": str(evidence.folder),
+        "preset": preset,
+        "compile_cache": "warm (the gather's graphs)" if compiled else "cold",
+        "figures": {name: cost.to_dict() for name, cost in figures.items()},
+        "unsettled": {name: cost.settle for name, cost in figures.items() if not cost.measured},
+        "recorded_stage_probes": dict(evidence.recorded_stages),
+        "assumed": {} if evidence.table else ASSUMED,
+        "predicted": "by the twin, from the evidence and the assumptions",
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--evidence", type=Path, required=True, help="an evidence folder")
+    parser.add_argument("--evidence", type=Path, help="an evidence folder")
+    parser.add_argument(
+        "--journal-evidence",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="JOURNAL",
+        help="a tuneup journal.jsonl whose probes' costs are read too (repeatable)",
+    )
+    parser.add_argument(
+        "--gather",
+        type=Path,
+        metavar="DIR",
+        help="measure this machine's evidence into DIR without running a ladder, then stop",
+    )
     parser.add_argument("--preset", default="h200")
     parser.add_argument("--budget", help="a time budget (10m, 600s): the ladder plans to it")
     parser.add_argument("--legacy", action="store_true", help="price the plan before issue 24")
     parser.add_argument("--seeds", type=int, default=1, help="noise seeds to run (medians)")
+    parser.add_argument(
+        "--compile-cache",
+        choices=("auto", "warm", "cold"),
+        default="auto",
+        help="whether the ladder finds the gather's compiled graphs on disk (auto: where a "
+        "gather made them)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--out", type=Path, help="also record the result under bench/results")
     parser.add_argument("--journal", type=Path, help="keep the first run's journal here")
     args = parser.parse_args()
+    if args.gather is not None:
+        folder = gather(args.gather, args.preset)
+        print(
+            f"gathered: {folder} (predict with: python bench/gpu_twin.py --evidence "
+            f"{args.gather} --preset {args.preset})"
+        )
+        return
+    if args.evidence is None:
+        parser.error("--evidence DIR is needed (or --gather DIR to make one)")
     try:
         budget_s = parse_duration(args.budget) if args.budget else None
-        runs = [
-            run_ladder(
-                args.evidence,
-                seed,
-                budget_s,
-                args.legacy,
-                args.preset,
-                args.journal if seed == 0 else None,
-            )
-            for seed in range(args.seeds)
-        ]
+        evidence = read_evidence(args.evidence, args.journal_evidence)
+        result = predict(
+            evidence,
+            preset=args.preset,
+            seeds=args.seeds,
+            budget_s=budget_s,
+            legacy=args.legacy,
+            keep=args.journal,
+            compile_cache=args.compile_cache,
+        )
     except (ValueError, OSError) as exc:
         print(f"gpu_twin: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
-    first = runs[0]
-    result = {
-        **first,
-        "wall_s": statistics.median(r["wall_s"] for r in runs),
-        "probes": statistics.median(r["probes"] for r in runs),
-        "runs": [{k: r[k] for k in ("seed", "wall_s", "probes", "headline")} for r in runs],
-        "evidence": str(args.evidence),
-        "assumed": ASSUMED,
-        "predicted": "by the GPU twin on a CPU, from the evidence and the assumptions",
-    }
     if args.json:
         print(json.dumps(result, default=str))
     else:
-        print(f"GPU twin of {args.evidence} ({first['mode']}, preset {args.preset}):")
-        for note in first["notes"]:
-            print(f"  {note}")
-        print(
-            f"  predicted wall time: {duration_text(result['wall_s'])} "
-            f"({result['wall_s']:.0f} s), {result['probes']:.0f} probes"
-        )
-        for stage, entry in first["stages"].items():
-            print(f"  {stage:14s} {entry['probes']:3.0f} probes {entry['wall_s']:8.1f} s")
-        for line in first["decisions"]:
-            print(f"  {line}")
-        print(f"  {first['headline']}")
-        if first["estimate_after_2_probes_error"] is not None:
-            print(
-                f"  the estimate after 2 probes was off by "
-                f"{100 * first['estimate_after_2_probes_error']:.0f}%"
-            )
-        print("  assumed (not in the evidence):")
-        for what, why in ASSUMED.items():
-            print(f"    {what}: {why}")
+        show(result)
     if args.out:
         record("gpu_twin", args.out, **{k: v for k, v in result.items() if k != "notes"})
+
+
+def show(result: dict[str, Any]) -> None:
+    print(f"twin of {result['evidence']} ({result['mode']}, preset {result['preset']}):")
+    for note in result["notes"]:
+        print(f"  {note}")
+    print(
+        f"  predicted wall time: {duration_text(result['wall_s'])} ({result['wall_s']:.0f} s; "
+        f"low {result['wall_s_low']:.0f} s, high {result['wall_s_high']:.0f} s), "
+        f"{result['probes']:.0f} probes"
+    )
+    print(
+        "  where the time goes (likely): "
+        + ", ".join(f"{k} {v:.0f} s" for k, v in result["parts"].items() if v)
+    )
+    for stage, entry in result["stages"].items():
+        print(f"  {stage:14s} {entry['probes']:3.0f} probes {entry['wall_s']:8.1f} s")
+    for line in result["decisions"]:
+        print(f"  {line}")
+    print(f"  {result['headline']}")
+    if result["estimate_after_2_probes_error"] is not None:
+        print(
+            f"  the estimate after 2 probes was off by "
+            f"{100 * result['estimate_after_2_probes_error']:.0f}%"
+        )
+    print("  cost figures (likely, low-high; m: measured):")
+    for name, figure in result["figures"].items():
+        mark = "m" if figure["measured"] else " "
+        print(
+            f"   {mark} {name:24s} {figure['likely']:8.2f} ({figure['low']:.2f}-"
+            f"{figure['high']:.2f})  {figure['source']}"
+        )
+    if result["unsettled"]:
+        print("  what would settle each assumed figure:")
+        for name, settle in result["unsettled"].items():
+            print(f"    {name}: {settle}")
+    for what, why in result["assumed"].items():
+        print(f"  assumed rate, {what}: {why}")
 
 
 if __name__ == "__main__":

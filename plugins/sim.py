@@ -121,7 +121,7 @@ from typing import Any
 
 from tuneup.config import process_kind
 from tuneup.probe.backend import ProbeBackend
-from tuneup.probe.estimate import probe_seconds
+from tuneup.probe.estimate import ProbeCosts, probe_seconds
 from tuneup.probe.plan import MeasurementPlan, plan_for
 from tuneup.probe.stats import clearly_slower, early_stop_reason, iqr_pct, median
 from tuneup.probe.types import Candidate, Contention, ProbeBudget, ProbeResult, Status
@@ -228,9 +228,17 @@ class SimTrainer(SimSurface, ProbeBackend):
         problem = self.problem(values, ranks)
         if problem is not None:
             status, reason = problem
+            spent = self.failed_costs(k)  # its start and first step: a failure shows there
             self._process_ended()
             return ProbeResult(
-                stage, variant, dict(values), status, f"simulated: {reason}", ranks=ranks
+                stage,
+                variant,
+                dict(values),
+                status,
+                f"simulated: {reason}",
+                ranks=ranks,
+                one_time_s=spent,
+                wall_s=sum(spent.values()),
             )
         plan = plan_for(self.budget, candidate)
         key = _noise_key(k, ranks) + _effects_key(self.effects, values)
@@ -256,6 +264,7 @@ class SimTrainer(SimSurface, ProbeBackend):
             {p: float(len(t)) for p, t in trials.items()},
             first_s=sum(v for n, v in one_time.items() if n not in ("spawn", "setup")),
         )
+        costs = self.probe_costs_for(costs, k)
         wall = probe_seconds(
             dataclasses.replace(plan, phases=tuple(trials)), costs, fresh=fresh, new=new
         )
@@ -323,6 +332,17 @@ class SimTrainer(SimSurface, ProbeBackend):
     def one_time(self, knobs: dict[str, Any], fresh: bool, new: bool) -> dict[str, float]:
         """The probe's one-time costs (SimCosts.one_time)."""
         return self.costs.one_time(knobs, fresh, new)
+
+    def failed_costs(self, knobs: dict[str, Any]) -> dict[str, float]:
+        """What a probe that fails costs before it fails: its process's start (or set-up)
+        and its first step, where failures show (an out-of-memory, an unsupported knob)."""
+        fresh, new = self._process_for(knobs)
+        return self.one_time(knobs, fresh, new)
+
+    def probe_costs_for(self, costs: ProbeCosts, knobs: dict[str, Any]) -> ProbeCosts:
+        """A probe's costs with what the knobs add to the model's (the twin's warm-ups that
+        do not settle); as they are here."""
+        return costs
 
     def trial_noise(self, phase: str, knobs: dict[str, Any]) -> float:
         """One trial's relative noise in `phase` (the same in every phase here)."""

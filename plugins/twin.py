@@ -1,71 +1,75 @@
-"""The GPU twin: the `sim` trainer replaying a recorded GPU's rates and costs.
+"""The twin: the `sim` trainer replaying a recorded machine's rates and costs.
 
 Work on the ladder happens on CPU machines far more often than on a GPU, and
 the GPU's costs are not the CPU's (a fresh process's first step took 13-56 s on
 an H200; starting a process costs 2 s on a 2-core CPU). The twin answers each
-probe as that GPU did, from an evidence folder (bench/gpu/EVIDENCE.md says
-what one holds), so the ladder's plan, probe count and wall time can be
-predicted on any machine (bench/gpu_twin.py), and the estimate's model
-(tuneup.probe.estimate) is the one that prices every probe here too.
+probe as the recorded machine did, from an evidence folder (bench/gpu/EVIDENCE.md
+says what one holds; twin_evidence reads it), so the ladder's plan, probe count
+and wall time can be predicted on any machine (bench/gpu_twin.py).
 
-What is read from the folder, measured (knobs.json, session/journal.jsonl):
+Its one-time costs are the worker's own cost model (tuneup.probe.costmodel):
+a process start, the set-up, the first step by what is new to the process (a
+conv key, a compile cold or from the disk caches, a script, a capture), a
+warm-up that may not settle, a failed probe's start and first step. Each
+figure is measured where the evidence has it and assumed otherwise, and the
+twin is run at the figures' low, likely or high end (`end`).
 
-* SYNTHETIC at batch 64 for each knob row knobs.json measured (fp32 with TF32,
-  TF32 off, bf16, fp16, channels_last), and each row's first step in a fresh
-  process;
-* the baseline's IO (lowmem, 2 workers), FULL, spawn, and its FULL against
-  min(IO, SYNTHETIC);
-* trial noise: SYNTHETIC's trial spread (knobs.json), FULL's (the journal),
-  and FULL's probe-to-probe difference (the two baseline probes).
+Its rates come from one of two sources:
 
-What it lacks is assumed, each with its source (`ASSUMED`, printed by the
-bench): fused Adam, TorchScript, torch.compile, CUDA graphs, bf16 with
-channels_last, other batch sizes, the loaders other than lowmem with 2 workers,
-the set-up of a probe in a warm worker, and how a new configuration's first
-step in a warm worker compares with a fresh process's.
+* a gathered table (`bench/gpu_twin.py --gather`): every stage's candidates
+  measured once on the baseline, every phase; a configuration's rate is the
+  baseline's times each of its changes' measured ratio, phase by phase, and
+  its noise is what the gather's trials and the baseline's repeats showed;
+* a GPU run's knobs.json and baseline probes (the first H200 run): SYNTHETIC
+  per knob row, the baseline's IO and FULL, and for what they lack the rate
+  assumptions in `ASSUMED`, each with its source.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from tuneup.config import loader
-from tuneup.errors import UsageError
+from tuneup.probe.costmodel import (
+    Cost,
+    End,
+    FirstUse,
+    ProcessHistory,
+    WorkerCosts,
+    graph_key,
+    row_of,
+)
+from tuneup.probe.estimate import ProbeCosts
 from tuneup.probe.stats import median, relative_spread
+from tuneup.probe.types import PHASES, Status
 
 from .sim import SimCosts, SimTrainer
+from .twin_evidence import GATHER, Measured, Row, change_of, read_measured, worker_costs
 
-# Each assumption the twin makes where the evidence is silent, with its source: the bench
-# prints them beside every prediction, so a figure is never taken for a measurement.
+# Each rate the twin assumes where a GPU run's evidence is silent, with its source: the bench
+# prints them beside every prediction, so a figure is never taken for a measurement. (Its
+# one-time costs are the cost model's figures: measured, or assumed with a range.)
 ASSUMED: dict[str, str] = {
     "fused Adam": "+4% SYNTHETIC: the tutorial's apex FusedAdam on an A100 (513 -> 534 "
     "samples/s, unet-workload.md)",
     "TorchScript": "+2% SYNTHETIC: the tutorial's JIT on an A100 (534 -> 542 FULL, 661 -> "
     "708 SYNTHETIC with apex; unet-workload.md)",
-    "torch.compile": "+5% SYNTHETIC, a 60 s cold compile (gpu-ladder.md's time box), one "
-    "recompile for the first new batch (PyTorch's automatic dynamic shapes); a graph the "
-    "worker compiled before costs nothing again",
+    "torch.compile": "+5% SYNTHETIC",
     "CUDA graphs": "+2.7% SYNTHETIC: the sim's launch model (2 ms of launches in a 63 ms "
-    "step, cut to 0.3 ms by a graph), 2 s capture: gpu-ladder.md",
+    "step, cut to 0.3 ms by a graph)",
     "bf16 + channels_last": "bf16 x the fp32 channels_last gain (1.035): no measurement",
     "batch size": "SYNTHETIC per sample x (batch / 64)^0.05; memory fits 141 GB",
     "loaders": "lowmem per worker as measured at 2 (58.8 samples/s), sublinear in workers "
     "as the sim's curve fitted to the tutorial's 2/4/8/16 workers on 32 cores, scaled to 16; "
     "inmem 1.6x lowmem; the GPU-resident loader 8000 samples/s; DALI absent (as on that node)",
-    "warm set-up": "2 s to build a probe's model, optimizer and loader in a warm worker (the "
-    "spawn's 7.7 s less the interpreter, torch's import and CUDA's context)",
     "noise": "SYNTHETIC's trials repeat as recorded (0.01%); IO and FULL vary as recorded with "
     "the CPU loaders (1.6% a trial, 5.5% a probe), and as SYNTHETIC with the GPU-resident "
     "loader, which takes the CPU workers out of the loop",
-    "warm first step": "a configuration new to a warm worker pays its recorded fresh first "
-    "step less the floor all rows share (fp16's, 12.6 s: the process's own start); one it "
-    "saw before pays nothing",
     "composition": "FULL = (IO^-3 + SYNTHETIC^-3)^(-1/3): 0.99 of min(IO, SYNTHETIC) at "
     "the recorded baseline, 0.79 where the two are equal (the tutorial's 0.77-0.81)",
 }
@@ -73,28 +77,38 @@ ASSUMED: dict[str, str] = {
 COMPOSITION_P = 3.0
 GPU_LOADER_SPS = 8000.0
 INMEM_FACTOR = 1.6
-WARM_SETUP_S = 2.0
 GAINS = {"fused": 1.04, "script": 1.02, "compile": 1.05, "graphs": 1.027}
-COMPILE_S = 60.0
-SCRIPT_S = 5.0
-CAPTURE_S = 2.0
+OVERHEAD = Cost.assumed(
+    0.2,
+    low=0.1,
+    high=1.0,
+    source="a probe's bookkeeping beyond its wall: journal, events, telemetry join",
+    settle="the time around each probe beyond its wall (gather)",
+)
 
 
 @dataclass(frozen=True)
 class Evidence:
-    """A recorded GPU's figures, as read from its evidence folder.
+    """A recorded machine's figures, as read from its evidence folder.
 
     Attributes:
         folder: where they came from.
-        gpu: the GPU's name.
-        synthetic_sps: SYNTHETIC samples/s at batch 64 by knob row ("baseline",
-            "tf32 off", "amp bf16", "amp fp16", "channels_last", ...).
-        first_step_s: each row's first step in a fresh process.
-        io_sps: the baseline's IO (lowmem, its workers), and `workers` it ran with.
-        full_sps: the baseline's FULL probes.
+        gpu: the GPU's name ("CPU" on a machine without one).
+        on_gpu: the probes ran on a GPU.
+        synthetic_sps: SYNTHETIC samples/s at batch 64 by knobs.json row.
+        first_step_s: each knobs.json row's first step in a fresh process.
+        io_sps, workers, full_sps: the baseline's IO (and its workers), its FULL probes.
         spawn_s: a fresh probe process's start, to its set-up built.
         syn_trial_noise, full_trial_noise: the trials' relative spread.
         full_probe_noise: FULL's probe-to-probe difference (the baseline's repeats).
+        costs: the cost model's figures, measured or assumed (WorkerCosts).
+        table: the gathered configurations' rates (empty: a knobs.json run's model).
+        baseline: the configuration the table's changes are from.
+        trial_noise, probe_noise: per phase, where a gather measured them.
+        overhead: a probe's bookkeeping beyond its wall.
+        start: the session's start before its first probe, where a gather measured it.
+        recorded_stages: the probes each stage took in a recorded ladder's journal (what
+            the twin's own stages are set beside).
     """
 
     folder: Path
@@ -108,196 +122,211 @@ class Evidence:
     syn_trial_noise: float
     full_trial_noise: float
     full_probe_noise: float
+    costs: WorkerCosts
+    on_gpu: bool = True
     cpus: int = 16
     date: str = ""
-    notes: tuple[str, ...] = field(default=())
+    table: tuple[Row, ...] = ()
+    baseline: Mapping[str, Any] = field(default_factory=dict)
+    trial_noise: Mapping[str, float] = field(default_factory=dict)
+    probe_noise: Mapping[str, float] = field(default_factory=dict)
+    overhead: Cost = OVERHEAD
+    start: Cost | None = None
+    recorded_stages: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def overlap(self) -> float:
         """The baseline's FULL over min(IO, SYNTHETIC)."""
-        bound = min(self.io_sps, self.synthetic_sps["baseline"])
+        bound = min(self.io_sps, self.synthetic_sps.get("baseline", self.io_sps))
         return median(list(self.full_sps)) / bound
 
-
-SESSION_FOLDERS = ("session", "speed/*", "ladder")
-"""Where an evidence folder holds a tuneup session, in the order looked at: the first GPU
-run's `session/`, the GPU suite's default ladder (`speed/<run>/`) or short ladder."""
-
-
-def session_folder(folder: Path) -> Path | None:
-    """The evidence folder's tuneup session with a journal, where it has one."""
-    for pattern in SESSION_FOLDERS:
-        for found in sorted(folder.glob(pattern)):
-            if (found / "journal.jsonl").is_file():
-                return found
-    return None
+    def figures(self) -> dict[str, Cost]:
+        """Every cost figure the twin prices with, by name."""
+        named = self.costs.figures()
+        named["overhead"] = self.overhead
+        if self.start is not None:
+            named["session_start"] = self.start
+        return named
 
 
-def read_evidence(folder: Path) -> Evidence:
-    """The figures of an evidence folder (bench/gpu/EVIDENCE.md: knobs.json and a session).
+def read_evidence(folder: Path, journals: Sequence[Path] = ()) -> Evidence:
+    """The figures of an evidence folder (bench/gpu/EVIDENCE.md), and of `journals`.
 
     Raises:
-        UsageError: the folder lacks knobs.json or a session journal with a baseline.
+        UsageError: the folder holds neither knobs.json nor a journal with a baseline.
     """
-    folder = Path(folder)
-    knobs_path = folder / "knobs.json"
-    session = session_folder(folder)
-    missing = "knobs.json" if not knobs_path.is_file() else "a tuneup session (session/)"
-    if not knobs_path.is_file() or session is None:
-        raise UsageError(
-            f"{folder} is not an evidence folder: {missing} is missing "
-            "(bench/gpu/run.sh writes one; bench/gpu/EVIDENCE.md says what it holds)"
-        )
-    journal_path = session / "journal.jsonl"
-    knobs = json.loads(knobs_path.read_text(encoding="utf-8"))
-    rows = [r for r in knobs.get("rows", []) if r.get("status") == "pass"]
-    synthetic = {r["knob"]: float(r["samples_per_s"]) for r in rows}
-    # A fresh process's first step (a row measured after another knob in a shared process
-    # paid a warm first step: not this figure).
+    measured = read_measured(Path(folder), journals)
+    machine = measured.machine
+    on_gpu = bool(machine.get("cuda", True)) and bool(machine.get("gpu_count", 1))
+    gathered = measured.gathered
+    figures = gathered or next(iter(measured.journals.values()))
+    syn = {name: float(r["samples_per_s"]) for name, r in measured.knob_rows.items()}
     first = {
-        r["knob"]: float(r["first_step_s"])
-        for r in rows
+        name: float(r["first_step_s"])
+        for name, r in measured.knob_rows.items()
         if r.get("first_step_s") and r.get("process", "fresh") == "fresh"
     }
+    trial = {
+        p: median([j.trial_noise[p] for j in measured.journals.values() if p in j.trial_noise])
+        for p in PHASES
+        if any(p in j.trial_noise for j in measured.journals.values())
+    }
+    full_trials = trial.get("full", 0.02)
     spreads = [
-        relative_spread(r["ms_per_step_trials"]) for r in rows if r.get("ms_per_step_trials")
+        relative_spread(r["ms_per_step_trials"])
+        for r in measured.knob_rows.values()
+        if r.get("ms_per_step_trials")
     ]
-    if "baseline" not in synthetic:
-        raise UsageError(f"{knobs_path} has no passing baseline row: nothing to replay")
-    baselines = [
-        json.loads(line)
-        for line in journal_path.read_text(encoding="utf-8").splitlines()
-        if line.strip() and json.loads(line).get("stage") == "baseline"
-    ]
-    ok = [b for b in baselines if b.get("status") == "ok" and b.get("full_sps")]
-    if not ok:
-        raise UsageError(f"{journal_path} has no ok baseline probe: nothing to replay")
-    full = tuple(float(b["full_sps"]) for b in ok)
-    trials = [relative_spread(b["full_sps_trials"]) for b in ok if b.get("full_sps_trials")]
-    spawns = [b["one_time_s"]["spawn"] for b in ok if "spawn" in b.get("one_time_s", {})]
-    recorded = _json(session / "session.json")
-    machine = recorded.get("machine", {}) if isinstance(recorded, dict) else {}
-    gpu = (machine.get("gpu_names") or [ok[0].get("device") or "a GPU"])[0]
-    pairs = [math.log(b / a) for a, b in itertools.pairwise(full)]
+    spawns = measured.all_of("spawn")
+    overheads = list(gathered.overhead_s) if gathered else []
+    starts = list(gathered.start_s) if gathered else []
+    names = machine.get("gpu_names") or []
     return Evidence(
-        folder=folder,
-        gpu=str(gpu),
-        synthetic_sps=synthetic,
+        folder=measured.folder,
+        gpu=str(names[0]) if names and on_gpu else ("a GPU" if on_gpu else "CPU"),
+        synthetic_sps=syn,
         first_step_s=first,
-        io_sps=float(ok[0]["io_sps"]),
-        workers=int(ok[0]["config"].get("num_data_workers", 2)),
-        full_sps=full,
+        io_sps=median(list(figures.io_sps)) if figures.io_sps else 0.0,
+        workers=figures.workers,
+        full_sps=figures.full_sps,
         spawn_s=median(spawns) if spawns else 8.0,
-        syn_trial_noise=median(spreads) if spreads else 0.001,
-        full_trial_noise=median(trials) if trials else 0.02,
-        full_probe_noise=abs(pairs[0]) / math.sqrt(2) if pairs else 0.03,
+        syn_trial_noise=median(spreads) if spreads else trial.get("synthetic", 0.001),
+        full_trial_noise=full_trials,
+        full_probe_noise=figures.probe_noise.get("full", 0.03),
+        costs=worker_costs(measured, on_gpu),
+        on_gpu=on_gpu,
         cpus=int(machine.get("cpus_usable", 16) or 16),
-        date=str(knobs.get("date", "")),
+        date=measured.date,
+        table=gathered.rows if gathered else (),
+        baseline=gathered.baseline if gathered else {},
+        trial_noise=trial if gathered else {},
+        probe_noise=dict(gathered.probe_noise) if gathered else {},
+        overhead=Cost.of(overheads, "the time around each gathered probe beyond its wall")
+        if overheads
+        else OVERHEAD,
+        start=Cost.of(starts, "the gather's session start before its first probe")
+        if starts
+        else None,
+        recorded_stages={
+            stage: n
+            for name, j in measured.journals.items()
+            if name != GATHER
+            for stage, n in j.pairs.items()
+        },
     )
-
-
-def _json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-
-
-def conv_key(knobs: Mapping[str, Any]) -> tuple[Any, ...]:
-    """What cuDNN builds its execution plans for: precision, TF32, layout, batch."""
-    return (knobs["amp_mode"], knobs["tf32"], knobs["channels_last"], knobs["global_batch_size"])
 
 
 @dataclass(frozen=True)
 class TwinCosts(SimCosts):
-    """The twin's costs: a process start and first steps as recorded (GpuTwin.one_time)."""
-
-    evidence: Evidence | None = None
-
-    def first_step(self, knobs: Mapping[str, Any], fresh: bool) -> float:
-        """The first step of a configuration whose cuDNN plans are new (module docstring)."""
-        if self.evidence is None:
-            return self.first_s
-        recorded = self.evidence.first_step_s
-        value = recorded.get(knob_row(knobs), recorded.get("baseline", 30.0))
-        if fresh:
-            return value
-        return max(0.0, value - min(recorded.values(), default=0.0))
-
-
-def knob_row(knobs: Mapping[str, Any]) -> str:
-    """The knobs.json row whose cuDNN plans a configuration shares."""
-    if knobs["amp_mode"] in ("bf16", "fp16"):
-        return f"amp {knobs['amp_mode']}"
-    if not knobs["tf32"]:
-        return "tf32 off"
-    if knobs["channels_last"]:
-        return "channels_last"
-    return "baseline"
+    """The twin's start costs (the cost model prices the rest: GpuTwin.one_time)."""
 
 
 class GpuTwin(SimTrainer):
-    """The sim trainer answering as the recorded GPU did (the module docstring)."""
+    """The sim trainer answering as the recorded machine did (the module docstring).
 
-    def __init__(self, evidence: Evidence, seed: int = 0, **kwargs: Any) -> None:
+    Args:
+        evidence: what the machine recorded.
+        end: which end of every figure's range to take ("low", "likely", "high").
+        compiled: configurations whose compiled graphs the machine's compile caches hold
+            already (a ladder run after a gather finds them warm).
+    """
+
+    def __init__(
+        self,
+        evidence: Evidence,
+        seed: int = 0,
+        *,
+        end: End = "likely",
+        compiled: Sequence[Mapping[str, Any]] = (),
+        **kwargs: Any,
+    ) -> None:
         kwargs.setdefault("cores", evidence.cpus)
-        kwargs.setdefault("gpu_memory_gb", 141.0)
-        kwargs.setdefault("dali", False)
+        kwargs.setdefault("gpu_memory_gb", 141.0 if evidence.on_gpu else 0.0)
+        kwargs.setdefault("dali", not evidence.on_gpu)
+        kwargs.setdefault("cuda", evidence.on_gpu)
+        costs = evidence.costs
         kwargs.setdefault(
-            "costs",
-            TwinCosts(spawn_s=evidence.spawn_s, setup_s=WARM_SETUP_S, evidence=evidence),
+            "costs", TwinCosts(spawn_s=costs.spawn.at(end), setup_s=costs.setup.at(end))
         )
         super().__init__(seed=seed, noise=evidence.full_trial_noise, **kwargs)
         self.evidence = evidence
-        self._keys_seen: set[tuple[Any, ...]] = set()
-        self._new_parts: dict[str, bool] = {}
+        self.end: End = end
+        graphs = (graph_key(self.knobs(dict(config))) for config in compiled)
+        self.history = ProcessHistory(compiled={g for g in graphs if g is not None})
+        self._use = FirstUse(fresh=True)
+
+    # --- one-time costs: the cost model ----------------------------------------------------
+
+    def is_new(self, knobs: dict[str, Any], fresh: bool) -> bool:
+        """Every probe pays its first step: the cost model prices what is new in it."""
+        self._use = self.history.probe(knobs, fresh)
+        return True
+
+    def one_time(self, knobs: dict[str, Any], fresh: bool, new: bool) -> dict[str, float]:
+        return self.evidence.costs.one_time(self._use, knobs, self.end, self.first_batch_s(knobs))
+
+    def first_batch_s(self, knobs: dict[str, Any]) -> float:
+        """The first step's wait for a CPU loader's first batch: one worker makes a whole
+        batch, at the IO rate per worker (0 where a warm first step was measured with it,
+        or the loader is on the GPU)."""
+        if self.evidence.costs.warm_first.measured or loader(knobs["data_loader_config"]).on_gpu:
+            return 0.0
+        workers = max(1, int(knobs["num_data_workers"]))
+        per_worker = self.expected_sps(knobs)["io"] / workers
+        return float(knobs["global_batch_size"]) / max(per_worker, 1e-9)
+
+    def failed_costs(self, knobs: dict[str, Any]) -> dict[str, float]:
+        self._process_for(knobs)
+        self.history.failed()
+        return self.evidence.costs.failed(self._use, knobs, self.end)
+
+    def unsettled(self, knobs: dict[str, Any]) -> dict[str, float]:
+        """The share of each phase's warm-ups that run to the cap: those the CPU loader
+        paces (IO, and FULL unless the loader is on the GPU), and SYNTHETIC's own."""
+        on_gpu = loader(knobs["data_loader_config"]).on_gpu and self.evidence.on_gpu
+        costs = self.evidence.costs
+        shares = {p: costs.unsettled_share(p, self.end) for p in PHASES}
+        if on_gpu:
+            shares["io"] = shares["full"] = shares["synthetic"]
+        return shares
+
+    def probe_costs_for(self, costs: ProbeCosts, knobs: dict[str, Any]) -> ProbeCosts:
+        return replace(
+            costs,
+            unsettled=self.unsettled(knobs),
+            warm_windows=self.evidence.costs.windows(self.end),
+            scale=self.evidence.costs.scale.at(self.end),
+        )
+
+    # --- noise -------------------------------------------------------------------------------
 
     def trial_noise(self, phase: str, knobs: dict[str, Any]) -> float:
+        if self.evidence.table:
+            return self.evidence.trial_noise.get(phase, self.noise)
         if phase == "synthetic" or loader(knobs["data_loader_config"]).on_gpu:
             return self.evidence.syn_trial_noise
         return self.evidence.full_trial_noise
 
     def probe_noise(self, phase: str, knobs: dict[str, Any]) -> float:
+        if self.evidence.table:
+            return self.evidence.probe_noise.get(phase, 0.0)
         if phase == "synthetic" or loader(knobs["data_loader_config"]).on_gpu:
             return 0.0
         return self.evidence.full_probe_noise
 
-    def is_new(self, knobs: dict[str, Any], fresh: bool) -> bool:
-        """New to the worker: cuDNN plans for its key, a compilation, or a capture it did not
-        do before (each priced by `one_time`)."""
-        if fresh:
-            self._keys_seen = set()
-        plans = ("plans", *conv_key(knobs))
-        # torch.compile recompiles once for a new batch, then marks the batch dynamic.
-        compiled = ("compile", knobs["amp_mode"], knobs["channels_last"], knobs["jit"])
-        other_batch = knobs["jit"] == "compile" and knobs["global_batch_size"] != 64
-        batch = ("dynamic", knobs["jit"]) if other_batch else None
-        capture = ("capture", *conv_key(knobs), knobs["jit"]) if knobs["cuda_graphs"] else None
-        parts = {"plans": plans, "compile": compiled, "recompile": batch, "capture": capture}
-        self._new_parts = {
-            name: key is not None and key not in self._keys_seen for name, key in parts.items()
-        }
-        self._keys_seen.update(key for key in parts.values() if key is not None)
-        return any(self._new_parts.values())
+    # --- rates -------------------------------------------------------------------------------
 
-    def one_time(self, knobs: dict[str, Any], fresh: bool, new: bool) -> dict[str, float]:
-        """Its start; the first steps of cuDNN plans new to the worker; a compilation (and
-        one recompilation for a new batch), a capture, where new (module docstring)."""
-        costs = self.costs
-        assert isinstance(costs, TwinCosts)
-        one_time = {("spawn" if fresh else "setup"): costs.start_s(fresh)}
-        parts = self._new_parts
-        if parts.get("plans"):
-            one_time["first_steps"] = costs.first_step(knobs, fresh)
-        if knobs["jit"] == "compile" and (parts.get("compile") or parts.get("recompile")):
-            one_time["compile"] = COMPILE_S
-        elif knobs["jit"] == "script" and parts.get("compile"):
-            one_time["compile"] = SCRIPT_S
-        if parts.get("capture"):
-            one_time["graph_capture"] = CAPTURE_S
-        return one_time
+    def problem(
+        self, values: dict[str, Any], ranks: int | None = None
+    ) -> tuple[Status, str] | None:
+        """A gathered change runs as it ran in the gather; the rest as the sim says."""
+        if self.evidence.table and _covered(self._change(values), self.evidence.table):
+            return None
+        return super().problem(values, ranks)
 
     def expected_sps(self, values: dict[str, Any], ranks: int | None = None) -> dict[str, float]:
+        if self.evidence.table:
+            return self._table_sps(values)
         k = self.knobs(values)
         syn = self._twin_synthetic(k)
         io = self._twin_io(k)
@@ -305,10 +334,28 @@ class GpuTwin(SimTrainer):
         full = (io**-p + syn**-p) ** (-1.0 / p)
         return {"io": io, "synthetic": syn, "full": full}
 
+    def _change(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        return change_of(values, self.evidence.baseline)
+
+    def _table_sps(self, values: dict[str, Any]) -> dict[str, float]:
+        """The baseline's rates times each gathered change's ratio, phase by phase."""
+        table = self.evidence.table
+        base = next(r for r in table if not r.change)
+        change = self._change(values)
+        rates = {}
+        for phase in PHASES:
+            rate = base.rate(phase) or 1.0
+            for row in _cover(change, table):
+                own = row.rate(phase)
+                if own is not None and base.rate(phase):
+                    rate *= own / (base.rate(phase) or own)
+            rates[phase] = rate
+        return rates
+
     def _twin_synthetic(self, k: dict[str, Any]) -> float:
         rows = self.evidence.synthetic_sps
         base = rows["baseline"]
-        rate = rows.get(knob_row(k), base)
+        rate = rows.get(row_of(k), base)
         if k["amp_mode"] != "none" and k["channels_last"]:
             rate *= rows.get("channels_last", base) / base
         if k["optimizer_impl"] in ("fused", "apex"):
@@ -334,6 +381,45 @@ class GpuTwin(SimTrainer):
         return per_worker * workers / (1 + (workers / half) ** 3) * min(1.0, cores / workers)
 
 
+def _items(change: Mapping[str, Any]) -> set[tuple[str, str]]:
+    return {(k, json.dumps(v, sort_keys=True, default=str)) for k, v in change.items()}
+
+
+def _cover(change: Mapping[str, Any], table: Sequence[Row]) -> list[Row]:
+    """The gathered rows whose changes together make up `change`: the largest first, none
+    overlapping (a batch's row carries its learning-rate change with it)."""
+    wanted = _items(change)
+    chosen: list[Row] = []
+    for row in sorted(table, key=lambda r: -len(r.change)):
+        items = _items(row.change)
+        if items and items <= wanted:
+            chosen.append(row)
+            wanted -= items
+    return chosen
+
+
+def _covered(change: Mapping[str, Any], table: Sequence[Row]) -> bool:
+    wanted = _items(change)
+    for row in _cover(change, table):
+        wanted -= _items(row.change)
+    return not wanted
+
+
 def twin_from_evidence(folder: Path, seed: int = 0, **kwargs: Any) -> GpuTwin:
-    """The twin of the GPU recorded in `folder`."""
+    """The twin of the machine recorded in `folder`."""
     return GpuTwin(read_evidence(folder), seed=seed, **kwargs)
+
+
+def gathered(folder: Path) -> bool:
+    return (Path(folder) / GATHER / "journal.jsonl").is_file()
+
+
+__all__ = [
+    "ASSUMED",
+    "Evidence",
+    "GpuTwin",
+    "Measured",
+    "gathered",
+    "read_evidence",
+    "twin_from_evidence",
+]

@@ -1,9 +1,17 @@
 #!/usr/bin/env bash
 # tuneup's GPU validation suite in one command (see bench/gpu/suite.py for the steps).
 #
-#   bash bench/gpu/run.sh                      # 9 minutes: the steps that fit, in rank order
-#   bash bench/gpu/run.sh --cpu --out /tmp/x   # the CPU dry run
-#   bash bench/gpu/run.sh --steps ladder,speed --budget 9m   # a later window: the rest
+#   bash bench/gpu/run.sh                      # one 9-minute window, the claim first:
+#       1. the GPU twin predicts the whole default ladder (prediction.json, before anything runs)
+#       2. speed: that ladder, whole, with `tuneup monitor --json` beside it (monitor.jsonl.gz);
+#          its record: measured wall time and probes against the prediction, under 10 min or not
+#       3. with the time left, in rank order: doctor, gpu-tests, knobs, honesty; then orphans
+#   bash bench/gpu/run.sh --cpu --out /tmp/x   # the CPU dry run: the same order, a tiny model
+#   bash bench/gpu/run.sh --steps gpu-tests,knobs,honesty   # a later window: the rest
+#   bash bench/gpu/run.sh --steps ladder       # the short --budget ladder (not in the default)
+#
+# The results folder (bench/results/gpu-<gpu>-<date>/ by default) is an evidence folder the
+# GPU twin reads (bench/gpu/EVIDENCE.md).
 #
 # Works without network: uses $VENV (default .venv) where tuneup imports there, else
 # makes it with install-offline.sh, which shows it the packages of $PYTHON (torch, h5py,

@@ -1,35 +1,42 @@
-"""tuneup's GPU validation suite: the most important truths first, in one command.
+"""tuneup's GPU validation suite: the claim a window exists to test first, in one command.
 
-Steps, in rank order (each in its own process, with a time limit carved
-from what is left of --budget; a step that cannot finish in time is
-skipped and says so):
+Before anything runs, the GPU twin (bench/gpu_twin.py, the recorded GPU replayed
+on a CPU) predicts the whole default ladder of the preset tuneup picks here
+(h200 on an H200): its answer is kept in prediction.json, with the command, the
+time and the commit (suite_predict.py). Then the steps, in rank order (each in
+its own process, with a time limit carved from what is left of --budget; a step
+that cannot start in time is skipped and says so):
 
-  1. doctor     tuneup doctor --json (it times the picked preset's baseline)
-  2. honesty    the probe worker's FULL samples/s against an independent bare loop
+  1. speed      the default single-GPU ladder, whole (`tuneup probe` with no --budget,
+                timed by bench/ladder_speed.py), with `tuneup monitor --json` beside it
+                for exactly its duration (monitor.jsonl.gz); its record sets the wall
+                time and the probes beside the prediction, and says whether it beat
+                the issue's 10 minutes. It may take all the time the run has left.
+  2. doctor     tuneup doctor --json (it times the picked preset's baseline)
   3. gpu-tests  pytest -m gpu
   4. knobs      each knob's effect on step time and MFU at batch 64, one warm process
-  5. ladder     the default `tuneup probe` ladder under --budget (what is left),
-                GPU telemetry joined
-  6. speed      the default single-GPU ladder, whole (the preset tuneup picks):
-                wall time, probes, where the time went (bench/ladder_speed.py);
-                the issue's target is under 10 minutes
+  5. honesty    the probe worker's FULL samples/s against an independent bare loop
+  6. ladder     a short `tuneup probe --budget` ladder on what is left, GPU telemetry
+                joined: only with --steps ladder (after a whole ladder it adds little)
   7. orphans    no worker or DataLoader child the suite started is left running
                 (always runs last: it is the suite's own clean-up)
 
-Before the first step it prints the plan: each step's GPU time as a recorded
-run says (suite_plan.py: the first H200 run's), which fit the budget in rank
-order, and the command for a later run with the rest. The dry run prints the
-same plan, for the budget given.
+Before the first step it prints the plan: each step's GPU time (the whole ladder's
+from the prediction, the others' from the recorded run, suite_plan.py), which fit
+the budget in rank order, and the command for a later run with the rest. The dry
+run prints the same plan, for the budget given.
 
 Each step's record is appended to journal.jsonl as it finishes, and
 results.json and summary.md are rewritten then too, so a killed run keeps
 what it measured. Running again into the same folder (the default folder is
 per GPU and date) updates the steps it runs and keeps the others, so the
-suite can be run in pieces, one short device window each:
+suite can be run in pieces, one short device window each. The folder is an
+evidence folder the GPU twin reads (bench/gpu/EVIDENCE.md: knobs.json, and the
+whole ladder's tuneup session in speed/<run>/):
 
-    bash bench/gpu/run.sh                                  # 9 minutes: what fits, in rank order
-    bash bench/gpu/run.sh --steps ladder,speed --budget 9m # a later window: the rest
-    bash bench/gpu/run.sh --cpu --out /tmp/dry             # the CPU dry run (< 2 minutes)
+    bash bench/gpu/run.sh                                  # 9 min: the whole ladder, then more
+    bash bench/gpu/run.sh --steps gpu-tests,knobs,honesty  # a later window: the rest
+    bash bench/gpu/run.sh --cpu --out /tmp/dry             # the CPU dry run (a few minutes)
 
 Exit status: 0 when no step of this run failed, 1 when one did, 2 for a bad
 argument, 128+N when stopped by signal N (after writing what it has).
@@ -38,7 +45,6 @@ argument, 128+N when stopped by signal N (after writing what it has).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import shlex
@@ -50,30 +56,28 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from suite_common import last_json_line, read_json, slug, write_json
+from suite_common import git_info, last_json_line, read_json, slug, write_json
+from suite_monitor import TRACE, Monitor, monitor_command
 from suite_plan import EVIDENCE, gpu_estimates, plan, plan_lines, read_figures
+from suite_predict import brief, evidence_gpu, picked_preset, predict, predicted, twin_command
+from suite_procs import (
+    MARKER,
+    Stopped,
+    kill_all,
+    marked_processes,
+    on_signal,
+    other_workers,
+    run_command,
+)
 from suite_report import render
-from suite_steps import HERE, ROOT, STEP_NAMES, STEPS, Context, Finished, Outcome, Step
+from suite_steps import DEFAULT_STEPS, NOT_BY_DEFAULT, STEP_NAMES, STEPS
+from suite_types import HERE, ROOT, Context, Outcome, Step
 
+from tuneup.preset.autopick import gpu_inventory
 from tuneup.probe.estimate import parse_duration
 
-MARKER = "TUNEUP_GPU_SUITE"  # set in every step's environment: how our orphans are found
 RESERVE_S = 8.0  # kept back for the orphans step and the final writes
 ORPHAN_WAIT_S = 5.0  # a finished step's children may take a moment to exit
-
-
-class Stopped(Exception):
-    """SIGTERM or SIGINT arrived: stop the running step, write what we have."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-def _on_signal(signum: int, _frame: Any) -> None:
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    raise Stopped(signum)
 
 
 def shown(argv: list[str]) -> str:
@@ -87,99 +91,36 @@ def shown(argv: list[str]) -> str:
     return shlex.join(parts)
 
 
-# ---- processes ---------------------------------------------------------------------------
-
-
-def marked_processes(run_id: str) -> list[dict[str, Any]]:
-    """Live processes whose environment carries this run's marker (the suite excluded)."""
-    found = []
-    me = os.getpid()
-    needle = f"{MARKER}={run_id}".encode()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == me:
-            continue
-        try:
-            environ = (entry / "environ").read_bytes().split(b"\0")
-            tag = next((v for v in environ if v.startswith(needle)), None)
-            if tag is None:
-                continue
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if state == "Z":
-            continue  # a zombie holds nothing; its parent will reap it
-        tag = tag.decode(errors="replace").partition("=")[2]
-        found.append({"pid": int(entry.name), "cmdline": cmdline.strip(), "step": tag})
-    return found
-
-
-def kill_all(processes: list[dict[str, Any]]) -> None:
-    for proc in processes:
-        with contextlib.suppress(OSError):
-            os.kill(proc["pid"], signal.SIGKILL)
-
-
-def run_command(
-    argv: list[str], env: dict[str, str], limit_s: float, log_base: Path
-) -> tuple[Finished, Stopped | None]:
-    """Run `argv` in its own session with a time limit; stop the whole group past it."""
-    began = time.monotonic()
-    out_path, err_path = log_base.with_suffix(".out"), log_base.with_suffix(".err")
-    stopped = None
-    with out_path.open("w") as out, err_path.open("w") as err:
-        proc = subprocess.Popen(
-            argv, stdout=out, stderr=err, env=env, cwd=ROOT, start_new_session=True
-        )
-        timed_out = False
-        try:
-            try:
-                proc.wait(timeout=max(1.0, limit_s))
-            except subprocess.TimeoutExpired:
-                timed_out = True
-        except Stopped as exc:
-            stopped = exc
-        if proc.poll() is None:
-            _stop_group(proc)
-    finished = Finished(
-        rc=None if timed_out or stopped else proc.returncode,
-        stdout=out_path.read_text(errors="replace"),
-        stderr=err_path.read_text(errors="replace"),
-        seconds=time.monotonic() - began,
-        timed_out=timed_out,
-    )
-    return finished, stopped
-
-
-def _stop_group(proc: subprocess.Popen) -> None:
-    for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-        with contextlib.suppress(OSError):
-            os.killpg(proc.pid, sig)
-        try:
-            proc.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
 # ---- the run -----------------------------------------------------------------------------
 
 
 class Suite:
-    """One invocation: runs the chosen steps and keeps results.json current."""
+    """One invocation: runs the chosen steps and keeps results.json current.
 
-    def __init__(self, args: argparse.Namespace, env_info: dict[str, Any], out: Path) -> None:
+    `began`: when the run started (its budget counts from there); `prediction`: the GPU
+    twin's prediction.json made for this run, which prices the whole ladder in the plan.
+    """
+
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        env_info: dict[str, Any],
+        out: Path,
+        began: float,
+        prediction: dict[str, Any] | None = None,
+    ) -> None:
         self.args = args
         self.mode = "cpu" if args.cpu else "gpu"
         self.out = out
         self.env_info = env_info
-        self.began = time.monotonic()
+        self.began = began
         self.run_id = uuid.uuid4().hex[:12]
         self.ctx = Context(mode=self.mode, out=out)
         figures = read_figures(args.evidence)
-        self.gpu_estimates = gpu_estimates(figures)
+        self.gpu_estimates = gpu_estimates(figures, predicted(prediction))
         ranked = [name for name in STEP_NAMES if name in args.steps]
-        self.plan = plan(ranked, args.deadline_s, self.gpu_estimates, RESERVE_S)
+        floors = {s.name: s.estimate_s["gpu"] for s in STEPS if s.greedy}
+        self.plan = plan(ranked, args.deadline_s, self.gpu_estimates, RESERVE_S, floors)
         self.plan_lines = plan_lines(self.plan, args.deadline_s, str(args.evidence), RESERVE_S)
         previous = read_json(out / "results.json") or {}
         if previous.get("mode") not in (None, self.mode):
@@ -194,7 +135,13 @@ class Suite:
             "deadline_s": args.deadline_s,
             "steps": args.steps,
             "plan": [
-                {"step": p.name, "gpu_s": round(p.seconds), "fits": p.fits, "from": p.source}
+                {
+                    "step": p.name,
+                    "gpu_s": round(p.seconds),
+                    "fits": p.fits,
+                    "cut_to_s": round(p.taken) if p.cut else None,
+                    "from": p.source,
+                }
                 for p in self.plan
             ],
             "seconds": 0.0,
@@ -244,7 +191,12 @@ class Suite:
                     "rank": STEP_NAMES.index(name) + 1,
                     "command": "",
                     "status": "skipped",
-                    "why": "not selected (--steps)",
+                    "why": "not selected (--steps)"
+                    + (
+                        "; not a default step: --steps ladder runs it"
+                        if name in NOT_BY_DEFAULT
+                        else ""
+                    ),
                     "key": "",
                     "figures": {},
                     "rc": None,
@@ -256,7 +208,8 @@ class Suite:
             "mode": self.mode,
             "out": str(self.out),
             "env": self.env_info,
-            "git": git_info(),
+            "git": git_info(ROOT),
+            "prediction": brief(read_json(self.out / "prediction.json")),
             "runs": self.runs,
             "seconds_total": sum(r.get("seconds", 0.0) for r in self.runs),
             "steps": steps,
@@ -268,10 +221,11 @@ class Suite:
         os.replace(tmp, self.out / "summary.md")
 
     def need(self, step: Step) -> float:
-        """What the step needs to start: on a GPU what the recorded run says it takes; the
-        dry run keeps its own figures."""
+        """What the step needs to start: on a GPU what the recorded run says it takes (a greedy
+        step: no more than its floor, estimate_s); the dry run keeps its own figures."""
         if self.mode == "gpu" and step.name in self.gpu_estimates:
-            return self.gpu_estimates[step.name][0]
+            seconds = self.gpu_estimates[step.name][0]
+            return min(seconds, step.estimate_s["gpu"]) if step.greedy else seconds
         return step.estimate_s[self.mode]
 
     def kept_for_later(self, step: Step) -> float:
@@ -293,7 +247,8 @@ class Suite:
             why = f"skipped: deadline (needs ~{need:.0f}s, {max(0.0, left):.0f}s left)"
             self.record(step.name, shown(argv), Outcome("skipped", why), rc=None, seconds=None)
             return
-        limit = min(step.max_s[self.mode], max(need, left - self.kept_for_later(step)))
+        room = left if step.greedy else max(need, left - self.kept_for_later(step))
+        limit = min(step.max_s[self.mode], room)
         self.ctx.limit_s = limit
         argv = step.command(self.ctx)
         command = shown(argv)
@@ -310,7 +265,14 @@ class Suite:
         env["PYTHONUNBUFFERED"] = "1"
         logs = self.out / "logs"
         logs.mkdir(exist_ok=True)
-        done, stopped = run_command(argv, env, limit, logs / step.name)
+        monitor = None
+        if step.monitor:  # beside the step's command for exactly its duration
+            watch_env = {**env, MARKER: f"{self.run_id}:{step.name}-monitor"}
+            monitor = Monitor(monitor_command(self.ctx), watch_env, ROOT, logs)
+        try:
+            done, stopped = run_command(argv, env, limit, logs / step.name)
+        finally:
+            watched = monitor.stop(self.out / TRACE) if monitor is not None else None
         # What the step left behind after being stopped is ours to end, and is said so.
         leftovers = marked_processes(self.run_id) if (done.timed_out or stopped) else []
         kill_all(leftovers)
@@ -324,6 +286,9 @@ class Suite:
         extra["logs"] = [str(logs / f"{step.name}.out"), str(logs / f"{step.name}.err")]
         if leftovers:
             extra["killed_after_stop"] = leftovers
+        if monitor is not None and watched is not None:
+            extra["monitor"] = {"command": shown(monitor.command), **watched}
+            print(f"   monitor: {watched['status']}: {watched['why']}", file=sys.stderr)
         self.record(step.name, command, outcome, **extra)
         if stopped:
             raise stopped
@@ -351,47 +316,6 @@ class Suite:
                 why += f" ({len(others)} tuneup worker(s) of other programs seen, left alone)"
             outcome = Outcome("pass", why, figures, "none")
         self.record("orphans", command, outcome, rc=None, seconds=time.monotonic() - began)
-
-
-def other_workers(run_id: str) -> list[dict[str, Any]]:
-    """tuneup workers on this machine that the suite did not start (reported, never killed)."""
-    ours = {p["pid"] for p in marked_processes(run_id)}
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) in ours:
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if "tuneup.worker" in cmdline:
-            found.append({"pid": int(entry.name), "cmdline": cmdline.strip()})
-    return found
-
-
-_GIT: dict[str, Any] = {}
-
-
-def git_info() -> dict[str, Any]:
-    if not _GIT:
-        try:
-            head = subprocess.run(
-                ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                capture_output=True,
-                text=True,
-                timeout=10,
-            ).stdout.strip()
-            dirty = subprocess.run(
-                ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
-                capture_output=True,
-                text=True,
-                timeout=10,
-            ).stdout.strip()
-            _GIT.update(commit=head or None, dirty=bool(dirty))
-            _GIT["describe"] = f"{head}{' (with uncommitted changes)' if dirty else ''}" or "-"
-        except (OSError, subprocess.SubprocessError):
-            _GIT.update(commit=None, dirty=None, describe="not a git checkout")
-    return _GIT
 
 
 def environment(cpu: bool) -> dict[str, Any]:
@@ -423,8 +347,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--cpu", action="store_true", help="dry run on the CPU with a tiny model")
     parser.add_argument(
         "--steps",
-        default=",".join(STEP_NAMES[:-1]),
-        help=f"comma-separated, from: {', '.join(STEP_NAMES)} (default: all; orphans always runs)",
+        default=",".join(DEFAULT_STEPS),
+        help=f"comma-separated, from: {', '.join(STEP_NAMES)}; they run in that order "
+        f"(default: {','.join(DEFAULT_STEPS)}; orphans always runs)",
     )
     parser.add_argument(
         "--budget",
@@ -437,7 +362,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--evidence",
         type=Path,
         default=EVIDENCE,
-        help="the recorded GPU run the plan's estimates come from (default: the first H200's)",
+        help="the recorded GPU run the twin replays and the plan's estimates come from "
+        "(default: the first H200's)",
     )
     parser.add_argument("--out", type=Path, help="results folder (default bench/results/gpu-...)")
     args = parser.parse_args(argv)
@@ -456,10 +382,35 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def make_prediction(
+    args: argparse.Namespace, env_info: dict[str, Any], out: Path
+) -> dict[str, Any]:
+    """The GPU twin's prediction of the whole ladder the speed step is about to run, written
+    to prediction.json before anything runs (its failure is written down instead)."""
+    mode = "cpu" if args.cpu else "gpu"
+    inventory = gpu_inventory() if mode == "gpu" else []  # as `tuneup probe` picks its preset
+    pick = picked_preset(mode, env_info, inventory, evidence_gpu(args.evidence))
+    argv = twin_command(sys.executable, args.evidence, pick.name)
+    print(f"suite: first the GPU twin's prediction: {shown(argv)}", file=sys.stderr, flush=True)
+    document = predict(argv, shown(argv), pick, git_info(ROOT))
+    write_json(out / "prediction.json", document)
+    figures = predicted(document)
+    if document["error"] or "wall_s" not in figures:
+        said = f"no prediction ({document['error'] or 'no wall_s in it'})"
+    else:
+        low, high = figures.get("wall_s_low"), figures.get("wall_s_high")
+        between = f" ({low:.0f}-{high:.0f}s)" if low is not None and high is not None else ""
+        probes = f", {figures['probes']:.0f} probes" if "probes" in figures else ""
+        said = f"the whole {pick.name} ladder in ~{figures['wall_s']:.0f}s{between}{probes}"
+    print(f"suite: prediction.json: {said}", file=sys.stderr, flush=True)
+    return document
+
+
 def main(argv: list[str] | None = None) -> int:
+    began = time.monotonic()
     args = parse_args(argv)
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
     if args.cpu:
         os.environ["CUDA_VISIBLE_DEVICES"] = ""  # the dry run stays off any GPU there is
     try:
@@ -476,8 +427,14 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or ROOT / "bench" / "results" / f"gpu-{name}-{time.strftime('%Y-%m-%d')}"
     out = out.resolve()
     out.mkdir(parents=True, exist_ok=True)
-    suite = Suite(args, env_info, out)
     print(f"suite: results in {out}", file=sys.stderr, flush=True)
+    prediction = None
+    if "speed" in args.steps:  # written down before the ladder it predicts runs
+        try:
+            prediction = make_prediction(args, env_info, out)
+        except Stopped as exc:
+            return 128 + exc.signum
+    suite = Suite(args, env_info, out, began, prediction)
     for line in suite.plan_lines:
         print(f"suite: {line}", file=sys.stderr, flush=True)
     stopped: Stopped | None = None

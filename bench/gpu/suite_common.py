@@ -1,4 +1,5 @@
-"""What the GPU suite's step scripts share: model sizes per mode, atomic JSON writes, peaks.
+"""What the GPU suite's step scripts share: model sizes per mode, atomic JSON writes, peaks,
+the checkout's commit.
 
 Imports neither torch nor tuneup at module level, so the driver can use it too.
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -79,3 +81,30 @@ def peak_tflops(gpu_name: str | None, precision: str) -> tuple[float | None, str
     if value is None:
         return None, f"no peak for {gpu_name!r} at {precision}"
     return value, "tuneup.unet.flops.PEAK_TFLOPS"
+
+
+_GIT: dict[str, Any] = {}
+
+
+def git_info(root: Path) -> dict[str, Any]:
+    """The commit of the checkout at `root`, whether it has uncommitted changes, in words
+    (asked once a process: a run's figures and its prediction name the same commit)."""
+    if not _GIT:
+        try:
+            head = subprocess.run(
+                ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+            ).stdout.strip()
+            dirty = subprocess.run(
+                ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+            ).stdout.strip()
+            _GIT.update(commit=head or None, dirty=bool(dirty))
+            _GIT["describe"] = f"{head}{' (with uncommitted changes)' if dirty else ''}" or "-"
+        except (OSError, subprocess.SubprocessError):
+            _GIT.update(commit=None, dirty=None, describe="not a git checkout")
+    return _GIT

@@ -2,10 +2,14 @@
 
 A device window is short (15 minutes with the machine's start, 10 a command), so
 a run takes its steps in rank order while they fit its budget, and names the rest
-for a later run into the same folder. What a step takes on the GPU comes from an
+for a later run into the same folder. The whole default ladder (`speed`) comes
+first: it is the claim a window tests. What a step takes on the GPU comes from an
 evidence folder (bench/gpu/EVIDENCE.md; the first H200 run by default), each
 figure with where it came from:
 
+- speed: the default ladder whole, as the GPU twin predicted it for this run
+  (prediction.json, made before the run started), else as its recorded prediction
+  (bench/results/gpu_twin_h200.json) says;
 - doctor: its run in run.log, plus the first step of the preset's baseline it now
   times (knobs.json's baseline row);
 - gpu-tests: pytest's own time in pytest.out, and the app's GPU test added since
@@ -15,10 +19,9 @@ figure with where it came from:
   steps at each row's step time) and the two knobs that need a process of their own;
 - honesty: two repeats of a probe worker and a bare loop, each a fresh process
   (the session's spawn, bf16's first step, the timed steps);
-- ladder: `tuneup probe --budget` on what is left, LADDER_MIN_S at least (below
-  it the ladder is a baseline alone: the GPU twin at a 3 minute budget keeps three
-  stages);
-- speed: the default ladder whole, as the GPU twin predicts it.
+- ladder (only with --steps ladder): `tuneup probe --budget` on what is left,
+  LADDER_MIN_S at least (below it the ladder is a baseline alone: the GPU twin at
+  a 3 minute budget keeps three stages).
 
 Pure but for reading the folder.
 """
@@ -28,6 +31,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import median
@@ -52,12 +56,18 @@ HONESTY_STEPS = 3 * 20
 
 @dataclass(frozen=True)
 class Planned:
-    """A step's place in a run: its estimated GPU seconds, and whether it fits."""
+    """A step's place in a run: its estimated GPU seconds, whether it fits, and the seconds
+    it is planned to take (`taken`: less than `seconds` where the run's end will cut it)."""
 
     name: str
     seconds: float
     fits: bool
     source: str
+    taken: float = 0.0
+
+    @property
+    def cut(self) -> bool:
+        return self.fits and self.taken < self.seconds
 
 
 def read_figures(folder: Path = EVIDENCE) -> dict[str, Any]:
@@ -94,8 +104,11 @@ def read_figures(folder: Path = EVIDENCE) -> dict[str, Any]:
     return figures
 
 
-def gpu_estimates(figures: dict[str, Any]) -> dict[str, tuple[float, str]]:
-    """Each step's GPU seconds, with where the figure came from."""
+def gpu_estimates(
+    figures: dict[str, Any], predicted: Mapping[str, float] | None = None
+) -> dict[str, tuple[float, str]]:
+    """Each step's GPU seconds, with where the figure came from; `predicted`: the GPU twin's
+    figures for this run's whole ladder (suite_predict.predicted), which price `speed`."""
     first: dict[str, float] = figures.get("first_step_s", {})
     ms: dict[str, float] = figures.get("ms_per_step", {})
     spawn = figures.get("spawn_s", 8.0)
@@ -131,27 +144,44 @@ def gpu_estimates(figures: dict[str, Any]) -> dict[str, tuple[float, str]]:
     honesty = HONESTY_PROCESSES * (spawn + bf16_first + bf16_steps)
     out["honesty"] = (honesty, "the session's spawn, bf16's first step and step time")
     out["ladder"] = (LADDER_MIN_S, "tuneup probe --budget: what is left, 3 min at least")
-    if "default_ladder_s" in figures:
-        out["speed"] = (figures["default_ladder_s"], "the GPU twin's default ladder")
+    if predicted and predicted.get("wall_s"):
+        low, high = predicted.get("wall_s_low"), predicted.get("wall_s_high")
+        said = "the GPU twin's prediction for this run (prediction.json)"
+        if low is not None and high is not None:
+            said += f", {low:.0f}-{high:.0f}s"
+        out["speed"] = (predicted["wall_s"], said)
+    elif "default_ladder_s" in figures:
+        out["speed"] = (figures["default_ladder_s"], f"the GPU twin's record ({TWIN.name})")
     return out
 
 
 def plan(
-    names: list[str], budget_s: float, estimates: dict[str, tuple[float, str]], reserve_s: float
+    names: list[str],
+    budget_s: float,
+    estimates: dict[str, tuple[float, str]],
+    reserve_s: float,
+    floors: Mapping[str, float] | None = None,
 ) -> list[Planned]:
-    """The steps in rank order: each fits while the estimates so far leave it room."""
+    """The steps in rank order: each fits while the estimates so far leave it room.
+
+    A step with a floor (the whole ladder: what it needs to say something) fits when its
+    floor does, and takes what it is estimated to or all there is: stopped at the run's
+    end, it still gives its time so far, a lower bound.
+    """
     left = budget_s - reserve_s
     planned = []
     for name in names:
         seconds, source = estimates.get(name, (0.0, "no estimate"))
-        fits = seconds <= left
-        if fits:
-            left -= seconds
-        planned.append(Planned(name, seconds, fits, source))
+        floor = (floors or {}).get(name)
+        fits = (seconds if floor is None else min(seconds, floor)) <= left
+        taken = min(seconds, left) if fits else 0.0
+        left -= taken
+        planned.append(Planned(name, seconds, fits, source, taken))
     return planned
 
 
 TAKES_THE_REST = "ladder"  # its --budget is what the run has left: nothing runs after it
+WHOLE = "speed"  # the whole default ladder: the claim, first
 
 
 def plan_lines(
@@ -160,12 +190,25 @@ def plan_lines(
     """The plan as the suite prints it before the first step, and the later runs the steps
     it leaves out need (as many as fit each window, in rank order)."""
     kept = [p for p in planned if p.fits]
-    total = sum(p.seconds for p in kept)
+    total = sum(p.taken for p in kept)
     lines = [
         f"plan for {budget_s / 60:.0f} min on the GPU (estimates from {Path(folder).name}): "
-        + ", ".join(f"{p.name} ~{p.seconds:.0f}s" for p in kept)
+        + ", ".join(
+            f"{p.name} ~{p.seconds:.0f}s" + (f" (cut to {p.taken:.0f}s)" if p.cut else "")
+            for p in kept
+        )
         + f" = {total:.0f}s"
     ]
+    first = planned[0] if planned else None
+    if first is not None and first.name == WHOLE and first.fits:
+        said = f"first the whole default ladder ({WHOLE} ~{first.seconds:.0f}s: {first.source})"
+        if first.cut:
+            said += (
+                f", more than the {first.taken:.0f}s this run has: it runs to the run's end "
+                "(its time so far then a lower bound)"
+            )
+        said += ", with tuneup monitor beside it; then what fits of the rest, in rank order"
+        lines.append(said)
     windows: list[list[Planned]] = []
     room = 0.0
     for step in (p for p in planned if not p.fits):

@@ -36,6 +36,63 @@ def knob_table(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _seconds(value: Any) -> str:
+    return f"{value:.0f} s ({value / 60:.1f} min)" if isinstance(value, (int, float)) else "-"
+
+
+def whole_ladder(prediction: dict[str, Any], speed: dict[str, Any] | None) -> list[str]:
+    """The prediction made before the whole ladder ran, and the ladder measured beside it."""
+    lines = ["", "## The whole ladder against its prediction", ""]
+    figures = prediction.get("figures") or {}
+    if prediction.get("error"):
+        lines.append(f"- no prediction: {_cell(prediction['error'], 200)}")
+    elif prediction:
+        git = (prediction.get("git") or {}).get("describe") or "-"
+        shown = ", ".join(
+            f"{k} {_seconds(figures[k]) if k != 'probes' else format(figures[k], '.0f')}"
+            for k in ("wall_s", "wall_s_low", "wall_s_high", "probes")
+            if k in figures
+        )
+        lines.append(
+            f"- predicted before it ran by the GPU twin ({prediction.get('preset')}, "
+            f"{prediction.get('time')}, tuneup {git}): {shown or 'no figures'}"
+        )
+        lines.append(f"  `{prediction.get('command')}` (prediction.json)")
+    versus = ((speed or {}).get("figures") or {}).get("versus_prediction")
+    if versus:
+        beat = {True: "under 10 minutes", False: "NOT under 10 minutes", None: "10 minutes: -"}
+        stopped = "" if versus.get("finished") else " so far (stopped)"
+        probes = _num(versus.get("measured_probes"), ".0f")
+        lines.append(
+            f"- measured: {_seconds(versus.get('measured_wall_s'))}{stopped}, {probes} probes: "
+            f"{beat[versus.get('beat_10_min')]}"
+        )
+        errors = [
+            f"{what} {100 * versus[k]:+.1f}%"
+            for what, k in (("wall", "wall_error"), ("probes", "probes_error"))
+            if isinstance(versus.get(k), (int, float))
+        ]
+        if errors:
+            inside = {True: "; inside the predicted range", False: "; outside the predicted range"}
+            said = "" if versus.get("comparable") else " (not comparable: see the note)"
+            lines.append(
+                f"- the prediction's error (predicted - measured, of measured){said}: "
+                + ", ".join(errors)
+                + inside.get(versus.get("within_range"), "")
+            )
+        if versus.get("note"):
+            lines.append(f"- note: {_cell(versus['note'], 300)}")
+    elif speed and speed.get("status") == "skipped":
+        lines.append(f"- measured: nothing ({_cell(speed.get('why', ''), 160)})")
+    watched = (speed or {}).get("monitor")
+    if watched:
+        lines.append(
+            f"- monitor beside it (`{watched.get('command')}`): {watched.get('status')}: "
+            f"{_cell(watched.get('why', ''), 200)} ({watched.get('file')})"
+        )
+    return lines
+
+
 def render(results: dict[str, Any]) -> str:
     """The short human summary of a results.json document."""
     env = results.get("env", {})
@@ -73,6 +130,9 @@ def render(results: dict[str, Any]) -> str:
     for step in results.get("steps", []):
         if step.get("command"):
             lines.append(f"- {step['name']}: `{step['command']}`")
+    speed = next((s for s in results.get("steps", []) if s["name"] == "speed"), None)
+    if results.get("prediction") or (speed and speed.get("figures")):
+        lines += whole_ladder(results.get("prediction") or {}, speed)
     knobs = next((s for s in results.get("steps", []) if s["name"] == "knobs"), None)
     if knobs and knobs.get("figures", {}).get("rows"):
         lines += ["", "## Knobs, one at a time", ""]

@@ -1,96 +1,32 @@
-"""The suite's steps: what each runs, how long it may need, and how its output is judged.
+"""The suite's steps: what each runs, how long it may need, and how its output is judged,
+in rank order (STEPS).
 
 Pure where it can be: each step's `parse` takes the finished command's exit
 status and output (and the files it wrote) and returns an Outcome; the
-driver (suite.py) owns processes, the clock and the deadline.
+driver (suite.py) owns processes, the clock and the deadline. The two ladders
+(the whole one first, the short one last) are in suite_ladders.py.
 """
 
 from __future__ import annotations
 
 import re
-import shutil
-import sys
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
-import yaml
 from suite_common import last_json_line, read_json
+from suite_ladders import (
+    ladder_command,
+    ladder_parse,
+    ladder_prepare,
+    speed_command,
+    speed_parse,
+    speed_prepare,
+)
+from suite_types import HERE, ROOT, Context, Finished, Outcome, Step, last_line
+from suite_types import ended as _ended
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent.parent
-
-
-@dataclass
-class Context:
-    """What a step needs to know about this run."""
-
-    mode: str  # "gpu" or "cpu"
-    out: Path
-    python: str = sys.executable
-    root: Path = ROOT
-    limit_s: float | None = None  # the time limit of the step about to run
-
-    @property
-    def cpu(self) -> bool:
-        return self.mode == "cpu"
-
-    def tuneup(self, *args: str) -> list[str]:
-        return [self.python, "-m", "tuneup", *args]
+__all__ = ["HERE", "ROOT", "STEPS", "STEP_NAMES", "Context", "Finished", "Outcome", "Step"]
 
 
-@dataclass
-class Finished:
-    """A step's command after it ended (rc None: it was stopped at its time limit)."""
-
-    rc: int | None
-    stdout: str
-    stderr: str
-    seconds: float
-    timed_out: bool = False
-
-
-@dataclass
-class Outcome:
-    """A step's verdict: pass, fail or skipped, why, its figures and a few words for the table."""
-
-    status: str
-    why: str = ""
-    figures: dict[str, Any] = field(default_factory=dict)
-    key: str = ""
-
-
-@dataclass(frozen=True)
-class Step:
-    """One ranked step of the suite."""
-
-    name: str
-    what: str
-    estimate_s: dict[str, float]  # what the driver must have left to start it, per mode
-    max_s: dict[str, float]  # its time limit, per mode (cut to what is left)
-    command: Callable[[Context], list[str]]
-    parse: Callable[[Context, Finished], Outcome]
-    prepare: Callable[[Context], str | None] | None = None  # a reason to fail without running
-
-
-def last_line(text: str, prefer: str = "") -> str:
-    """The last non-empty line of `text` (the last one containing `prefer`, if any does)."""
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    if prefer:
-        for line in reversed(lines):
-            if prefer in line:
-                return line[:300]
-    return lines[-1][:300] if lines else ""
-
-
-def _ended(done: Finished) -> str:
-    if done.timed_out:
-        return f"stopped at its time limit after {done.seconds:.0f}s"
-    return f"exited {done.rc}: {last_line(done.stderr, 'rror') or last_line(done.stdout)}"
-
-
-# ---- 1. doctor ---------------------------------------------------------------------------
+# ---- doctor ------------------------------------------------------------------------------
 
 
 def doctor_command(ctx: Context) -> list[str]:
@@ -150,7 +86,7 @@ def doctor_parse(ctx: Context, done: Finished) -> Outcome:
     return Outcome("fail", why, figures, key)
 
 
-# ---- 2. honesty --------------------------------------------------------------------------
+# ---- honesty -----------------------------------------------------------------------------
 
 
 def honesty_command(ctx: Context) -> list[str]:
@@ -203,7 +139,7 @@ def honesty_parse(ctx: Context, done: Finished) -> Outcome:
     return Outcome("pass", why, figures, key)
 
 
-# ---- 3. gpu-tests ------------------------------------------------------------------------
+# ---- gpu-tests ---------------------------------------------------------------------------
 
 _COUNT = re.compile(r"(\d+) (passed|failed|skipped|deselected|errors?|xfailed|xpassed)")
 
@@ -246,7 +182,7 @@ def gpu_tests_parse(ctx: Context, done: Finished) -> Outcome:
     return Outcome("fail", _ended(done), figures, key)
 
 
-# ---- 4. knobs ----------------------------------------------------------------------------
+# ---- knobs -------------------------------------------------------------------------------
 
 
 def knobs_command(ctx: Context) -> list[str]:
@@ -287,193 +223,21 @@ def knobs_parse(ctx: Context, done: Finished) -> Outcome:
     return Outcome("pass", "every knob that applies here ran", figures, key)
 
 
-# ---- 5. ladder ---------------------------------------------------------------------------
-
-LADDER_STAGES = "tf32"  # the CPU dry run's ladder
-
-
-def ladder_preset(ctx: Context) -> dict[str, Any]:
-    """The CPU dry run's ladder: cpu-smoke with a tiny model and a short budget."""
-    preset = yaml.safe_load((ctx.root / "presets" / "cpu-smoke.yaml").read_text())
-    preset["name"] = "gpu-suite-cpu-smoke"
-    preset["description"] = "cpu-smoke with a short budget, written by bench/gpu/suite.py"
-    preset["synthetic_data"] = {"box": 32, "val_box": 16, "seed": 0}
-    preset["train"].update(
-        {
-            "levels": 2,
-            "width": 4,
-            "data_size": 8,
-            "box_size": [32, 16],
-            "global_batch_size": 4,
-            "base_batch_size": 4,
-            "Nsamples": 4096,
-            "Nsamples_val": 0,
-            "num_epochs": 1,
-            "num_data_workers": 1,  # a DataLoader child, for the orphans step to look for
-        }
-    )
-    budget = {"trial_s": 0.02, "min_trials": 2, "max_trials": 3, "warmup_cap_s": 0.3}
-    preset["probe"]["budget"] = {**budget, "loss_steps": 3, "limit_s": 60}
-    preset["probe"]["stages"] = LADDER_STAGES.split(",")
-    return preset
-
-
-def ladder_prepare(ctx: Context) -> str | None:
-    shutil.rmtree(ctx.out / "ladder", ignore_errors=True)
-    if ctx.cpu:
-        preset = yaml.safe_dump(ladder_preset(ctx), sort_keys=False)
-        (ctx.out / "ladder-preset.yaml").write_text(preset)
-    return None
-
-
-LADDER_MARGIN_S = 30.0  # the ladder's start, its summary and the step's own end
-
-
-def ladder_command(ctx: Context) -> list[str]:
-    """On a GPU the default ladder (the preset tuneup picks) under `--budget`, the time this
-    run has left; on the CPU a tiny preset's short ladder."""
-    budget = []
-    if ctx.limit_s is not None:
-        budget = ["--budget", f"{max(30.0, ctx.limit_s - LADDER_MARGIN_S):.0f}s"]
-    chosen = (
-        ["--preset", str(ctx.out / "ladder-preset.yaml"), "--stages", LADDER_STAGES]
-        if ctx.cpu
-        else []
-    )
-    return ctx.tuneup("probe", *chosen, *budget, "--out", str(ctx.out / "ladder"), "--json")
-
-
-TELEMETRY = ("gpu_util_mean", "power_mean_w", "energy_j_per_sample", "gpu_mem_used_mb")
-
-
-def journal_probes(path: Path) -> list[dict[str, Any]]:
-    """The probe results in a session's journal.jsonl (lines with a stage and a status)."""
-    import json
-
-    probes = []
-    try:
-        lines = path.read_text().splitlines()
-    except OSError:
-        return []
-    for line in lines:
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(entry, dict) and "stage" in entry and "status" in entry:
-            probes.append(entry)
-    return probes
-
-
-def ladder_parse(ctx: Context, done: Finished) -> Outcome:
-    probes = journal_probes(ctx.out / "ladder" / "journal.jsonl")
-    ok = [p for p in probes if p.get("status") == "ok"]
-    with_telemetry = [p for p in ok if any(p.get(k) is not None for k in TELEMETRY)]
-    statuses: dict[str, int] = {}
-    for probe in probes:
-        statuses[probe["status"]] = statuses.get(probe["status"], 0) + 1
-    result = last_json_line(done.stdout) or {}
-    summary = result.get("summary") or {}
-    recommendation = summary.get("recommendation") or {}
-    telemetry = {
-        k: [p.get(k) for p in ok if p.get(k) is not None]
-        for k in ("gpu_util_mean", "power_mean_w", "throttled")
-    }
-    budget = summary.get("time_budget") or {}
-    wall = round(sum(float(p.get("wall_s") or 0.0) for p in probes), 1)
-    figures = {
-        "probes": len(probes),
-        "probe_wall_s": wall,
-        "time_budget": budget,
-        "statuses": statuses,
-        "headline": recommendation.get("headline"),
-        "changes": recommendation.get("changes"),
-        "speedup": summary.get("speedup"),
-        "probes_with_telemetry": len(with_telemetry),
-        "telemetry": telemetry,
-        "stages": summary.get("stages"),
-        "results_dir": result.get("results_dir") or str(ctx.out / "ladder"),
-    }
-    key = f"{len(probes)} probes ({len(ok)} ok) in {wall:.0f}s"
-    if budget.get("limit_s"):
-        key += f" of a {budget['limit_s']:.0f}s budget"
-    key += f", telemetry on {len(with_telemetry)}"
-    if recommendation.get("changes"):
-        key += "; " + ", ".join(f"{k}={v}" for k, v in recommendation["changes"].items())
-    elif recommendation:
-        key += "; keep the baseline"
-    if done.rc != 0 or done.timed_out:
-        return Outcome("fail", _ended(done), figures, key)
-    if not ok:
-        return Outcome("fail", "no probe ran ok", figures, key)
-    if not recommendation:
-        return Outcome("fail", "no recommendation in the --json output", figures, key)
-    if ctx.cpu:
-        return Outcome("pass", "CPU dry run: no GPU telemetry expected", figures, key)
-    if not with_telemetry:
-        return Outcome("fail", "no probe result carries GPU telemetry (util/power)", figures, key)
-    return Outcome("pass", str(recommendation.get("headline") or ""), figures, key)
-
-
-# ---- 6. speed -----------------------------------------------------------------------------
-
-
-def speed_command(ctx: Context) -> list[str]:
-    """The default single-GPU ladder (the preset tuneup picks here), timed by
-    bench/ladder_speed.py: wall time, probes, where the time went, the estimate's error."""
-    command = [
-        ctx.python,
-        str(ctx.root / "bench" / "ladder_speed.py"),
-        "--after",
-        str(ctx.root),
-        "--rounds",
-        "1",
-        "--keep",
-        str(ctx.out / "speed"),
-        "--out",
-        str(ctx.out / "speed.json"),
-    ]
-    if ctx.cpu:  # the dry run checks the step's plumbing on the ladder step's tiny preset
-        command += ["--preset", str(ctx.out / "speed-preset.yaml")]
-    return command
-
-
-def speed_prepare(ctx: Context) -> str | None:
-    shutil.rmtree(ctx.out / "speed", ignore_errors=True)
-    (ctx.out / "speed.json").unlink(missing_ok=True)
-    if ctx.cpu:
-        preset = ladder_preset(ctx)
-        preset["name"] = "gpu-suite-speed-dry-run"
-        (ctx.out / "speed-preset.yaml").write_text(yaml.safe_dump(preset, sort_keys=False))
-    return None
-
-
-def speed_parse(ctx: Context, done: Finished) -> Outcome:
-    document = read_json(ctx.out / "speed.json") or {}
-    runs = document.get("runs") or []
-    if not runs:  # stopped at its limit: what the journal holds so far
-        probes = [p for d in sorted((ctx.out / "speed").glob("*")) for p in journal_probes(
-            d / "journal.jsonl"
-        )]  # fmt: skip
-        figures = {
-            "probes_so_far": len(probes),
-            "probe_wall_s": round(sum(p.get("wall_s") or 0 for p in probes), 1),
-            "timed_s": round(sum(p.get("timed_s") or 0 for p in probes), 1),
-        }
-        return Outcome("fail", f"the ladder did not finish: {_ended(done)}", figures)
-    run = runs[0]
-    key = (
-        f"{run['preset']}: {run['wall_s'] / 60:.1f} min, {run['probes']} probes, "
-        f"{100 * (run.get('trial_share') or 0):.0f}% in timed trials"
-    )
-    if done.rc != 0:
-        return Outcome("fail", _ended(done), run, key)
-    return Outcome("pass", str(run.get("headline") or ""), run, key)
-
-
 # ---- the table ---------------------------------------------------------------------------
 
 STEPS: tuple[Step, ...] = (
+    Step(
+        "speed",
+        "the default single-GPU ladder, whole, first: wall time and probes against the GPU "
+        "twin's prediction, with tuneup monitor beside it",
+        {"gpu": 420, "cpu": 60},
+        {"gpu": 600, "cpu": 240},
+        speed_command,
+        speed_parse,
+        speed_prepare,
+        greedy=True,
+        monitor=True,
+    ),
     Step(
         "doctor",
         "tuneup doctor --json: the installation's own checks",
@@ -482,14 +246,6 @@ STEPS: tuple[Step, ...] = (
         doctor_command,
         doctor_parse,
         doctor_prepare,
-    ),
-    Step(
-        "honesty",
-        "probe worker FULL samples/s vs an independent bare loop, interleaved",
-        {"gpu": 240, "cpu": 15},
-        {"gpu": 420, "cpu": 60},
-        honesty_command,
-        honesty_parse,
     ),
     Step(
         "gpu-tests",
@@ -508,22 +264,24 @@ STEPS: tuple[Step, ...] = (
         knobs_parse,
     ),
     Step(
+        "honesty",
+        "probe worker FULL samples/s vs an independent bare loop, interleaved",
+        {"gpu": 240, "cpu": 15},
+        {"gpu": 420, "cpu": 60},
+        honesty_command,
+        honesty_parse,
+    ),
+    Step(
         "ladder",
-        "a short real tuneup probe ladder with GPU telemetry joined",
+        "a short real tuneup probe ladder under --budget, GPU telemetry joined",
         {"gpu": 300, "cpu": 25},
         {"gpu": 540, "cpu": 90},
         ladder_command,
         ladder_parse,
         ladder_prepare,
     ),
-    Step(
-        "speed",
-        "the default single-GPU ladder end to end: wall time, probes, timed-trial share",
-        {"gpu": 420, "cpu": 60},
-        {"gpu": 600, "cpu": 240},
-        speed_command,
-        speed_parse,
-        speed_prepare,
-    ),
 )
 STEP_NAMES = (*(s.name for s in STEPS), "orphans")
+# The short ladder adds little after a whole one: only `--steps ladder` runs it.
+NOT_BY_DEFAULT = ("ladder",)
+DEFAULT_STEPS = tuple(n for n in STEP_NAMES[:-1] if n not in NOT_BY_DEFAULT)

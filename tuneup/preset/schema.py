@@ -29,8 +29,11 @@ COST_KEYS = (
     "trials",
     "pairs_per_stage",
     "adopt_rate",
+    "unsettled",
+    "measured",
     "source",
 )
+FIGURE_KEYS = COST_KEYS[:-3]  # the figures; `measured` names those a run measured
 SYNTH_KEYS = ("box", "val_box", "seed")
 LAUNCH_KEYS = ("nproc", "nodes")
 # Hints for the cluster model (tuneup.cluster.scaling) rather than sbatch: network GB/s
@@ -238,6 +241,20 @@ def check_costs(raw: Any) -> tuple[dict[str, Any] | None, list[str]]:
                     f"probe.costs.{key}.{phase}: must be a phase ({', '.join(PHASES)}) with a "
                     f"positive number, got {value!r}"
                 )
+    unsettled = raw.get("unsettled", {})
+    if not isinstance(unsettled, Mapping) or any(
+        phase not in PHASES or not is_number(v) or not 0 <= v <= 1 for phase, v in unsettled.items()
+    ):
+        problems.append(
+            "probe.costs.unsettled: must map io, synthetic, full to the share (0 to 1) of "
+            "warm-ups that run to their cap"
+        )
+    measured = raw.get("measured", [])
+    if not isinstance(measured, list) or any(m not in FIGURE_KEYS for m in measured):
+        problems.append(
+            "probe.costs.measured: must list the figures a run measured "
+            f"({', '.join(FIGURE_KEYS)}); the others are predicted"
+        )
     if "source" in raw and not isinstance(raw["source"], str):
         problems.append("probe.costs.source: must be text (where the figures were measured)")
     return dict(raw), problems

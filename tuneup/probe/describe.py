@@ -91,11 +91,25 @@ def status_text(result: ProbeResult, reused: bool = False) -> str:
             "again: figure uncertain)"
         )
     text += stragglers_text(result)
+    text += unsettled_text(result)
     if result.ok and result.stopped_early:
         phase = shown_phase(result)
         trials = len(result.trials_of(phase))
         text += f" (stopped early: {trials} {phase.upper()} trials, clearly slower)"
     return text + (REUSED if reused else "")
+
+
+def unsettled_text(result: ProbeResult) -> str:
+    """The phases whose warm-up ran to its cap without a steady step (a loader that paces
+    the loop wanders): measured all the same, said so it is not taken for a steady figure."""
+    plan = result.plan or {}
+    recorded = plan.get("stable")
+    stable: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
+    cap = plan.get("warmup_cap_s")
+    unsettled = [phase.upper() for phase, ok in stable.items() if ok is False]
+    if not result.ok or not unsettled or cap is None:
+        return ""
+    return f" ({', '.join(unsettled)} warm-up unsettled after its {float(cap):g} s cap)"
 
 
 def result_line(

@@ -18,7 +18,8 @@ A probe (`probe_seconds`) of plan P (tuneup.probe.plan) costs
 * the loss steps: ``loss_steps`` FULL steps, in a configuration's first probe
   (later ones of the same seed would record the same curve);
 * for each phase: its warm-up (its first step, then two windows of a quarter
-  trial, never past the plan's cap) and its trials (``trials`` of the phase,
+  trial, never past the plan's cap; the ``unsettled`` share of warm-ups that never
+  settle runs to the cap) and its trials (``trials`` of the phase,
   each at least ``trial_s`` and at least one step);
 
 all of it times ``scale``, what this machine's probes really took over what
@@ -125,6 +126,10 @@ class ProbeCosts:
         measured: the figures come from this machine's probes, not a guess.
         recorded: the figures describe a whole ladder's probes (an earlier ladder's record
             here, or a preset's `probe.costs` from the machine it is for), not a guess.
+        unsettled: per phase, the share of warm-ups that never settle and run to the
+            plan's cap (a loader-bound step that wanders), none where not given.
+        warm_windows: per phase, the windows a settling warm-up takes after its first
+            step (WARM_WINDOWS where not given: two that agree).
     """
 
     spawn_s: float
@@ -136,6 +141,8 @@ class ProbeCosts:
     shares: bool = True
     measured: bool = False
     recorded: bool = False
+    unsettled: Mapping[str, float] = field(default_factory=dict)
+    warm_windows: Mapping[str, float] = field(default_factory=dict)
 
     def step(self, phase: str) -> float:
         return self.step_s.get(phase) or self.step_s.get("full") or 0.0
@@ -162,6 +169,7 @@ def recorded_costs(
     step = {str(k): float(v) for k, v in dict(recorded.get("step_s") or {}).items()}
     full = step.get("full") or max(step.values(), default=0.5)
     trials = {str(k): float(v) for k, v in dict(recorded.get("trials") or {}).items()}
+    unsettled = {str(k): float(v) for k, v in dict(recorded.get("unsettled") or {}).items()}
     return ProbeCosts(
         spawn_s=float(recorded.get("spawn_s", 30.0)),
         setup_s=float(recorded.get("setup_s", recorded.get("spawn_s", 30.0))),
@@ -170,6 +178,7 @@ def recorded_costs(
         trials={p: trials.get(p, float(budget.max_trials)) for p in PHASES},
         shares=shares,
         recorded=True,
+        unsettled=unsettled,
     )
 
 
@@ -186,11 +195,13 @@ def probe_seconds(
     for phase in plan.phases:
         step = costs.step(phase)
         window = max(plan.window_s, MIN_WINDOW_STEPS * step)
-        warm = step + WARM_WINDOWS * window
+        warm = step + costs.warm_windows.get(phase, WARM_WINDOWS) * window
         if phase == "full" and plan.loss_steps:  # the loss steps are its first windows
             warm = window
         trials = costs.trials.get(phase, float(plan.max_trials))
-        seconds += min(plan.warmup_cap_s, warm) + trials * max(plan.trial_s, step)
+        unsettled = min(1.0, max(0.0, costs.unsettled.get(phase, 0.0)))
+        warm = (1.0 - unsettled) * min(plan.warmup_cap_s, warm) + unsettled * plan.warmup_cap_s
+        seconds += warm + trials * max(plan.trial_s, step)
     return min(plan.limit_s, seconds * costs.scale)
 
 

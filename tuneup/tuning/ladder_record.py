@@ -60,6 +60,7 @@ class LadderRecord:
                 scale=float(entry.get("scale", 1.0)),
                 measured=True,
                 recorded=True,
+                unsettled={str(k): float(v) for k, v in dict(entry.get("unsettled", {})).items()},
             )
             habits = Habits(float(entry["pairs_per_stage"]), float(entry["adopt_rate"]))
             return LadderCosts(costs, habits, when=str(entry.get("when", "")))
@@ -77,6 +78,7 @@ class LadderRecord:
             "step_s": {k: round(v, 6) for k, v in costs.step_s.items()},
             "trials": {k: round(v, 2) for k, v in costs.trials.items()},
             "scale": round(costs.scale, 3),
+            "unsettled": {k: round(v, 3) for k, v in costs.unsettled.items()},
             "pairs_per_stage": round(measured.habits.pairs_per_stage, 2),
             "adopt_rate": round(measured.habits.adopt_rate, 2),
             "when": measured.when or time.strftime("%Y-%m-%d"),

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from tuneup.preset.load import ProbePreset
@@ -118,9 +118,28 @@ def measured_costs(
         trials=trials,
         scale=1.0,
         measured=True,
+        unsettled=unsettled_shares([r for r, _ in ran], fallback.unsettled),
     )
     modeled = [(r.wall_s, _as_run(r, budget, costs)) for r, _ in ran]
     return replace(costs, scale=scale_of(modeled))
+
+
+def unsettled_shares(
+    results: Sequence[ProbeResult], fallback: Mapping[str, float]
+) -> dict[str, float]:
+    """Per phase, the share of warm-ups that ran to their cap without settling (each probe's
+    recorded plan says which were stable); `fallback` for a phase no probe recorded."""
+    shares = dict(fallback)
+    for phase in PHASES:
+        stable = [r.plan["stable"][phase] for r in results if phase in _stable(r)]
+        if stable:
+            shares[phase] = sum(1 for s in stable if not s) / len(stable)
+    return shares
+
+
+def _stable(result: ProbeResult) -> Mapping[str, bool]:
+    stable = result.plan.get("stable") if result.plan else None
+    return stable if isinstance(stable, Mapping) else {}
 
 
 def _as_run(result: ProbeResult, budget: ProbeBudget, costs: ProbeCosts) -> float:
@@ -138,6 +157,7 @@ def _as_run(result: ProbeResult, budget: ProbeBudget, costs: ProbeCosts) -> floa
         trials={p: float(len(result.trials_of(p)) or costs.trials.get(p, 1.0)) for p in PHASES},
         scale=1.0,
         shares=True,  # whether it shared a process, it says itself (served_before)
+        unsettled={p: 0.0 if ok else 1.0 for p, ok in _stable(result).items()},
     )
     fresh = result.served_before == 0
     return probe_seconds(result_plan(result, budget), own, fresh=fresh, new=firsts > 0)

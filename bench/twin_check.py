@@ -1,0 +1,207 @@
+"""Check the twin against reality on this machine: gather, predict, then run real ladders.
+
+    python bench/twin_check.py                                  # cpu-smoke, 2 ladders
+    python bench/twin_check.py --ladders 2 --out bench/results/twin_check_cpu.json
+
+In one run, on the machine it runs on:
+
+1. `bench/gpu_twin.py --gather`: the machine's evidence, without a ladder
+   (bench/twin_gather.py);
+2. the twin's prediction of the preset's default ladder from that evidence
+   (likely over 5 noise seeds, with its low and high ends), written down
+   before any ladder runs;
+3. `tuneup probe --preset P` run for real, `--ladders` times, one after the
+   other, each timed from outside (the command's wall time);
+4. the comparison: wall time and probes against each real ladder, and part by
+   part (process starts, set-ups, first steps, compiles, warm-ups and loss
+   steps, trials, bookkeeping, the session's start), so a miss says which
+   part missed; and stage by stage (probes, seconds).
+
+The claim it checks (issue 32): the prediction lands within 25% of the real
+ladders in wall time and in probes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from _record import record
+from gpu_twin import ladder_parts, predict
+from tuneup_plugins.twin import read_evidence
+from tuneup_plugins.twin_evidence import read_journal
+from twin_gather import gather
+
+ROOT = Path(__file__).resolve().parent.parent
+TOLERANCE = 0.25
+
+
+def real_ladder(preset: str, out: Path) -> dict[str, Any]:
+    """`tuneup probe --preset P --out DIR` timed from outside, its journal read back."""
+    began = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "tuneup", "probe", "--preset", preset, "--out", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+    wall = time.monotonic() - began
+    lines = read_journal(out / "journal.jsonl") if (out / "journal.jsonl").is_file() else []
+    probe_walls = sum(float(line.get("wall_s") or 0.0) for line in lines)
+    parts = ladder_parts(lines)
+    # what the journal does not hold: the command's start, its data check, the bookkeeping
+    # between probes, the summary: the wall less the probes
+    parts["overhead_and_start"] = round(wall - probe_walls, 1)
+    stages: dict[str, dict[str, float]] = {}
+    for line in lines:
+        entry = stages.setdefault(str(line.get("stage")), {"probes": 0, "wall_s": 0.0})
+        entry["probes"] += 1
+        entry["wall_s"] = round(entry["wall_s"] + float(line.get("wall_s") or 0.0), 1)
+    return {
+        "exit": done.returncode,
+        "wall_s": round(wall, 1),
+        "probes": len(lines),
+        "parts": parts,
+        "stages": stages,
+        "last_line": (done.stdout.strip().splitlines() or [""])[-1],
+    }
+
+
+def compare(predicted: dict[str, Any], ladders: list[dict[str, Any]]) -> dict[str, Any]:
+    """The prediction against each real ladder and their mean: errors, and which part missed."""
+    wall = statistics.mean(ladder["wall_s"] for ladder in ladders)
+    probes = statistics.mean(ladder["probes"] for ladder in ladders)
+    mine = dict(predicted["parts"])
+    mine["overhead_and_start"] = round(mine.pop("overhead") + mine.pop("session_start"), 1)
+    # the worker counts a compile in its first steps; the cost model prices it apart
+    mine["first_steps"] = round(mine["first_steps"] + mine.pop("compile"), 1)
+    by_part = {}
+    for name, value in mine.items():
+        real = statistics.mean(
+            ladder["parts"].get(name, 0.0)
+            + (ladder["parts"].get("compile", 0.0) if name == "first_steps" else 0.0)
+            for ladder in ladders
+        )
+        by_part[name] = {
+            "predicted_s": value,
+            "measured_s": round(real, 1),
+            "miss_s": round(value - real, 1),
+        }
+    missed = max(by_part, key=lambda n: abs(by_part[n]["miss_s"]))
+    stages = {}
+    for stage, entry in predicted["stages"].items():
+        real = [ladder["stages"].get(stage, {"probes": 0, "wall_s": 0.0}) for ladder in ladders]
+        stages[stage] = {
+            "predicted": entry,
+            "measured_probes": [r["probes"] for r in real],
+            "measured_s": [r["wall_s"] for r in real],
+        }
+    wall_error = predicted["wall_s"] / wall - 1.0
+    probe_error = predicted["probes"] / probes - 1.0
+    return {
+        "wall_error": round(wall_error, 3),
+        "probe_error": round(probe_error, 3),
+        "per_ladder": [
+            {
+                "wall_error": round(predicted["wall_s"] / ladder["wall_s"] - 1.0, 3),
+                "probe_error": round(predicted["probes"] / ladder["probes"] - 1.0, 3),
+            }
+            for ladder in ladders
+        ],
+        "within_tolerance": abs(wall_error) <= TOLERANCE and abs(probe_error) <= TOLERANCE,
+        "inside_low_high": predicted["wall_s_low"] <= wall <= predicted["wall_s_high"],
+        "part_that_missed_most": missed,
+        "parts": by_part,
+        "stages": stages,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--preset", default="cpu-smoke")
+    parser.add_argument("--ladders", type=int, default=2)
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--keep", type=Path, help="keep the evidence and ladders here")
+    parser.add_argument("--out", type=Path, help="record under bench/results")
+    args = parser.parse_args()
+    folder = args.keep or Path(tempfile.mkdtemp(prefix="twin-check-"))
+    began = time.monotonic()
+    gather(folder / "evidence", args.preset)
+    gather_s = time.monotonic() - began
+    evidence = read_evidence(folder / "evidence")
+    predicted = predict(evidence, preset=args.preset, seeds=args.seeds)
+    print(
+        f"predicted before any ladder: {predicted['wall_s']:.0f} s "
+        f"(low {predicted['wall_s_low']:.0f}, high {predicted['wall_s_high']:.0f}), "
+        f"{predicted['probes']:.0f} probes (seeds: {predicted['probes_range']})",
+        flush=True,
+    )
+    ladders = []
+    for n in range(args.ladders):
+        ladders.append(real_ladder(args.preset, folder / f"ladder-{n + 1}"))
+        print(
+            f"ladder {n + 1}: {ladders[-1]['wall_s']:.0f} s, {ladders[-1]['probes']} probes, "
+            f"exit {ladders[-1]['exit']}",
+            flush=True,
+        )
+    verdict = compare(predicted, ladders)
+    print(
+        json.dumps(
+            {
+                k: verdict[k]
+                for k in (
+                    "wall_error",
+                    "probe_error",
+                    "per_ladder",
+                    "within_tolerance",
+                    "inside_low_high",
+                    "part_that_missed_most",
+                )
+            },
+            indent=1,
+        )
+    )
+    for name, part in verdict["parts"].items():
+        print(
+            f"  {name:20s} predicted {part['predicted_s']:7.1f} s  measured "
+            f"{part['measured_s']:7.1f} s  miss {part['miss_s']:+7.1f} s"
+        )
+    if args.out:
+        record(
+            "twin_check",
+            args.out,
+            preset=args.preset,
+            gather_s=round(gather_s, 1),
+            predicted={
+                k: predicted[k]
+                for k in (
+                    "wall_s",
+                    "wall_s_low",
+                    "wall_s_high",
+                    "probes",
+                    "probes_range",
+                    "parts",
+                    "parts_low",
+                    "parts_high",
+                    "stages",
+                    "decisions",
+                    "figures",
+                    "runs",
+                    "compile_cache",
+                )
+            },
+            ladders=ladders,
+            verdict=verdict,
+        )
+
+
+if __name__ == "__main__":
+    main()

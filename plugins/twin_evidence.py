@@ -1,0 +1,581 @@
+"""What the twin knows of a machine: an evidence folder, or a journal, read into figures.
+
+An evidence folder (bench/gpu/EVIDENCE.md says field by field what is read)
+holds a GPU run's `knobs.json` (SYNTHETIC per knob row, each row's first step
+in a fresh process), and any tuneup journals: the run's sessions (`session/`,
+the suite's `speed/<run>/` or `ladder/`) and what `bench/gpu_twin.py --gather`
+measured without a ladder (`gather/`). A journal alone (`--journal-evidence`)
+will do too. From the journals every cost a run records is read:
+
+* a fresh process's start (`one_time_s.spawn`) and first step (`first_steps`);
+* a warm worker's set-up (`setup`) and first step, apart for probes whose conv
+  key was new to the process (costmodel.conv_key) and those whose was not;
+* torch.compile: its first steps when the disk cache was cold, and when it held
+  the graph (`compile_cache`: "cold", "warm");
+* TorchScript's set-up beyond the others', a CUDA graph's capture (`graph_capture`);
+* the warm-ups that never settled (`plan.stable`), trials per phase, and the
+  pairs each stage's decision took (a ladder's journal);
+* every configuration's rates per phase (the `gather` table: one probe of each
+  stage's candidates on the baseline, every phase), its trials' spread, and the
+  baseline's probe-to-probe spread (its repeats).
+
+What no evidence holds is an assumption (`assumed_costs`), each with its source,
+a low, likely and high value, and the measurement that would settle it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tuneup.config import TrainConfig
+from tuneup.errors import UsageError
+from tuneup.probe.costmodel import Cost, WorkerCosts, conv_key, row_of
+from tuneup.probe.estimate import ProbeCosts, probe_seconds
+from tuneup.probe.plan import MIN_WINDOW_STEPS, WINDOW_SHARE, MeasurementPlan
+from tuneup.probe.stats import median, relative_spread
+from tuneup.probe.types import BASELINE_STAGE, CONFIRM_STAGE, PHASES
+
+_TRAIN_DEFAULTS = dataclasses.asdict(TrainConfig())
+
+SESSION_FOLDERS = ("session", "speed/*", "ladder", "gather")
+"""Where an evidence folder holds tuneup journals, in the order read: the first GPU run's
+`session/`, the GPU suite's default ladder (`speed/<run>/`) or short ladder, the gather."""
+
+GATHER = "gather"
+REPEAT_STAGE = "repeat"  # a gather's baseline, one phase alone (bench/twin_gather.py)
+
+
+def session_folders(folder: Path) -> list[Path]:
+    """The evidence folder's tuneup sessions that have a journal."""
+    found = []
+    for pattern in SESSION_FOLDERS:
+        for path in sorted(folder.glob(pattern)):
+            if (path / "journal.jsonl").is_file():
+                found.append(path)
+    return found
+
+
+def session_folder(folder: Path) -> Path | None:
+    """The first of them, where there is one."""
+    sessions = session_folders(folder)
+    return sessions[0] if sessions else None
+
+
+def read_journal(path: Path) -> list[dict[str, Any]]:
+    """A journal's lines as mappings; a damaged line is left out."""
+    lines = []
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        try:
+            line = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(line, dict):
+            lines.append(line)
+    return lines
+
+
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+# What names where a run's data lives, or how long it runs, not what it measures: a twin's
+# configuration (the sim's) and a gather's (the worker's) differ there and nowhere else.
+_NOT_KNOBS = ("expdir", "use_cache", "seed", "log_every", "num_epochs", "max_steps", "max_seconds")
+
+
+def with_defaults(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A configuration with every knob's default filled in, less where its data lives."""
+    full = {**_TRAIN_DEFAULTS, **dict(config)}
+    return {
+        k: v
+        for k, v in full.items()
+        if k not in _NOT_KNOBS and not k.endswith("_path") and "npy" not in k
+    }
+
+
+def change_of(config: Mapping[str, Any], base: Mapping[str, Any]) -> dict[str, Any]:
+    """What `config` changes from `base`, knob by knob (defaults filled in on both)."""
+    mine, theirs = with_defaults(config), with_defaults(base)
+    return {k: v for k, v in mine.items() if theirs.get(k) != v}
+
+
+def _ok(line: Mapping[str, Any]) -> bool:
+    return line.get("status") == "ok" and bool(line.get("wall_s"))
+
+
+def _key(values: Mapping[str, Any]) -> str:
+    return json.dumps(dict(values), sort_keys=True, default=str)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One configuration's measured rates: its change from the baseline, rates per phase."""
+
+    change: Mapping[str, Any]
+    rates: Mapping[str, tuple[float, ...]]
+
+    def rate(self, phase: str) -> float | None:
+        found = self.rates.get(phase)
+        return median(list(found)) if found else None
+
+
+@dataclass(frozen=True)
+class JournalFigures:
+    """What journals measured (the module docstring), before anything is assumed."""
+
+    baseline: Mapping[str, Any]
+    rows: tuple[Row, ...]
+    spawn: tuple[float, ...]
+    first_fresh: tuple[float, ...]
+    setup: tuple[float, ...]
+    warm_first: tuple[float, ...]
+    conv_new: tuple[float, ...]
+    compile_cold: tuple[float, ...]
+    compile_cached: tuple[float, ...]
+    script: tuple[float, ...]
+    capture: tuple[float, ...]
+    stable: Mapping[str, tuple[bool, ...]]
+    trials: Mapping[str, tuple[int, ...]]
+    trial_noise: Mapping[str, float]
+    probe_noise: Mapping[str, float]
+    pairs: Mapping[str, int]
+    windows: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    ratios: tuple[float, ...] = ()
+    overhead_s: tuple[float, ...] = ()
+    start_s: tuple[float, ...] = ()
+    full_sps: tuple[float, ...] = ()
+    io_sps: tuple[float, ...] = ()
+    workers: int = 2
+
+
+def journal_figures(lines: Sequence[Mapping[str, Any]], extra: Mapping[str, Any]) -> JournalFigures:
+    """Every cost the journal's probes recorded (the module docstring), and the table."""
+    ok = [line for line in lines if _ok(line)]
+    baselines = [line for line in ok if line.get("stage") == BASELINE_STAGE]
+    if not baselines:
+        raise UsageError("the journal has no ok baseline probe: nothing to replay")
+    repeats = [line for line in ok if line.get("stage") == REPEAT_STAGE]
+    # a ladder's probes measure one phase, mostly of a configuration seen before: where a
+    # gather measured the baseline in that shape, its noise and warm-ups are read there
+    shaped = {id(line) for line in (repeats or ok)}
+    base = dict(baselines[0].get("config") or {})
+    rows: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    changes: dict[str, dict[str, Any]] = {}
+    parts: dict[str, list[float]] = defaultdict(list)
+    stable: dict[str, list[bool]] = defaultdict(list)
+    trials: dict[str, list[int]] = defaultdict(list)
+    spreads: dict[str, list[float]] = defaultdict(list)
+    seen: set[tuple[Any, ...]] = set()
+    setups = [line["one_time_s"]["setup"] for line in ok if "setup" in line.get("one_time_s", {})]
+    plain_setup = median(setups) if setups else 0.0
+    windows: dict[str, list[float]] = defaultdict(list)
+    for line in ok:
+        config = with_defaults(line.get("config") or {})
+        change = change_of(config, base)
+        key = _key(change)
+        changes[key] = change
+        for phase in PHASES:
+            rate = line.get(f"{phase}_sps")
+            if rate:
+                rows[key][phase].append(float(rate))
+            runs = line.get(f"{phase}_sps_trials") or []
+            if runs and id(line) in shaped:
+                trials[phase].append(len(runs))
+                if len(runs) >= 2:
+                    spreads[phase].append(relative_spread(runs))
+        once = dict(line.get("one_time_s") or {})
+        fresh = "spawn" in once
+        if fresh:
+            seen = set()
+        conv = conv_key(config)
+        new = conv not in seen
+        seen.add(conv)
+        first = float(once.get("first_steps", 0.0))
+        if fresh:
+            parts["spawn"].append(float(once["spawn"]))
+            if row_of(config) == "baseline" and config.get("jit") in (None, "none"):
+                parts["first_fresh"].append(first)
+        elif "setup" in once:
+            parts["setup"].append(float(once["setup"]))
+        cache = line.get("compile_cache")
+        if config.get("jit") == "compile" and cache in ("cold", "warm"):
+            parts["compile_cold" if cache == "cold" else "compile_cached"].append(first)
+        elif config.get("jit") == "script" and "setup" in once:
+            parts["script"].append(max(0.0, float(once["setup"]) - plain_setup))
+        elif not fresh and config.get("jit") in (None, "none") and (new or id(line) in shaped):
+            parts["conv_new" if new else "warm_first"].append(first)
+        if id(line) in shaped and not fresh:
+            for phase, count in _windows(line, first).items():
+                windows[phase].append(count)
+        if "graph_capture" in once:
+            parts["capture"].append(float(once["graph_capture"]))
+        for phase, ok_ in dict((line.get("plan") or {}).get("stable") or {}).items():
+            if id(line) in shaped:
+                stable[phase].append(bool(ok_))
+    return JournalFigures(
+        baseline=base,
+        rows=tuple(Row(changes[k], {p: tuple(v) for p, v in r.items()}) for k, r in rows.items()),
+        spawn=tuple(parts["spawn"]),
+        first_fresh=tuple(parts["first_fresh"]),
+        setup=tuple(parts["setup"]),
+        warm_first=tuple(parts["warm_first"]),
+        conv_new=tuple(parts["conv_new"]),
+        compile_cold=tuple(parts["compile_cold"]),
+        compile_cached=tuple(parts["compile_cached"]),
+        script=tuple(parts["script"]),
+        capture=tuple(parts["capture"]),
+        stable={p: tuple(v) for p, v in stable.items()},
+        trials={p: tuple(v) for p, v in trials.items()},
+        trial_noise={p: median(v) for p, v in spreads.items() if v},
+        probe_noise=_probe_noise(repeats) or _probe_noise(baselines),
+        windows={p: tuple(v) for p, v in windows.items()},
+        ratios=_model_ratios([line for line in ok if id(line) in shaped], windows),
+        pairs=_pairs(ok),
+        overhead_s=tuple(float(v) for v in extra.get("overhead_s", ())),
+        start_s=tuple(float(v) for v in extra.get("start_s", ())),
+        full_sps=tuple(float(b["full_sps"]) for b in baselines if b.get("full_sps")),
+        io_sps=tuple(float(b["io_sps"]) for b in baselines if b.get("io_sps")),
+        workers=int(base.get("num_data_workers", 2) or 0),
+    )
+
+
+def _windows(line: Mapping[str, Any], first_s: float) -> dict[str, float]:
+    """The windows each phase's settled warm-up took after its first step, where a probe
+    measured that phase alone and recorded no loss steps (the estimate's warm-up model)."""
+    plan = dict(line.get("plan") or {})
+    phases = list(plan.get("phases") or [])
+    if len(phases) != 1 or plan.get("loss_steps") or "loss_s" in plan:
+        return {}
+    phase = phases[0]
+    warm = dict(plan.get("warmup_s") or {}).get(phase)
+    rate = line.get(f"{phase}_sps")
+    stable = dict(plan.get("stable") or {}).get(phase, True)
+    batch = with_defaults(line.get("config") or {}).get("global_batch_size")
+    if not (warm and rate and batch and stable and plan.get("trial_s")):
+        return {}
+    step = float(batch) / float(rate)
+    window = max(float(plan["trial_s"]) * WINDOW_SHARE, MIN_WINDOW_STEPS * step)
+    return {phase: max(0.0, (float(warm) - first_s - step) / window)}
+
+
+def _model_ratios(
+    lines: Sequence[Mapping[str, Any]], windows: Mapping[str, Sequence[float]]
+) -> tuple[float, ...]:
+    """Each warm probe's wall over what the estimate's model says of it, given its own start,
+    first steps, step times, trials and the warm-ups' windows: what the model cannot see
+    (the release of the probe before, the runner's reading of events) is the ratio."""
+    typical = {p: median(list(v)) for p, v in windows.items() if v}
+    ratios = []
+    for line in lines:
+        once = dict(line.get("one_time_s") or {})
+        if "setup" not in once or not line.get("plan"):
+            continue
+        try:
+            plan = MeasurementPlan.from_dict(line["plan"])
+        except (TypeError, ValueError):
+            continue
+        batch = float(with_defaults(line.get("config") or {}).get("global_batch_size") or 1)
+        steps = {p: batch / float(line[f"{p}_sps"]) for p in PHASES if line.get(f"{p}_sps")}
+        trials = {p: float(len(line.get(f"{p}_sps_trials") or [])) for p in PHASES}
+        stable = dict(line["plan"].get("stable") or {})
+        costs = ProbeCosts(
+            spawn_s=0.0,
+            setup_s=float(once["setup"]),
+            first_s=sum(float(v) for k, v in once.items() if k != "setup"),
+            step_s=steps,
+            trials={p: n for p, n in trials.items() if n},
+            unsettled={p: 0.0 if ok else 1.0 for p, ok in stable.items()},
+            warm_windows=typical,
+        )
+        modeled = probe_seconds(plan, costs, fresh=False, new=True)
+        if modeled > 0:
+            ratios.append(float(line["wall_s"]) / modeled)
+    return tuple(ratios)
+
+
+def _probe_noise(baselines: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Each phase's probe-to-probe spread: the baseline's repeats, as a relative deviation
+    of one probe (successive differences over sqrt 2)."""
+    noise = {}
+    for phase in PHASES:
+        rates = [float(b[f"{phase}_sps"]) for b in baselines if b.get(f"{phase}_sps")]
+        steps = [abs(math.log(b / a)) / math.sqrt(2) for a, b in itertools.pairwise(rates)]
+        if steps:
+            noise[phase] = median(steps)
+    return noise
+
+
+def _pairs(lines: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """The probes each stage took in a ladder's journal (a gather's is one per candidate)."""
+    counts: dict[str, int] = defaultdict(int)
+    for line in lines:
+        stage = str(line.get("stage"))
+        if stage not in (BASELINE_STAGE, CONFIRM_STAGE, REPEAT_STAGE):
+            counts[stage] += 1
+    return dict(counts)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What an evidence folder holds, read: knobs.json's rows and every journal's figures."""
+
+    folder: Path
+    knob_rows: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    journals: Mapping[str, JournalFigures] = field(default_factory=dict)
+    machine: Mapping[str, Any] = field(default_factory=dict)
+    date: str = ""
+
+    @property
+    def gathered(self) -> JournalFigures | None:
+        return self.journals.get(GATHER)
+
+    def all_of(self, name: str) -> list[float]:
+        """A cost's every measurement over the folder's journals."""
+        values: list[float] = []
+        for figures in self.journals.values():
+            values += list(getattr(figures, name))
+        return values
+
+
+def read_measured(folder: Path, journals: Sequence[Path] = ()) -> Measured:
+    """An evidence folder's measurements; `journals` are read too (--journal-evidence).
+
+    Raises:
+        UsageError: nothing to replay: neither knobs.json nor a journal with a baseline.
+    """
+    folder = Path(folder)
+    knobs = read_json(folder / "knobs.json") if (folder / "knobs.json").is_file() else {}
+    rows = {r["knob"]: r for r in (knobs or {}).get("rows", []) if r.get("status") == "pass"}
+    sessions = session_folders(folder) + [Path(j).parent for j in journals]
+    if not sessions or (
+        knobs and "baseline" not in rows and not any(s.name == GATHER for s in sessions)
+    ):
+        missing = "knobs.json" if not knobs else "a tuneup session (session/ or gather/)"
+        if knobs and not sessions:
+            missing = "a tuneup session (session/ or gather/)"
+        raise UsageError(
+            f"{folder} is not an evidence folder: {missing} is missing "
+            "(bench/gpu/run.sh or bench/gpu_twin.py --gather writes one; bench/gpu/EVIDENCE.md "
+            "says what it holds)"
+        )
+    figures: dict[str, JournalFigures] = {}
+    machine: dict[str, Any] = {}
+    for session in sessions:
+        lines = read_journal(session / "journal.jsonl")
+        extra = read_json(session / "gather.json") if session.name == GATHER else {}
+        try:
+            figures[session.name] = journal_figures(lines, extra or {})
+        except UsageError as exc:
+            raise UsageError(f"{session / 'journal.jsonl'}: {exc}") from None
+        recorded = read_json(session / "session.json")
+        if isinstance(recorded, dict) and not machine:
+            machine = dict(recorded.get("machine") or {})
+    return Measured(folder, rows, figures, machine, str((knobs or {}).get("date", "")))
+
+
+# --- the price list: measured where a journal or knobs.json has it, else assumed ----------
+
+
+def _measured_or(values: Sequence[float], source: str, otherwise: Cost) -> Cost:
+    return Cost.of(list(values), source) if values else otherwise
+
+
+def fresh_first_steps(measured: Measured) -> dict[str, Cost]:
+    """A fresh process's first step by conv row: knobs.json's fresh rows, and the journals'
+    fresh baseline probes for the baseline row."""
+    rows: dict[str, list[float]] = defaultdict(list)
+    for name, row in measured.knob_rows.items():
+        if row.get("first_step_s") and row.get("process", "fresh") in ("fresh", None):
+            rows[name].append(float(row["first_step_s"]))
+    rows["baseline"] += measured.all_of("first_fresh")
+    return {
+        name: Cost.of(values, f"a fresh process's first step, {name} (knobs.json, journals)")
+        for name, values in rows.items()
+        if values
+    }
+
+
+# Each one-time cost a journal can measure: where it is read from, and the assumption taken
+# where no journal measured it (its source, its range, the measurement that would settle it).
+MEASURED_FROM: dict[str, str] = {
+    "spawn": "one_time_s.spawn of fresh probes (journals)",
+    "setup": "one_time_s.setup of warm probes (journals)",
+    "warm_first": "first_steps of warm probes whose conv key was not new (journals)",
+    "compile_cold": "first_steps of jit=compile probes with compile_cache cold (journals)",
+    "compile_cached": "first_steps of jit=compile probes with compile_cache warm (journals)",
+    "script": "jit=script probes' set-up beyond a plain probe's (journals)",
+    "capture": "one_time_s.graph_capture (journals)",
+}
+ASSUMED_COSTS: dict[str, Cost] = {
+    "spawn": Cost.assumed(
+        8.0,
+        low=5.0,
+        high=45.0,
+        source="a GPU node's process start",
+        settle="a fresh probe's one_time_s.spawn",
+    ),
+    "setup": Cost.assumed(
+        2.0,
+        low=1.0,
+        high=5.0,
+        source="the spawn's 7.7 s less the interpreter, torch's import and CUDA's context "
+        "(the first H200 run)",
+        settle="a warm probe's one_time_s.setup (a ladder journal, or --gather)",
+    ),
+    "warm_first": Cost.assumed(
+        0.3,
+        low=0.1,
+        high=1.0,
+        source="a warm probe's first step beyond steady, besides a CPU loader's first batch "
+        "(priced apart: the batch over one worker's rate): its loader's workers fork, the "
+        "allocator's first blocks",
+        settle="first_steps of warm probes of a seen conv key (a ladder journal)",
+    ),
+    "compile_cold": Cost.assumed(
+        60.0,
+        low=30.0,
+        high=120.0,
+        source="a cold torch.compile of the U-Net (gpu-ladder.md's time box)",
+        settle="a jit=compile probe on an empty compile cache (gather)",
+    ),
+    "compile_cached": Cost.assumed(
+        5.0,
+        low=2.0,
+        high=15.0,
+        source="the CPU: 0.46 s after a release against 16.8 s cold (2.7%: the FX-graph and "
+        "AOTAutograd caches hit; bench/results/compile_release_cpu.json); a GPU also loads "
+        "Triton's kernels; at most a quarter of a cold compile",
+        settle="a second jit=compile probe in a warm worker (gather on the GPU)",
+    ),
+    "script": Cost.assumed(
+        5.0,
+        low=2.0,
+        high=10.0,
+        source="the jit knob's declared first use",
+        settle="a jit=script probe's set-up (gather)",
+    ),
+    "capture": Cost.assumed(
+        2.0,
+        low=1.0,
+        high=5.0,
+        source="gpu-ladder.md: a capture of the step",
+        settle="a cuda_graphs probe's one_time_s.graph_capture (gather)",
+    ),
+}
+CONV_WARM = Cost.assumed(
+    1.0,
+    low=0.8,
+    high=1.0,
+    source="the first H200 run's trace: the GPU 87-97% busy through the baseline's first "
+    "step (cuDNN trying algorithms), which a new key pays again",
+    settle="the first step of a new conv key in a warm worker (gather on the GPU)",
+)
+
+
+def worker_costs(measured: Measured, on_gpu: bool) -> WorkerCosts:
+    """The cost model's figures for this evidence: measured where it has them, else the
+    assumption (with its source, its range and what would settle it)."""
+    first = fresh_first_steps(measured)
+    if "baseline" not in first:
+        raise UsageError(f"{measured.folder}: no fresh process's first step was recorded")
+    figures = {
+        name: _measured_or(measured.all_of(name), MEASURED_FROM[name], ASSUMED_COSTS[name])
+        for name in MEASURED_FROM
+    }
+    floor_high = min(c.likely for c in first.values())
+    conv_new = measured.all_of("conv_new")
+    return WorkerCosts(
+        first_fresh=first,
+        conv_new=(
+            Cost.of(conv_new, "first_steps of warm probes of a new conv key")
+            if conv_new and not on_gpu  # a GPU's new keys differ by row: priced from them
+            else None
+        ),
+        conv_warm=CONV_WARM,
+        conv_floor=Cost.assumed(
+            2.0,
+            low=0.0,
+            high=floor_high,
+            source="lazily loaded kernels a fresh process loads once; at most the least "
+            f"fresh first step of a row ({floor_high:.1f} s)",
+            settle="the first step of a new conv key in a warm worker (gather on the GPU)",
+        ),
+        unsettled={phase: _share_unsettled(measured, phase, on_gpu) for phase in PHASES},
+        warm_windows=_warm_windows(measured),
+        scale=_scale(measured),
+        spawn=figures["spawn"],
+        setup=figures["setup"],
+        warm_first=figures["warm_first"],
+        compile_cold=figures["compile_cold"],
+        compile_cached=figures["compile_cached"],
+        script=figures["script"],
+        capture=figures["capture"],
+    )
+
+
+def _scale(measured: Measured) -> Cost:
+    """What a warm probe really took over what the model says of it (its quartiles)."""
+    ratios = sorted(measured.all_of("ratios"))
+    if len(ratios) < 2:
+        return Cost.assumed(
+            1.0,
+            high=1.05,
+            source="on the CPU, warm probes took 7% over the model (0.07 s a probe: the "
+            "release of the probe before, the runner's events), about 1% of a GPU probe's "
+            "5-60 s; 5% at most",
+            settle="a gather's repeats of the baseline (their walls against the model)",
+        )
+    quartiles = statistics.quantiles(ratios, n=4)
+    return Cost(
+        median(ratios),
+        min(quartiles[0], median(ratios)),
+        max(quartiles[2], median(ratios)),
+        f"{len(ratios)} warm probes' walls over the model's (median, quartiles)",
+        True,
+    )
+
+
+def _warm_windows(measured: Measured) -> dict[str, Cost]:
+    """Per phase, the windows a settling warm-up took (the estimate assumes two)."""
+    found: dict[str, Cost] = {}
+    for phase in PHASES:
+        counts = [c for j in measured.journals.values() for c in j.windows.get(phase, ())]
+        if counts:
+            found[phase] = Cost.of(counts, f"{phase} warm-ups' windows after the first step")
+    return found
+
+
+def _share_unsettled(measured: Measured, phase: str, on_gpu: bool) -> Cost:
+    """The share of `phase`'s warm-ups that ran to their cap, where journals recorded it;
+    else an assumption: loader-bound phases wander on a GPU node's CPU loader."""
+    flags = [flag for j in measured.journals.values() for flag in j.stable.get(phase, ())]
+    if flags:
+        share = sum(1 for f in flags if not f) / len(flags)
+        return Cost(share, share, share, f"plan.stable of {len(flags)} {phase} warm-ups", True)
+    if not on_gpu or phase == "synthetic":
+        return Cost.assumed(
+            0.0,
+            high=0.1 if phase == "synthetic" else 0.5,
+            source=f"no {phase} warm-up recorded whether it settled",
+            settle="plan.stable in a ladder journal",
+        )
+    return Cost.assumed(
+        0.5,
+        low=0.0,
+        high=1.0,
+        source="the first H200 run: its second baseline probe's loader-bound warm-up never "
+        "settled and ran to its cap",
+        settle=f"plan.stable of {phase} warm-ups in a GPU ladder journal",
+    )
