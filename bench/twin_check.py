@@ -26,35 +26,24 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from _ladder_run import run_ladder
 from _record import record
 from gpu_twin import ladder_parts, predict
 from tuneup_plugins.twin import read_evidence
-from tuneup_plugins.twin_evidence import read_journal
 from twin_gather import gather
 
-ROOT = Path(__file__).resolve().parent.parent
 TOLERANCE = 0.25
 
 
 def real_ladder(preset: str, out: Path) -> dict[str, Any]:
     """`tuneup probe --preset P --out DIR` timed from outside, its journal read back."""
-    began = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "tuneup", "probe", "--preset", preset, "--out", str(out)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        check=False,
-    )
-    wall = time.monotonic() - began
-    lines = read_journal(out / "journal.jsonl") if (out / "journal.jsonl").is_file() else []
+    run = run_ladder(preset, out)
+    wall, lines = run.wall_s, run.lines
     probe_walls = sum(float(line.get("wall_s") or 0.0) for line in lines)
     parts = ladder_parts(lines)
     # what the journal does not hold: the command's start, its data check, the bookkeeping
@@ -66,12 +55,12 @@ def real_ladder(preset: str, out: Path) -> dict[str, Any]:
         entry["probes"] += 1
         entry["wall_s"] = round(entry["wall_s"] + float(line.get("wall_s") or 0.0), 1)
     return {
-        "exit": done.returncode,
+        "exit": run.exit,
         "wall_s": round(wall, 1),
         "probes": len(lines),
         "parts": parts,
         "stages": stages,
-        "last_line": (done.stdout.strip().splitlines() or [""])[-1],
+        "last_line": (run.stdout.strip().splitlines() or [""])[-1],
     }
 
 

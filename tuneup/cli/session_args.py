@@ -103,8 +103,9 @@ def _add_export(commands: argparse._SubParsersAction) -> None:
         "--format",
         required=True,
         metavar="F",
-        help="yaml, flags, env, sbatch or tuneup; a trainer may export its sessions in formats "
-        "of its own (command: command, flags, env, sbatch)",
+        help="yaml, flags, env, sbatch or tuneup; md: a report (stages, where a step's time "
+        "goes before and after, findings, traces); a trainer may export its sessions in "
+        "formats of its own (command: command, flags, env, sbatch)",
     )
     export.add_argument(
         "-o", type=Path, dest="output", metavar="FILE", help="write to FILE instead of stdout"
@@ -128,6 +129,33 @@ def _run_probe(args: argparse.Namespace) -> int:
         raise UsageError("--resume continues DIR in place: leave out --out")
     request = from_arguments(args)
     return run_probe_command(request, out=args.out, resume=args.resume, as_json=args.json)
+
+
+def _add_profile(commands: argparse._SubParsersAction) -> None:
+    profile = commands.add_parser(
+        "profile",
+        help="profile one journaled configuration again: where its step's time goes",
+        description="Runs probe N of a results folder again in a fresh worker with a profile "
+        "(its trials, then a trial's worth of steps under torch.profiler), prints where a "
+        "step's time goes and the findings, and writes the trace into DIR/probes/.",
+    )
+    profile.add_argument("dir", type=Path, metavar="DIR", help="a results folder of tuneup probe")
+    profile.add_argument(
+        "--probe", type=int, required=True, metavar="N", help="the journal's probe number (1 on)"
+    )
+    profile.add_argument(
+        "--nsys",
+        action="store_true",
+        help="also write an Nsight Systems report of the profiled steps (nsys on the PATH)",
+    )
+    profile.set_defaults(handler=_run_profile)
+
+
+def _run_profile(args: argparse.Namespace) -> int:
+    # loaded when the subcommand runs, so that --help stays instant
+    from tuneup.commands.profile import run_profile_command
+
+    return run_profile_command(args.dir, args.probe, args.nsys)
 
 
 def _run_export(args: argparse.Namespace) -> int:

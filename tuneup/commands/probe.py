@@ -16,6 +16,7 @@ from tuneup.paths import StorageFault
 from tuneup.tuning.assembly import assemble_new
 from tuneup.tuning.control import DataGone, OutOfTime, SessionInterrupted, SilentReporter
 from tuneup.tuning.journal import quoted, where_it_stands
+from tuneup.tuning.profiles import profile_lines
 from tuneup.tuning.request import SessionRequest
 from tuneup.tuning.resume import assemble_resume
 from tuneup.tuning.summary import Summary
@@ -136,6 +137,8 @@ def _print_outcome(outcome: Any, summary: Summary, folder: Path) -> None:
     for moment, verdict in (("before", summary.before), ("after", summary.after)):
         if verdict is not None and verdict.sentence:
             print(f"{moment}: {verdict.sentence}")
+    for line in profile_lines(summary.document.get("profile")):
+        print(line)
     scaling = summary.scaling
     if scaling is not None:
         for line in scaling.lines or (

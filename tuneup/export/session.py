@@ -17,6 +17,7 @@ from typing import Any
 from tuneup.bundled import cache_dir
 from tuneup.errors import UsageError
 from tuneup.export.render import FORMATS, render
+from tuneup.export.report import REPORT, render_report
 from tuneup.export.slurm import hints_from_session
 from tuneup.export.tutorial import SC22, TutorialRun
 from tuneup.preset.load import load_preset
@@ -43,6 +44,8 @@ class SessionExport:
     adapter: TrainerAdapter | None = None
     section: dict[str, Any] | None = None
     source: str = ""
+    summary: Mapping[str, Any] = field(default_factory=dict)
+    folder_name: str = ""
 
     @property
     def formats(self) -> tuple[str, ...]:
@@ -83,6 +86,8 @@ def read_session_export(folder: Path) -> SessionExport:
         adapter=adapter,
         section=section,
         source=source,
+        summary=results.summary().document,
+        folder_name=Path(folder).name,
     )
 
 
@@ -111,6 +116,8 @@ def render_session(export: SessionExport, fmt: str, edition: str = SC22) -> str:
     Raises:
         UsageError: a format the session has no meaning for, or bad values or hints.
     """
+    if fmt == REPORT:  # the session's report, whatever its trainer
+        return render_report(export.summary, export.folder_name)
     adapter = export.adapter
     if adapter is not None and adapter.exports:
         return adapter.render_export(

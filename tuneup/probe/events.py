@@ -151,6 +151,7 @@ class ResultEvent(Event):
     timed_s: float | None = None  # seconds in timed trials (what measuring cost)
     compile_cache: str = ""  # "warm" or "cold" under torch.compile; "" without it
     plan: Mapping[str, Any] = field(default_factory=empty)  # the plan, as measured
+    profile: Mapping[str, Any] = field(default_factory=empty)  # its steps' breakdown, if asked
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -289,6 +290,7 @@ def _result_event(get: _Get, common: dict[str, Any]) -> Event:
         timed_s=number(get("timed_s")),
         compile_cache=text(get("compile_cache")),
         plan=frozen_map(get("plan")),
+        profile=frozen_map(get("profile")),
     )
 
 

@@ -184,6 +184,7 @@ def build_result(
             far_trials=measured.far_trials or 0,
             stopped_early=measured.stopped_early,
             compile_cache=measured.compile_cache,
+            profile=dict(measured.profile),
         )
         if measured.scaler_overflows is not None:
             fields["scaler_overflows"] = measured.scaler_overflows

@@ -84,6 +84,7 @@ class MeasurementPlan:
         limit_s: the probe's wall-clock limit, warm-up and trials included.
         stop_below_sps: the judged phase's samples/s the probe must reach; clearly
             below it (after two trials) it stops early. None: no early stop.
+        profile: after its trials, profile a few FULL steps (worker/profile.py).
     """
 
     phases: tuple[str, ...]
@@ -97,6 +98,7 @@ class MeasurementPlan:
     loss_steps: int
     limit_s: float
     stop_below_sps: float | None = None
+    profile: bool = False
 
     @property
     def window_s(self) -> float:
@@ -175,6 +177,7 @@ def plan_probe(
     available: Sequence[str] = PHASES,
     loss: bool = True,
     trial_noise: float | None = None,
+    profile: bool = False,
 ) -> MeasurementPlan:
     """The plan of one probe.
 
@@ -192,6 +195,8 @@ def plan_probe(
             configuration recorded it (the same seed gives the same curve).
         trial_noise: a looser agreement the trials need (never a tighter one than the
             budget's); None: the budget's.
+        profile: profile a few FULL steps after the trials (where the search wants the
+            step's breakdown: the baseline, an adopted configuration, the recommendation).
     """
     if judged not in available:
         judged = "full"
@@ -211,6 +216,7 @@ def plan_probe(
         loss_steps=budget.loss_steps if loss and phases != ("io",) else 0,
         limit_s=budget.limit_s,
         stop_below_sps=stop_below_sps,
+        profile=profile,
     )
 
 
@@ -232,6 +238,7 @@ def plan_for(
         available=available,
         loss=candidate.loss,
         trial_noise=candidate.trial_noise,
+        profile=candidate.profile,
     )
 
 

@@ -200,6 +200,10 @@ class ProbeResult:
     # that judges it, trial length and counts, warm-up rule; with `steps`, the steps per
     # trial each phase ran (from its measured step time). Empty: an older probe.
     plan: dict[str, Any] = field(default_factory=dict)
+    # Where a profiled probe's step time went (probe/timeline.py: its parts, the GPU's busy
+    # and idle time, the top operators, TFLOP/s and MFU, the trace's file name). Empty:
+    # not profiled.
+    profile: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -269,6 +273,8 @@ class Candidate:
         trial_noise: how closely this probe's trials must agree, where probes of its
             phase vary by more than trials do (measuring a probe finer than probes
             differ buys nothing); None: the budget's.
+        profile: profile a few of its FULL steps after its trials: where the step's
+            time goes (the baseline, an adopted configuration, the recommendation).
     """
 
     label: str
@@ -281,3 +287,4 @@ class Candidate:
     whole: bool = True
     loss: bool = True
     trial_noise: float | None = None
+    profile: bool = False

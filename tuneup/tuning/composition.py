@@ -151,7 +151,8 @@ def check_adoption(
         max_pairs: a FULL decision's most pairs.
     """
     adopted = {**values, **cand.values}
-    whole = dataclasses.replace(cand, judged="full", whole=True, stop_below_sps=None)
+    # profiled: where the adopted configuration's step time goes, beside the baseline's
+    whole = dataclasses.replace(cand, judged="full", whole=True, stop_below_sps=None, profile=True)
     check = runner.run(plan.name, whole, adopted)
     if check.ok and check.contended:
         # Measured again and still contended: no figure to hold FULL against, and no

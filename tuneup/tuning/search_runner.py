@@ -112,8 +112,10 @@ class SearchRunner:
 
     def baseline(self, values: dict[str, Any], repeats: int) -> ProbeResult:
         runs = []
-        for _ in range(repeats):
-            result = self.run(BASELINE, Candidate(BASELINE, {}), values)
+        for repeat in range(repeats):
+            # the first is profiled: where the baseline's step time goes (worker/profile.py)
+            asked = Candidate(BASELINE, {}, profile=repeat == 0)
+            result = self.run(BASELINE, asked, values)
             if not ran(result):  # a contended baseline still counts: it is all there is
                 raise BaselineFailed(result)  # measure() already tried it again where it could
             runs.append(result)

@@ -15,6 +15,7 @@ from tuneup.tuning.ddp_verdicts import (
     stragglers_note,
 )
 from tuneup.tuning.guard import batch_of, batch_ratio, equal_samples_note
+from tuneup.tuning.profiles import profiles_block
 from tuneup.tuning.search_records import SearchOutcome
 from tuneup.tuning.verdicts import (
     bottleneck,
@@ -170,6 +171,7 @@ def summary_dict(outcome: SearchOutcome) -> dict[str, Any]:
             {"stage": p.stage, "variant": p.variant} for p in outcome.probes if p.ok and p.throttled
         ],
         "ddp": first_ddp_block(outcome),
+        "profile": profiles_block(outcome),
         "stragglers": stragglers_note(outcome.probes),
         "partial": {"why": outcome.partial, "not_run": list(outcome.not_run)}
         if outcome.partial

@@ -26,6 +26,7 @@ from tuneup.unet.loaders import Batches, build_loader
 from tuneup.unet.model import UNet, count_parameters, init_weights, l1_rho_loss
 from tuneup.unet.optim import build_optimizer
 from tuneup.unet.precision import Precision, build_precision
+from tuneup.unet.ranges import part
 from tuneup.unet.runtime import DeviceChoice, apply_backend_flags, choose_device
 from tuneup.unet.schedule import LrSchedule, schedule_for
 from tuneup.unet.step import EagerStep, GraphedStep, LossFn
@@ -59,8 +60,9 @@ class TrainingSetup:
     def to_device(self, inp: Tensor, tar: Tensor) -> tuple[Tensor, Tensor]:
         """Move a host batch to the device in the model's memory format."""
         non_blocking = self.cfg.non_blocking and self.device.type == "cuda"
-        inp = inp.to(self.device, non_blocking=non_blocking, memory_format=self.memory_format)
-        tar = tar.to(self.device, non_blocking=non_blocking, memory_format=self.memory_format)
+        with part("h2d"):
+            inp = inp.to(self.device, non_blocking=non_blocking, memory_format=self.memory_format)
+            tar = tar.to(self.device, non_blocking=non_blocking, memory_format=self.memory_format)
         return inp, tar
 
     def device_batches(

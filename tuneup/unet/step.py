@@ -14,6 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from tuneup.unet.precision import Precision
+from tuneup.unet.ranges import GRAPH, part
 
 LossFn = Callable[[Tensor, Tensor, float], Tensor]
 
@@ -51,20 +52,25 @@ class EagerStep:
         return 0 if self._overflows is None else int(self._overflows.item())
 
     def __call__(self, inp: Tensor, tar: Tensor) -> Tensor:
-        self.optimizer.zero_grad(set_to_none=True)
-        with self.precision.autocast():
+        with part("optimizer"):
+            self.optimizer.zero_grad(set_to_none=True)
+        with part("forward"), self.precision.autocast():
             loss = self.loss_fn(self.model(inp), tar, self.lambda_rho)
         scaler = self.precision.scaler
         if scaler is None:
-            loss.backward()
-            self.optimizer.step()
+            with part("backward"):
+                loss.backward()
+            with part("optimizer"):
+                self.optimizer.step()
         else:
             scaled = scaler.scale(loss)  # creates the scale tensor on the first step
             before = _scale_tensor(scaler)
             before = None if before is None else before.clone()
-            scaled.backward()
-            scaler.step(self.optimizer)
-            scaler.update()
+            with part("backward"):
+                scaled.backward()
+            with part("optimizer"):
+                scaler.step(self.optimizer)
+                scaler.update()
             after = _scale_tensor(scaler)
             if before is not None and after is not None:
                 # A lower scale after update() means this step was skipped. Compared on the
@@ -140,7 +146,8 @@ class GraphedStep:
     def __call__(self, inp: Tensor, tar: Tensor) -> Tensor:
         self.static_inp.copy_(inp, non_blocking=True)
         self.static_tar.copy_(tar, non_blocking=True)
-        self.graph.replay()
+        with part(GRAPH):
+            self.graph.replay()
         return self.static_loss.detach().clone()
 
 

@@ -47,13 +47,17 @@ from pathlib import Path
 from typing import IO, Any
 
 from tuneup import __version__
-from tuneup.config import build_config
+from tuneup.config import INPUT_CHANNELS, build_config
 from tuneup.errors import ExitCode, UsageError
 from tuneup.probe.events import EventWriter, classify_error, describe_error
 from tuneup.probe.plan import ProbeSpec
 from tuneup.unet.distributed import destroy_process_group, dist_env_from, exit_skipping_teardown
+from tuneup.unet.flops import flops_per_sample, math_mode, peak_tflops
 from tuneup.unet.runtime import TF32_ENV, set_tf32_env
-from tuneup.worker.phases import run_probe
+from tuneup.worker.phases import Profiler, run_probe
+from tuneup.worker.profile import OFF_ENV as PROFILE_OFF_ENV
+from tuneup.worker.profile import STEPS as PROFILE_STEPS
+from tuneup.worker.profile import profile_steps, take_profile
 from tuneup.worker.workload import DeviceTimer, SetupWorkload
 
 FAULT_ENV = "TUNEUP_WORKER_FAULT"
@@ -166,7 +170,14 @@ def _gather_ranks(device: Any, world_size: int) -> Callable[[float], list[float]
     return gather
 
 
-def run(spec: ProbeSpec, events: EventWriter, started: float, *, served: int | None = None) -> None:
+def run(
+    spec: ProbeSpec,
+    events: EventWriter,
+    started: float,
+    *,
+    served: int | None = None,
+    trace: Path | None = None,
+) -> None:
     """Build the trainer and measure; raises whatever goes wrong (main classifies it).
 
     Args:
@@ -176,6 +187,7 @@ def run(spec: ProbeSpec, events: EventWriter, started: float, *, served: int | N
             first probe of a process, else the moment its spec arrived.
         served: None in a process of its own; in a serving process
             (serve.py), the probes it ran before this one.
+        trace: where a profile's trace goes (the plan says whether one is taken).
     """
     cfg = build_config({**spec.config, "seed": spec.seed}, source="the probe spec")
     if served is None:
@@ -219,17 +231,45 @@ def run(spec: ProbeSpec, events: EventWriter, started: float, *, served: int | N
             setup = build_training(dataclasses.replace(cfg, Nsamples_val=0), env)
         start_costs = {"setup" if served else "spawn": time.time() - started}
         timer = DeviceTimer(setup.device)
+        workload = SetupWorkload(setup, timer)
         run_probe(
-            SetupWorkload(setup, timer),
+            workload,
             spec.plan,
             samples_per_batch=setup.global_batch,
             timer=timer,
             emit=events.emit,
             start_costs=start_costs,
             gather=_gather_ranks(setup.device, env.world_size) if env.distributed else one_rank,
+            profile=_profiler(workload, cfg, name, trace if env.is_main else None, env.distributed),
         )
     finally:
         destroy_process_group()
+
+
+def _profiler(
+    workload: SetupWorkload, cfg: Any, device_name: str, trace: Path | None, ranks: bool
+) -> Profiler | None:
+    """The probe's profile (worker/profile.py), with the model's FLOPs and the GPU's peak for
+    its MFU. Every rank of several profiles the same fixed steps (DDP steps them together);
+    the first writes the trace."""
+    if os.environ.get(PROFILE_OFF_ENV, "1") == "0":
+        return None
+    peak = peak_tflops(device_name, math_mode(cfg.amp_mode, cfg.tf32))
+
+    def profile(steps: int, steady_step_s: float | None) -> dict[str, Any]:
+        count = PROFILE_STEPS[0] * 2 if ranks else profile_steps(steps)
+        return take_profile(
+            workload,
+            count,
+            trace,
+            flops_per_sample=flops_per_sample(
+                cfg.data_size, cfg.width, cfg.unet_levels, INPUT_CHANNELS, cfg.N_out_channels
+            ),
+            peak_tflops=peak,
+            steady_step_s=steady_step_s,
+        )
+
+    return profile
 
 
 def one_rank(seconds: float) -> list[float]:
@@ -264,13 +304,24 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         print(f"tuneup worker: error: events fd {args.events_fd}: {exc.strerror}", file=sys.stderr)
         return ExitCode.USAGE
-    return measure(spec, EventWriter(stream), started)
+    return measure(spec, EventWriter(stream), started, trace=trace_path(args.spec))
 
 
-def measure(spec: ProbeSpec, events: EventWriter, started: float, served: int | None = None) -> int:
+def trace_path(spec: Path) -> Path:
+    """A profile's trace beside the probe's spec: NNNN-stage.trace.json.gz."""
+    return spec.with_name(f"{spec.stem}.trace.json.gz")
+
+
+def measure(
+    spec: ProbeSpec,
+    events: EventWriter,
+    started: float,
+    served: int | None = None,
+    trace: Path | None = None,
+) -> int:
     """Run one probe (`run`); its exit status, a failure told as an `error` event first."""
     try:
-        run(spec, events, started, served=served)
+        run(spec, events, started, served=served, trace=trace)
     except KeyboardInterrupt:
         return ExitCode.INTERRUPTED
     except Exception as exc:

@@ -57,7 +57,7 @@ are tested with fakes (both in trials.py); :class:`DeviceTimer` and
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,6 +81,9 @@ from tuneup.worker.warmup import (
     one_time_costs,
     warm_up,
 )
+
+Profiler = Callable[[int, float | None], dict[str, Any]]
+"""``profile(steps, steady_step_s)``: a profile of that many FULL steps (worker/profile.py)."""
 
 
 class _CountingGather:
@@ -159,6 +162,7 @@ def run_probe(
     emit: Emit,
     start_costs: Mapping[str, float] | None = None,
     gather: Gather = one_rank,
+    profile: Profiler | None = None,
 ) -> dict[str, Any]:
     """Loss, then each phase's warm-up and trials; emits every event but ``start`` and returns
     the result.
@@ -173,6 +177,9 @@ def run_probe(
             measured it (``spawn`` or ``setup``, see the module docstring).
         gather: every rank's seconds at a trial edge (a collective under DDP);
             the slowest rank's count. ``[seconds]`` on one rank.
+        profile: where the plan asks for a profile (and the trials did not stop early),
+            ``profile(steps, steady_step_s)`` profiles about a trial's FULL steps after
+            the trials and returns their breakdown (worker/profile.py).
     """
     plan.check()
     gathered = _CountingGather(gather)
@@ -222,8 +229,20 @@ def run_probe(
         samples_per_batch=samples_per_batch,
         world=gathered.world,
     )
+    if plan.profile and profile is not None and not measured.stopped_early:
+        steady = _steady(measured)
+        result["profile"] = profile(plan.trial_steps(steady), steady)
     emit("result", **result)
     return result
+
+
+def _steady(measured: _Measured) -> float | None:
+    """The steady step a profile's steps are counted from: FULL's, else the first measured."""
+    for phase in ("full", *measured.warmups):
+        tracker = measured.warmups.get(phase)
+        if tracker is not None and tracker.steady_step_s:
+            return tracker.steady_step_s
+    return None
 
 
 def _warmup_event(

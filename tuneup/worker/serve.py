@@ -44,7 +44,7 @@ from typing import IO
 from tuneup.errors import ExitCode, UsageError
 from tuneup.probe.events import EventWriter
 from tuneup.unet.runtime import TF32_ENV
-from tuneup.worker.main import load_spec, measure, open_events, process_start_time
+from tuneup.worker.main import load_spec, measure, open_events, process_start_time, trace_path
 
 EXIT_RELEASE_FAILED = 4
 
@@ -115,7 +115,7 @@ def serve(control: IO[str], stream: IO[str], started: float) -> int:
             events.error("other", str(exc))
             print(f"tuneup worker: error: {exc}", file=sys.stderr)
             return ExitCode.USAGE
-        code = measure(spec, events, began, served)
+        code = measure(spec, events, began, served, trace=trace_path(Path(path)))
         if code != ExitCode.OK:
             return code
         served += 1

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from tuneup.errors import UsageError
+from tuneup.unet.ranges import part
 
 if TYPE_CHECKING:
     import torch
@@ -39,6 +40,10 @@ class BatchStream:
             yield self.next()
 
     def next(self) -> Any:
+        with part("data"):
+            return self._next()
+
+    def _next(self) -> Any:
         if self._it is not None:
             try:
                 return next(self._it)

@@ -1,0 +1,241 @@
+"""A probe's profile: its steady steps under torch.profiler, where their time goes, the trace."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tuneup.probe.events import ResultEvent, parse_events
+from tuneup.probe.plan import plan_probe
+from tuneup.probe.timeline import breakdown
+from tuneup.probe.types import ProbeBudget
+
+BUDGET = ProbeBudget(trial_s=0.05, min_trials=2, max_trials=3, warmup_cap_s=0.5, loss_steps=0)
+PARTS = ("data", "h2d", "forward", "backward", "optimizer")
+
+
+def profiled_probe(tmp_path: Path, config: dict[str, Any], **plan: Any) -> tuple[dict, Path]:
+    spec = tmp_path / "0001-baseline.json"
+    measured = plan_probe(BUDGET, **plan)
+    spec.write_text(json.dumps({"config": config, "plan": measured.to_dict()}))
+    proc = subprocess.run(
+        [sys.executable, "-m", "tuneup.worker", str(spec)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    events = parse_events(proc.stdout.splitlines())
+    result = next(e for e in events if isinstance(e, ResultEvent))
+    return dict(result.profile), tmp_path / "0001-baseline.trace.json.gz"
+
+
+def test_a_profiled_probe_splits_its_step_into_the_tutorials_parts(
+    tiny_values: dict[str, Any], tmp_path: Path
+) -> None:
+    profile, trace = profiled_probe(tmp_path, tiny_values, profile=True)
+    assert profile["device"] == "cpu" and 3 <= profile["steps"] <= 30
+    parts = profile["parts_s"]
+    assert set(PARTS) <= set(parts)
+    # the named parts cover the measured step: what no range holds is small
+    named = sum(parts[p] for p in PARTS)
+    assert named == pytest.approx(profile["step_s"], rel=0.10)
+    assert profile["covered"] >= 0.9
+    assert profile["top"] and profile["top"][0]["share"] > 0
+    assert "conv" in " ".join(t["name"] for t in profile["top"]).lower()
+    assert profile["tflops"] > 0 and profile["mfu"] is None  # a CPU has no datasheet peak
+    assert profile["overhead"] > -0.5
+    # the trace opens as Chrome trace JSON, its ranges named as the tutorial reads them
+    assert profile["trace"] == trace.name
+    document = json.loads(gzip.decompress(trace.read_bytes()))
+    names = {e.get("name") for e in document["traceEvents"] if e.get("cat") == "user_annotation"}
+    assert set(PARTS) <= names
+
+
+def test_a_probe_not_asked_for_a_profile_takes_none(
+    tiny_values: dict[str, Any], tmp_path: Path
+) -> None:
+    profile, trace = profiled_probe(tmp_path, tiny_values)
+    assert profile == {} and not trace.exists()
+
+
+def event(name: str, ts: float, dur: float, cat: str = "user_annotation", **extra: Any) -> dict:
+    return {"ph": "X", "name": name, "ts": ts, "dur": dur, "cat": cat, "tid": 1, **extra}
+
+
+def test_the_breakdown_reads_gpu_idle_as_host_wait_and_kernel_gaps():
+    """A step of 1000 us: a 400 us data wait, then kernels with short gaps between them."""
+    events = [
+        event("data", 0, 400),
+        event("forward", 400, 300),
+        event("backward", 700, 250),
+        event("optimizer", 950, 50),
+        event("aten::convolution", 400, 200, cat="cpu_op"),
+        # the GPU: idle through the data wait, then three kernels 10 us apart
+        event("sm80_xmma_fprop_implicit_gemm_bf16", 420, 180, cat="kernel"),
+        event("elementwise_kernel", 610, 20, cat="kernel"),
+        event("sm80_xmma_dgrad_bf16", 640, 300, cat="kernel"),
+    ]
+    figures = breakdown(events, steps=1, step_s=0.001, device="cuda")
+    assert figures["parts_s"]["data"] == pytest.approx(0.0004)
+    assert figures["covered"] == pytest.approx(1.0)
+    gpu = figures["gpu"]
+    assert gpu["busy_s"] == pytest.approx(0.0005)
+    assert gpu["idle_gaps_s"] == pytest.approx(0.00002)  # two 10 us gaps between kernels
+    assert gpu["tensor_core_s"] == pytest.approx(0.00048)
+    assert gpu["kernels_per_step"] == 3
+    assert figures["conv_share"] == pytest.approx(480 / 500)
+    assert figures["top"][0]["name"] == "sm80_xmma_dgrad_bf16"
+
+
+def test_nested_operators_count_their_own_time_once():
+    events = [
+        event("aten::linear", 0, 100, cat="cpu_op"),
+        event("aten::addmm", 10, 80, cat="cpu_op"),
+        event("aten::relu", 100, 50, cat="cpu_op"),
+    ]
+    figures = breakdown(events, steps=1, step_s=0.00015, device="cpu")
+    own = {t["name"]: t["self_s"] for t in figures["top"]}
+    assert own == pytest.approx({"aten::addmm": 80e-6, "aten::relu": 50e-6, "aten::linear": 20e-6})
+    assert figures["gpu"] is None
+
+
+@pytest.mark.slow
+def test_a_real_ladder_profiles_its_baseline_and_prints_where_the_step_goes(tmp_path: Path):
+    out = tmp_path / "ladder"
+    argv = [sys.executable, "-m", "tuneup", "probe", "--preset", "cpu-smoke"]
+    done = subprocess.run(
+        [*argv, "--stages", "optimizer", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode in (0, 4), done.stderr  # 4: the machine's noise left it open
+    summary = json.loads((out / "summary.json").read_text())
+    baseline = summary["profile"]["baseline"]
+    assert set(PARTS) <= set(baseline["parts_s"]) and baseline["covered"] >= 0.9
+    assert (out / "probes" / baseline["trace"]).is_file()
+    assert summary["profile"]["recommendation"] is not None
+    assert "where a step's time goes" in done.stdout
+    after = done.stdout.split("where a step's time goes")[1].splitlines()
+    table = [line for line in after[1:] if line.startswith("  ")]  # its indented rows
+    assert any(line.strip().startswith("backward") for line in table)
+    assert max(len(line) for line in table) <= 80
+    # any journaled configuration is profiled again on demand, its trace beside the others
+    again = subprocess.run(
+        [*argv[:3], "profile", str(out), "--probe", "2"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert again.returncode == 0, again.stderr
+    assert "profiled again" in again.stdout and "backward" in again.stdout
+    assert list((out / "probes").glob("*-profile.trace.json.gz"))
+
+
+def test_profile_refuses_what_it_cannot_profile_in_one_line(tmp_path: Path):
+    def profile(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "tuneup", "profile", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    empty = profile(str(tmp_path), "--probe", "1")
+    assert empty.returncode == 2 and "holds no journal" in empty.stderr
+    from tuneup.probe.types import ProbeResult, Status
+
+    line = ProbeResult("baseline", {}, {}, Status.OK).to_journal()
+    (tmp_path / "journal.jsonl").write_text(json.dumps(line) + "\n")
+    none = profile(str(tmp_path), "--probe", "3")
+    assert none.returncode == 2 and "--probe 3" in none.stderr
+    assert len(none.stderr.strip().splitlines()) == 1
+
+
+def test_the_before_after_table_fits_80_columns_and_carries_the_findings():
+    from tuneup.tuning.profiles import profile_lines
+
+    part = {"data": 0.004, "h2d": 0.0001, "forward": 0.002, "backward": 0.003, "optimizer": 0.001}
+    before = {"step_s": 0.0101, "parts_s": part, "trace": "0001-baseline.trace.json.gz"}
+    after = {"step_s": 0.006, "parts_s": {**part, "data": 0.0}, "tflops": 1.5, "mfu": 0.2}
+    block = {
+        "baseline": before,
+        "recommendation": after,
+        "findings": [{"text": "data wait is 40% of the step (rule: above 5%)"}],
+        "left": "backward 50%",
+    }
+    lines = profile_lines(block)
+    assert max(len(line) for line in lines) <= 80
+    data = next(line for line in lines if line.strip().startswith("data"))
+    assert "4.00 ms" in data and "40%" in data and data.rstrip().endswith("-")
+    assert any(line.startswith("finding: data wait is 40%") for line in lines)
+    assert lines[-1] == "left: backward 50%"
+    assert "1.5 (20% MFU)" in next(line for line in lines if "TFLOP/s" in line)
+    assert profile_lines(None) == []
+
+
+def test_the_md_report_carries_the_breakdowns_findings_and_traces():
+    from tuneup.export.report import render_report
+
+    part = {"data": 0.004, "forward": 0.002, "backward": 0.003, "optimizer": 0.001}
+    summary = {
+        "preset": "cpu-smoke",
+        "recommendation": {"headline": "recommendation: batch x2: 1.39x faster"},
+        "stages": [{"stage": "workers", "reason": "2 workers unresolved"}],
+        "profile": {
+            "baseline": {"step_s": 0.01, "parts_s": part, "trace": "0001-baseline.trace.json.gz"},
+            "recommendation": {"step_s": 0.008, "parts_s": part},
+            "adopted": [
+                {"stage": "batch_size", "profile": {"trace": "0040-batch_size.trace.json.gz"}}
+            ],
+            "findings": [{"text": "data wait is 40% of the step (rule: above 5%)"}],
+            "left": "backward 38%",
+        },
+    }
+    report = render_report(summary, "run-1")
+    assert report.startswith("# tuneup: cpu-smoke (run-1)")
+    assert "1.39x faster" in report and "- **workers**: 2 workers unresolved" in report
+    assert "- data wait is 40% of the step (rule: above 5%)" in report
+    assert "`probes/0001-baseline.trace.json.gz`" in report
+    assert "`probes/0040-batch_size.trace.json.gz`" in report
+    assert "backward 38%" in report and "finding:" not in report
+    bare = render_report({"preset": "sim"}, "run-2")
+    assert "No probe of this session was profiled" in bare
+
+
+@pytest.mark.gpu
+def test_a_profile_on_cuda_reads_the_gpus_busy_and_idle_time(
+    tiny_values: dict[str, Any], tmp_path: Path
+) -> None:
+    profile, trace = profiled_probe(tmp_path, {**tiny_values, "device": "cuda"}, profile=True)
+    assert profile["device"] == "cuda" and trace.is_file()
+    gpu = profile["gpu"]
+    assert gpu["busy_s"] > 0 and gpu["kernels_per_step"] > 0
+    assert gpu["busy_s"] + gpu["idle_gaps_s"] + gpu["idle_host_s"] <= profile["step_s"] * 1.5
+    assert profile["mfu"] is None or 0 < profile["mfu"] < 1
+    # the step's parts are marked on CUDA too (NVTX and the profiler's ranges)
+    document = json.loads(gzip.decompress(trace.read_bytes()))
+    names = {e.get("name") for e in document["traceEvents"]}
+    assert {"forward", "backward", "optimizer"} <= names
+
+
+@pytest.mark.gpu
+def test_a_launch_bound_tiny_model_on_cuda_names_cuda_graphs_or_compile(
+    tiny_values: dict[str, Any], tmp_path: Path
+) -> None:
+    from tuneup.probe.profile_rules import StageOutcome, findings
+
+    profile, _trace = profiled_probe(tmp_path, {**tiny_values, "device": "cuda"}, profile=True)
+    said = StageOutcome(tried=False, summary="not in this ladder")
+    fired = findings(profile, {"cuda_graphs": said, "jit": said}, tiny_values)
+    launch = [f for f in fired if f.rule == "launch_bound"]
+    assert launch and launch[0].stage in ("cuda_graphs", "jit")
