@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -123,3 +124,41 @@ def test_screenshot_of_the_results_screen(
         await pilot.pause(0.2)
 
     assert snap_compare(Review(Path("run")), terminal_size=size, run_before=settle)
+
+
+def test_a_profiled_session_shows_where_a_step_goes_as_bars_with_its_findings(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "run"
+    finished_session(folder)
+    document = json.loads((folder / "summary.json").read_text())
+    assert document["profile"] is None  # the sim takes no profile: no box below
+    parts = {"data": 0.004, "h2d": 0.0001, "forward": 0.002, "backward": 0.003}
+    document["profile"] = {
+        "baseline": {"step_s": 0.0092, "parts_s": parts},
+        "recommendation": {"step_s": 0.0052, "parts_s": {**parts, "data": 0.0001}},
+        "findings": [{"text": "data wait is 43% of the step (rule: above 5%)"}],
+        "left": "backward 58%",
+    }
+    (folder / "summary.json").write_text(json.dumps(document))
+    app = Review(folder)
+
+    async def go() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause(0.1)
+            box = app.screen.query_one("#results-breakdown", Static)
+            assert "where a step's time goes" in str(box.border_title)
+            found = str(app.screen.query_one("#results-findings", Static).content)
+            assert "data wait is 43%" in found and "left: backward 58%" in found
+
+    asyncio.run(go())
+    from rich.console import Console
+
+    from tuneup.tui.screens.results import breakdown_table
+
+    console = Console(width=100, record=True)
+    console.print(breakdown_table(document["profile"]))
+    rows = {line.split()[0]: line for line in console.export_text().splitlines() if line.strip()}
+    # the baseline's 4 ms of data wait is the longest bar; the recommendation's a sliver
+    assert rows["data"].count("█") == 16 + 1 and "4.0 ms" in rows["data"]
+    assert "0.1 ms" in rows["data"] and rows["step"].split()[1:] == ["9.2", "ms", "5.2", "ms"]

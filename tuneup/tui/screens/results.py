@@ -25,6 +25,7 @@ from tuneup.probe.describe import sps_text
 from tuneup.probe.types import ProbeResult
 from tuneup.tui.widgets.gain_bars import GainBars, stage_gains
 from tuneup.tuning.journal import ResultsDir
+from tuneup.tuning.profiles import PART_ROWS
 from tuneup.tuning.summary import Summary
 from tuneup.tuning.verdicts import gain_text
 
@@ -105,6 +106,50 @@ def comparison_table(summary: Summary) -> Table:
             "-" if iqr is None else f"{iqr:.1f}%",
         )
     return table
+
+
+BAR = 16  # the longest part's bar, in cells
+
+
+def breakdown_table(block: Mapping[str, Any] | None) -> Table | None:
+    """Where a step's time goes, baseline against recommendation: a bar per part, in ms per
+    step (summary.json's `profile`); None where no probe was profiled."""
+    if not isinstance(block, Mapping):
+        return None
+    sides = [block.get("baseline") or {}, block.get("recommendation") or {}]
+    parts = [dict(side.get("parts_s") or {}) for side in sides]
+    longest = max((v for p in parts for v in p.values() if isinstance(v, (int, float))), default=0)
+    if not longest:
+        return None
+    table = Table(expand=True, box=None, header_style="bold")
+    for column in ("step part", "baseline", "recommendation"):
+        table.add_column(column)
+    for name in PART_ROWS:
+        cells = [_bar(p.get(name), longest) for p in parts]
+        if any(cells):
+            table.add_row(name, *cells)
+    table.add_row("step", *(_ms(side.get("step_s")) for side in sides))
+    return table
+
+
+def _bar(seconds: Any, longest: float) -> str:
+    if not isinstance(seconds, (int, float)) or seconds <= 0:
+        return ""
+    return f"{'█' * max(1, round(BAR * seconds / longest)):<{BAR}} {1000 * seconds:.1f} ms"
+
+
+def _ms(seconds: Any) -> str:
+    return f"{1000 * seconds:.1f} ms" if isinstance(seconds, (int, float)) else "-"
+
+
+def findings_text(block: Mapping[str, Any] | None) -> str:
+    """The findings on the recommendation and what is left, one line each."""
+    if not isinstance(block, Mapping):
+        return ""
+    lines = [f"finding: {f.get('text', '')}" for f in block.get("findings") or []]
+    if block.get("left"):
+        lines.append(f"left: {block['left']}")
+    return "\n".join(lines)
 
 
 def speedup_text(summary: Summary) -> str:
@@ -238,6 +283,15 @@ class ResultsScreen(Screen[None]):
             verdict = Static(verdict_text(summary), id="results-verdict", classes="box")
             verdict.border_title = "bottleneck"
             yield verdict
+            profile = summary.document.get("profile")
+            bars = breakdown_table(profile)
+            if bars is not None:
+                steps = Static(bars, id="results-breakdown", classes="box")
+                steps.border_title = "where a step's time goes (profiled steps)"
+                yield steps
+                found = findings_text(profile)
+                if found:
+                    yield Static(found, id="results-findings", classes="box")
             with Horizontal(id="results-actions"):
                 yield Button("Export all formats (e)", id="export", variant="success")
             yield Static("", id="results-exported")
