@@ -159,3 +159,17 @@ def test_a_probe_whose_warm_up_never_settled_says_so_in_its_line():
     assert "IO warm-up unsettled after its 6 s cap" in status_text(wandered)
     settled = dataclasses.replace(wandered, plan={**plan, "stable": {"io": True}})
     assert "unsettled" not in status_text(settled)
+
+
+def test_a_presets_costs_say_which_figures_were_measured_and_how_warm_ups_settle():
+    from tuneup.preset.load import load_preset
+    from tuneup.preset.schema import check_costs
+
+    h200 = load_preset("h200").costs
+    assert h200 is not None and h200["measured"] == ["spawn_s"]  # the rest is predicted
+    assert h200["unsettled"]["io"] == 0.5
+    _, problems = check_costs({"measured": ["spawn_s", "warp_s"], "unsettled": {"io": 1.5}})
+    assert any("measured" in p and "warp_s" not in p for p in problems)
+    assert any("unsettled" in p and "0 to 1" in p for p in problems)
+    _, fine = check_costs({"measured": ["setup_s"], "unsettled": {"full": 0.25}})
+    assert fine == []

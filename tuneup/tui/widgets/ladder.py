@@ -49,7 +49,10 @@ class LadderTable(DataTable[str]):
         self.results: list[ProbeResult] = []
 
     def on_mount(self) -> None:
-        self.add_columns(*COLUMNS)
+        # The variant column is as wide as its longest text from the start: a width that
+        # grew as rows arrived made the table jump, and crowded out the columns after it.
+        for column in COLUMNS:
+            self.add_column(column, width=VARIANT_WIDTH if column == "variant" else None)
 
     def restart(self) -> None:
         """Empty, as before the first probe (a resume replays the journal into it)."""
