@@ -134,12 +134,6 @@ class Evidence:
     start: Cost | None = None
     recorded_stages: Mapping[str, int] = field(default_factory=dict)
 
-    @property
-    def overlap(self) -> float:
-        """The baseline's FULL over min(IO, SYNTHETIC)."""
-        bound = min(self.io_sps, self.synthetic_sps.get("baseline", self.io_sps))
-        return median(list(self.full_sps)) / bound
-
     def figures(self) -> dict[str, Cost]:
         """Every cost figure the twin prices with, by name."""
         named = self.costs.figures()
@@ -216,11 +210,6 @@ def read_evidence(folder: Path, journals: Sequence[Path] = ()) -> Evidence:
     )
 
 
-@dataclass(frozen=True)
-class TwinCosts(SimCosts):
-    """The twin's start costs (the cost model prices the rest: GpuTwin.one_time)."""
-
-
 class GpuTwin(SimTrainer):
     """The sim trainer answering as the recorded machine did (the module docstring).
 
@@ -246,7 +235,8 @@ class GpuTwin(SimTrainer):
         kwargs.setdefault("cuda", evidence.on_gpu)
         costs = evidence.costs
         kwargs.setdefault(
-            "costs", TwinCosts(spawn_s=costs.spawn.at(end), setup_s=costs.setup.at(end))
+            # its starts; the cost model prices the rest (one_time)
+            "costs", SimCosts(spawn_s=costs.spawn.at(end), setup_s=costs.setup.at(end))
         )
         super().__init__(seed=seed, noise=evidence.full_trial_noise, **kwargs)
         self.evidence = evidence
@@ -405,21 +395,10 @@ def _covered(change: Mapping[str, Any], table: Sequence[Row]) -> bool:
     return not wanted
 
 
-def twin_from_evidence(folder: Path, seed: int = 0, **kwargs: Any) -> GpuTwin:
-    """The twin of the machine recorded in `folder`."""
-    return GpuTwin(read_evidence(folder), seed=seed, **kwargs)
-
-
-def gathered(folder: Path) -> bool:
-    return (Path(folder) / GATHER / "journal.jsonl").is_file()
-
-
 __all__ = [
     "ASSUMED",
     "Evidence",
     "GpuTwin",
     "Measured",
-    "gathered",
     "read_evidence",
-    "twin_from_evidence",
 ]

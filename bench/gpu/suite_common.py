@@ -91,20 +91,18 @@ def git_info(root: Path) -> dict[str, Any]:
     (asked once a process: a run's figures and its prediction name the same commit)."""
     if not _GIT:
         try:
-            head = subprocess.run(
-                ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
-                capture_output=True,
-                text=True,
-                timeout=10,
-            ).stdout.strip()
-            dirty = subprocess.run(
-                ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                capture_output=True,
-                text=True,
-                timeout=10,
-            ).stdout.strip()
+            head = _git(root, "rev-parse", "--short", "HEAD")
+            dirty = _git(root, "status", "--porcelain", "--untracked-files=no")
             _GIT.update(commit=head or None, dirty=bool(dirty))
             _GIT["describe"] = f"{head}{' (with uncommitted changes)' if dirty else ''}" or "-"
         except (OSError, subprocess.SubprocessError):
             _GIT.update(commit=None, dirty=None, describe="not a git checkout")
     return _GIT
+
+
+def _git(root: Path, *args: str) -> str:
+    """A git command's output in the checkout at `root`."""
+    done = subprocess.run(
+        ["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10
+    )
+    return done.stdout.strip()

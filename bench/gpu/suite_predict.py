@@ -22,6 +22,7 @@ from typing import Any
 
 from suite_common import last_json_line, read_json
 from suite_types import ROOT, last_line
+from tuneup_plugins.twin_evidence import session_folders
 
 from tuneup.preset.autopick import GpuModel, Pick, auto_pick
 
@@ -29,18 +30,15 @@ TWIN_SCRIPT = ROOT / "bench" / "gpu_twin.py"
 PREDICT_TIMEOUT_S = 120.0
 FIGURES = ("wall_s", "wall_s_low", "wall_s_high", "probes")  # what the twin's --json gives
 CLAIM_S = 600.0  # issue 32's target: the default ladder, whole, in under 10 minutes
-# Where an evidence folder keeps a tuneup session (plugins/twin.py reads the same places).
-SESSION_GLOBS = ("session", "speed/*", "ladder")
 
 
 def evidence_gpu(folder: Path) -> str | None:
     """The GPU an evidence folder's tuneup session ran on (its session.json's machine)."""
-    for pattern in SESSION_GLOBS:
-        for found in sorted(folder.glob(pattern)):
-            machine = (read_json(found / "session.json") or {}).get("machine") or {}
-            names = machine.get("gpu_names") or []
-            if names:
-                return str(names[0])
+    for found in session_folders(folder):  # where the twin reads them
+        machine = (read_json(found / "session.json") or {}).get("machine") or {}
+        names = machine.get("gpu_names") or []
+        if names:
+            return str(names[0])
     return None
 
 

@@ -16,7 +16,6 @@ profiled steps alone, and the report is `probes/NNNN-profile.nsys-rep`.
 from __future__ import annotations
 
 import dataclasses
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -52,6 +51,10 @@ class NsysLauncher(LocalLauncher):
             *super().command(spec_path),
         ]
 
+    def env(self, base: dict[str, str]) -> dict[str, str]:
+        """The worker's, told to open nsys's capture range around its profiled steps."""
+        return {**super().env(base), NSYS_ENV: "1"}
+
 
 def run_profile_command(folder: Path, number: int, nsys: bool = False) -> int:
     results = ResultsDir(folder)
@@ -80,7 +83,6 @@ def run_profile_command(folder: Path, number: int, nsys: bool = False) -> int:
     if nsys:
         report = workdir / f"{number:04d}-profile"
         launcher = NsysLauncher(report=str(report))
-        os.environ[NSYS_ENV] = "1"
     runner = ProbeRunner(launcher, workdir)
     try:
         result = runner.run("profile", dict(chosen.variant), spec)
