@@ -239,3 +239,63 @@ def test_a_launch_bound_tiny_model_on_cuda_names_cuda_graphs_or_compile(
     fired = findings(profile, {"cuda_graphs": said, "jit": said}, tiny_values)
     launch = [f for f in fired if f.rule == "launch_bound"]
     assert launch and launch[0].stage in ("cuda_graphs", "jit")
+
+
+def journaled_session(folder: Path, config: dict[str, Any]) -> Path:
+    """A results folder whose journal holds one probe of `config`, as a ladder leaves it."""
+    from tuneup.probe.types import ProbeResult, Status
+
+    folder.mkdir(parents=True)
+    (folder / "session.json").write_text(json.dumps({"budget": BUDGET.to_dict(), "seed": 0}))
+    line = ProbeResult("baseline", {}, dict(config), Status.OK).to_journal()
+    (folder / "journal.jsonl").write_text(json.dumps(line) + "\n")
+    return folder
+
+
+def profile_command(folder: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tuneup", "profile", str(folder), "--probe", "1", *extra],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+
+
+def test_profile_runs_a_journaled_configuration_again_and_prints_its_breakdown(
+    tiny_values: dict[str, Any], tmp_path: Path
+) -> None:
+    from tuneup.tuning.profile_again import profile_again
+
+    folder = journaled_session(tmp_path / "run", tiny_values)
+    done = profile_command(folder)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("probe 1 (baseline: ")
+    assert "backward" in done.stdout and "trace: probes/" in done.stdout
+    traces = list((folder / "probes").glob("*-profile.trace.json.gz"))
+    assert len(traces) == 1 and json.loads(gzip.decompress(traces[0].read_bytes()))
+    # the app's key runs the same: its then (none: not profiled in the ladder) and now
+    again = profile_again(folder, 1)
+    assert again.then is None and set(PARTS) <= set(again.now["parts_s"])
+    import shutil
+
+    if shutil.which("nsys") is None:  # --nsys without Nsight Systems: one line, nothing run
+        refused = profile_command(folder, "--nsys")
+        assert refused.returncode == 2 and "nsys is not on the PATH" in refused.stderr
+        assert len(list((folder / "probes").glob("*-profile.trace.json.gz"))) == 1
+
+
+@pytest.mark.gpu
+def test_nsys_writes_the_probes_report_the_tutorials_way(
+    tiny_values: dict[str, Any], tmp_path: Path
+) -> None:
+    import shutil
+
+    if shutil.which("nsys") is None:
+        pytest.skip("nsys is not on the PATH")
+    folder = journaled_session(tmp_path / "run", {**tiny_values, "device": "cuda"})
+    done = profile_command(folder, "--nsys")
+    assert done.returncode == 0, done.stderr
+    report = folder / "probes" / "0001-profile.nsys-rep"
+    assert report.is_file() and report.stat().st_size > 0
+    assert f"nsys report: {report}" in done.stderr

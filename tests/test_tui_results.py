@@ -154,7 +154,7 @@ def test_a_profiled_session_shows_where_a_step_goes_as_bars_with_its_findings(
     asyncio.run(go())
     from rich.console import Console
 
-    from tuneup.tui.screens.results import breakdown_table
+    from tuneup.tui.widgets.breakdown import breakdown_table
 
     console = Console(width=100, record=True)
     console.print(breakdown_table(document["profile"]))
@@ -162,3 +162,109 @@ def test_a_profiled_session_shows_where_a_step_goes_as_bars_with_its_findings(
     # the baseline's 4 ms of data wait is the longest bar; the recommendation's a sliver
     assert rows["data"].count("█") == 16 + 1 and "4.0 ms" in rows["data"]
     assert "0.1 ms" in rows["data"] and rows["step"].split()[1:] == ["9.2", "ms", "5.2", "ms"]
+
+
+class Opened(App[None]):
+    """The results screen of `folder`, its probes profiled again by `profiler`."""
+
+    def __init__(self, folder: Path, profiler: Callable[[Path, int], Any]) -> None:
+        super().__init__()
+        self.folder, self.profiler = folder, profiler
+
+    def on_mount(self) -> None:
+        summary, probes = load_results(self.folder)
+        self.push_screen(ResultsScreen(summary, probes, self.folder, profiler=self.profiler))
+
+
+def test_a_probes_row_opens_its_breakdown_and_p_profiles_it_again(tmp_path: Path) -> None:
+    from tuneup.probe.profile_rules import StageOutcome, findings
+    from tuneup.tui.screens.probe import ProbeScreen
+    from tuneup.tui.widgets.ladder import LadderTable
+    from tuneup.tuning.profile_again import ProfiledAgain
+
+    folder = tmp_path / "run"
+    finished_session(folder)
+    journaled = ResultsDir(folder).results()
+    asked: list[int] = []
+    parts = {"data": 0.006, "forward": 0.002, "backward": 0.003}
+
+    def profiler(where: Path, number: int) -> ProfiledAgain:
+        asked.append(number)
+        assert where == folder
+        now = {"step_s": 0.0112, "parts_s": parts, "trace": "0099-profile.trace.json.gz"}
+        said = {"workers": StageOutcome(tried=True, summary="adopted 8 workers")}
+        fired = findings(now, said, journaled[number - 1].config)
+        return ProfiledAgain(number, journaled[number - 1], None, now, tuple(fired))
+
+    app = Opened(folder, profiler)
+
+    async def go() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause(0.1)
+            table = app.screen.query_one(LadderTable)
+            assert table.row_count == sum(1 for p in journaled if not p.retried)
+            table.focus()
+            table.move_cursor(row=2)
+            await pilot.press("enter")
+            await pilot.pause(0.1)
+            opened = app.screen
+            assert isinstance(opened, ProbeScreen) and opened.result == journaled[2]
+            shown = str(opened.query_one("#probe-breakdown", Static).content)
+            assert shown == "not profiled in the ladder"  # the sim takes no profile
+            await pilot.press("p")
+            for _ in range(50):
+                await pilot.pause(0.05)
+                if "profiled again" in str(opened.query_one("#probe-hint", Static).content):
+                    break
+            assert asked == [3]  # the journal's number of the row opened
+            hint = str(opened.query_one("#probe-hint", Static).content)
+            assert "probes/0099-profile.trace.json.gz" in hint
+            found = str(opened.query_one("#probe-findings", Static).content)
+            assert "data wait" in found and "adopted 8 workers" in found
+            await pilot.press("escape")
+            await pilot.pause(0.05)
+            assert isinstance(app.screen, ResultsScreen)
+
+    asyncio.run(go())
+
+
+def test_a_probe_is_not_profiled_beside_a_running_ladder_and_a_failure_is_said(
+    tmp_path: Path,
+) -> None:
+    from tuneup.tui.screens.probe import ProbeScreen
+
+    folder = tmp_path / "run"
+    finished_session(folder)
+    probe = ResultsDir(folder).results()[0]
+    calls: list[int] = []
+
+    def refused(where: Path, number: int) -> Any:
+        calls.append(number)
+        raise UsageError(f"probe {number} (baseline) did not run again here: failed")
+
+    running = ["while the ladder runs"]
+    screen = ProbeScreen(probe, probe, folder, lambda: running[0] or None, refused)
+
+    class Host(App[None]):
+        def on_mount(self) -> None:
+            self.push_screen(screen)
+
+    app = Host()
+
+    async def go() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause(0.1)
+            await pilot.press("p")
+            await pilot.pause(0.1)
+            hint = str(screen.query_one("#probe-hint", Static).content)
+            assert calls == [] and "while the ladder runs" in hint
+            running[0] = ""  # the ladder finished
+            await pilot.press("p")
+            for _ in range(50):
+                await pilot.pause(0.05)
+                if calls and "failed" in str(screen.query_one("#probe-hint", Static).content):
+                    break
+            hint = str(screen.query_one("#probe-hint", Static).content)
+            assert calls == [1] and hint.startswith("profile failed: probe 1")
+
+    asyncio.run(go())

@@ -339,3 +339,34 @@ def test_gpu_charts_follow_a_replayed_trace_while_the_ladder_runs(tmp_path: Path
 def results_shown(app: App[Any]) -> bool:
     """The results screen is up and composed (its headline can be queried)."""
     return isinstance(app.screen, ResultsScreen) and bool(app.screen.query("#results-headline"))
+
+
+def test_a_row_opens_its_probe_and_p_waits_for_the_ladder_to_stop(tmp_path: Path) -> None:
+    from tuneup.tui.screens.probe import ProbeScreen
+
+    backend = GatedSim(hold="workers")
+    driver = make_driver(tmp_path / "run", backend)
+    app = Host(lambda: TuneScreen(driver, results_on_finish=False))
+
+    async def go() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await until(lambda: backend.held.is_set() and ladder(app).row_count > 0, pilot)
+            table = ladder(app)
+            table.focus()
+            table.move_cursor(row=0)
+            await pilot.press("enter")
+            await until(lambda: isinstance(app.screen, ProbeScreen), pilot)
+            opened = app.screen
+            assert opened.result.stage == "baseline"  # type: ignore[attr-defined]
+            hint = str(opened.query_one("#probe-hint", Static).content)
+            assert "once the ladder has stopped or finished" in hint  # it runs: no profile
+            await pilot.press("escape")
+            backend.gate.set()
+            await until(lambda: driver.finished.is_set(), pilot)
+            await until(lambda: not driver.running, pilot)
+            await pilot.press("enter")
+            await until(lambda: isinstance(app.screen, ProbeScreen), pilot)
+            hint = str(app.screen.query_one("#probe-hint", Static).content)
+            assert hint.startswith("p profiles it again (a fresh worker")
+
+    run(go)

@@ -23,9 +23,11 @@ from tuneup.export.session import SessionExport, read_session_export, render_ses
 from tuneup.export.slurm import hints_from_session
 from tuneup.probe.describe import sps_text
 from tuneup.probe.types import ProbeResult
+from tuneup.tui.screens.probe import ProbeScreen, Profiler
+from tuneup.tui.widgets.breakdown import breakdown_table, findings_text
 from tuneup.tui.widgets.gain_bars import GainBars, stage_gains
+from tuneup.tui.widgets.ladder import LadderTable
 from tuneup.tuning.journal import ResultsDir
-from tuneup.tuning.profiles import PART_ROWS
 from tuneup.tuning.summary import Summary
 from tuneup.tuning.verdicts import gain_text
 
@@ -108,50 +110,6 @@ def comparison_table(summary: Summary) -> Table:
     return table
 
 
-BAR = 16  # the longest part's bar, in cells
-
-
-def breakdown_table(block: Mapping[str, Any] | None) -> Table | None:
-    """Where a step's time goes, baseline against recommendation: a bar per part, in ms per
-    step (summary.json's `profile`); None where no probe was profiled."""
-    if not isinstance(block, Mapping):
-        return None
-    sides = [block.get("baseline") or {}, block.get("recommendation") or {}]
-    parts = [dict(side.get("parts_s") or {}) for side in sides]
-    longest = max((v for p in parts for v in p.values() if isinstance(v, (int, float))), default=0)
-    if not longest:
-        return None
-    table = Table(expand=True, box=None, header_style="bold")
-    for column in ("step part", "baseline", "recommendation"):
-        table.add_column(column)
-    for name in PART_ROWS:
-        cells = [_bar(p.get(name), longest) for p in parts]
-        if any(cells):
-            table.add_row(name, *cells)
-    table.add_row("step", *(_ms(side.get("step_s")) for side in sides))
-    return table
-
-
-def _bar(seconds: Any, longest: float) -> str:
-    if not isinstance(seconds, (int, float)) or seconds <= 0:
-        return ""
-    return f"{'█' * max(1, round(BAR * seconds / longest)):<{BAR}} {1000 * seconds:.1f} ms"
-
-
-def _ms(seconds: Any) -> str:
-    return f"{1000 * seconds:.1f} ms" if isinstance(seconds, (int, float)) else "-"
-
-
-def findings_text(block: Mapping[str, Any] | None) -> str:
-    """The findings on the recommendation and what is left, one line each."""
-    if not isinstance(block, Mapping):
-        return ""
-    lines = [f"finding: {f.get('text', '')}" for f in block.get("findings") or []]
-    if block.get("left"):
-        lines.append(f"left: {block['left']}")
-    return "\n".join(lines)
-
-
 def speedup_text(summary: Summary) -> str:
     """The confirmed speedup with its spread, and how it was measured."""
     gain = summary.speedup
@@ -209,6 +167,7 @@ class ResultsScreen(Screen[None]):
         probes: the session's probes, in order (for the count of what ran).
         results_dir: the session's folder, where exports are written.
         hints: the preset's machine hints for env/sbatch; read from session.json when None.
+        profiler: profiles a probe again from its row (tuning/profile_again.py when None).
     """
 
     DEFAULT_CSS = """
@@ -223,6 +182,7 @@ class ResultsScreen(Screen[None]):
     ResultsScreen #results-notes { color: $warning; text-style: bold; padding: 0 1; }
     ResultsScreen #results-actions { height: auto; padding: 0 1; }
     ResultsScreen #results-exported { padding: 0 1; height: auto; }
+    ResultsScreen #results-probes { height: auto; max-height: 20; }
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -239,8 +199,10 @@ class ResultsScreen(Screen[None]):
         results_dir: Path,
         *,
         hints: Mapping[str, Any] | None = None,
+        profiler: Profiler | None = None,
     ) -> None:
         super().__init__()
+        self.profiler = profiler
         self.summary = summary
         self.probes = list(probes)
         self.results_dir = Path(results_dir)
@@ -295,7 +257,22 @@ class ResultsScreen(Screen[None]):
             with Horizontal(id="results-actions"):
                 yield Button("Export all formats (e)", id="export", variant="success")
             yield Static("", id="results-exported")
+            probes = LadderTable(id="results-probes")
+            probes.border_title = "probes (enter opens one: its breakdown, p profiles it)"
+            yield probes
         yield Footer()
+
+    def on_mount(self) -> None:
+        ladder = self.query_one(LadderTable)
+        for result in self.probes:
+            if not result.retried:
+                ladder.add_result(result, follow=False)
+
+    def on_ladder_table_probe_chosen(self, message: LadderTable.ProbeChosen) -> None:
+        opened = ProbeScreen(message.result, message.baseline, self.results_dir)
+        if self.profiler is not None:
+            opened.profiler = self.profiler
+        self.app.push_screen(opened)
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "export":

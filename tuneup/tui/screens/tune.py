@@ -18,6 +18,7 @@ from tuneup.probe.describe import result_line, session_ranks, sps_text
 from tuneup.probe.estimate import time_left_text
 from tuneup.probe.events import ErrorEvent, Event, StartEvent, TrialEvent, WarmupEvent
 from tuneup.tui.driver import SessionDriver
+from tuneup.tui.screens.probe import ProbeScreen
 from tuneup.tui.screens.results import ResultsScreen, export_all, session_hints
 from tuneup.tui.widgets.chart import Chart, Series
 from tuneup.tui.widgets.confirm import Confirm
@@ -308,6 +309,17 @@ class TuneScreen(Screen[None]):
         self.exported = export_all(summary.recommendation.values, folder, hints)
         for path in self.exported:
             self.query_one(RichLog).write(f"exported {path}")
+
+    def on_ladder_table_probe_chosen(self, message: LadderTable.ProbeChosen) -> None:
+        """A row opened: its breakdown, and `p` to profile it once the ladder is not running."""
+
+        def why_not() -> str | None:
+            if self.driver.running:
+                return "once the ladder has stopped or finished (beside it, both share the machine)"
+            return None
+
+        folder = self.driver.session.results.path
+        self.app.push_screen(ProbeScreen(message.result, message.baseline, folder, why_not))
 
     async def action_monitor(self) -> None:
         if hasattr(self.app, "action_monitor"):

@@ -1,7 +1,8 @@
-"""The probe ladder as a table that fills in as probes finish."""
+"""The probe ladder as a table that fills in as probes finish; enter on a row opens it."""
 
 from __future__ import annotations
 
+from textual.message import Message
 from textual.widgets import DataTable
 
 from tuneup.probe.describe import sps_text, status_text, variant_text, versus_baseline
@@ -32,7 +33,18 @@ def ladder_row(
 
 
 class LadderTable(DataTable[str]):
-    """Stage, variant, IO, SYNTHETIC, FULL, vs baseline and status, one row per probe."""
+    """Stage, variant, IO, SYNTHETIC, FULL, vs baseline and status, one row per probe.
+
+    A row selected (enter, or a click) posts `ProbeChosen`: the screen opens that probe.
+    """
+
+    class ProbeChosen(Message):
+        """A row was chosen: its probe, and the baseline the table compares it with."""
+
+        def __init__(self, result: ProbeResult, baseline: ProbeResult | None) -> None:
+            super().__init__()
+            self.result = result
+            self.baseline = baseline
 
     DEFAULT_CSS = """
     LadderTable {
@@ -43,7 +55,7 @@ class LadderTable(DataTable[str]):
     """
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
-        super().__init__(id=id, classes=classes, show_cursor=False, zebra_stripes=True)
+        super().__init__(id=id, classes=classes, cursor_type="row", zebra_stripes=True)
         self.border_title = "probe ladder"
         self.baseline: ProbeResult | None = None  # the first ok baseline: rows compare with it
         self.results: list[ProbeResult] = []
@@ -60,10 +72,19 @@ class LadderTable(DataTable[str]):
         self.baseline = None
         self.results = []
 
-    def add_result(self, result: ProbeResult, reused: bool = False) -> None:
-        """Append a finished probe; the first ok baseline is what later rows compare with."""
+    def add_result(self, result: ProbeResult, reused: bool = False, follow: bool = True) -> None:
+        """Append a finished probe; the first ok baseline is what later rows compare with.
+
+        `follow`: show the newest row (a live ladder); False keeps the view where it is.
+        """
         if result.stage == "baseline" and result.ok and self.baseline is None:
             self.baseline = result
         self.results.append(result)
         self.add_row(*ladder_row(result, self.baseline, reused))
-        self.scroll_end(animate=False)
+        if follow:
+            self.scroll_end(animate=False)
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        if 0 <= event.cursor_row < len(self.results):
+            self.post_message(self.ProbeChosen(self.results[event.cursor_row], self.baseline))
