@@ -413,3 +413,22 @@ def test_the_plan_prices_the_whole_ladder_from_the_prediction() -> None:
     planned = suite_plan.plan(names, 540, slow, 8, {"speed": 420})
     assert [p.name for p in planned if p.fits] == ["speed"] and planned[0].taken == 532
     assert "a lower bound" in suite_plan.plan_lines(planned, 540, "x", 8)[1]
+
+
+def test_the_whole_ladder_records_where_its_steps_went(tmp_path: Path) -> None:
+    steps = _suite_steps()
+    ctx = steps.Context(mode="gpu", out=tmp_path)
+    _ladder_ran(tmp_path, 468.0, PREDICTED)
+    outcome = steps.speed_parse(ctx, steps.Finished(0, "", "", 470.0))
+    assert outcome.figures["profile"] is None  # the ladder took no profile
+    session = tmp_path / "speed" / "h200-1"
+    session.mkdir(parents=True)
+    base = {"step_s": 0.2, "parts_s": {"data": 0.15}, "gpu": {"busy_s": 0.024}, "top": [1]}
+    after = {"step_s": 0.05, "parts_s": {"data": 0.001}, "tflops": 310.0, "mfu": 0.39}
+    block = {"baseline": base, "recommendation": after, "left": "conv 71%"}
+    block["findings"] = [{"text": "GPU busy 12% of the step (rule: below 50%)"}]
+    (session / "summary.json").write_text(json.dumps({"profile": block}))
+    figures = steps.speed_parse(ctx, steps.Finished(0, "", "", 470.0)).figures["profile"]
+    assert figures["baseline"] == {k: v for k, v in base.items() if k != "top"}
+    assert figures["recommendation"]["mfu"] == 0.39 and figures["left"] == "conv 71%"
+    assert figures["findings"] == ["GPU busy 12% of the step (rule: below 50%)"]

@@ -76,6 +76,7 @@ def speed_parse(ctx: Context, done: Finished) -> Outcome:
     run = runs[0]
     versus = compare(run["wall_s"], run["probes"], run.get("preset"), prediction, ctx.mode)
     figures = {**run, "beat_10_min": versus["beat_10_min"], "versus_prediction": versus}
+    figures["profile"] = profile_figures(sorted((ctx.out / "speed").glob("*")))
     key = (
         f"{run['preset']}: {compared_text(versus)}; "
         f"{100 * (run.get('trial_share') or 0):.0f}% in timed trials"
@@ -86,6 +87,26 @@ def speed_parse(ctx: Context, done: Finished) -> Outcome:
         why = f"the whole ladder took {run['wall_s'] / 60:.1f} min: not under 10 minutes"
         return Outcome("fail", why, figures, key)
     return Outcome("pass", str(run.get("headline") or ""), figures, key)
+
+
+PROFILE_KEYS = ("step_s", "parts_s", "gpu", "tflops", "mfu", "trace")
+
+
+def profile_figures(sessions: list[Path]) -> dict[str, Any] | None:
+    """Where the baseline's and the recommendation's steps went (summary.json's `profile`,
+    issue 33's H200 evidence): their parts, GPU busy and idle split, TFLOP/s and MFU, the
+    findings and what is left; None where the ladder took no profile."""
+    for folder in sessions:
+        block = (read_json(folder / "summary.json") or {}).get("profile")
+        if not isinstance(block, dict):
+            continue
+        sides = {
+            side: {k: v for k, v in (block.get(side) or {}).items() if k in PROFILE_KEYS}
+            for side in ("baseline", "recommendation")
+        }
+        said = [f.get("text") for f in block.get("findings") or [] if isinstance(f, dict)]
+        return {**sides, "findings": said, "left": block.get("left")}
+    return None
 
 
 # ---- the short ladder (only with --steps ladder) ------------------------------------------
