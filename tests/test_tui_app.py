@@ -304,3 +304,46 @@ def results_shown(app: Any) -> bool:
     from tuneup.tui.screens.results import ResultsScreen
 
     return isinstance(app.screen, ResultsScreen) and bool(app.screen.query("#results-headline"))
+
+
+def test_r_on_the_results_measures_the_unmeasured_stages_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from tuneup.tui.screens.results import ResultsScreen
+    from tuneup.tui.screens.tune import TuneScreen
+    from tuneup.tuning.journal import ResultsDir, where_it_stands
+
+    folder = _finished_session(tmp_path)
+    capsys.readouterr()
+    # as a ladder leaves it when amp's probes all crashed: journaled, left out of the answer
+    lines = [json.loads(line) for line in (folder / "journal.jsonl").read_text().splitlines()]
+    for line in lines:
+        if line["stage"] == "amp":
+            line.update(status="crash", reason="worker killed by SIGKILL", transient=True)
+    (folder / "journal.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    document = json.loads((folder / "summary.json").read_text())
+    document["unmeasured"] = [{"stage": "amp", "why": "its probes failed"}]
+    (folder / "summary.json").write_text(json.dumps(document))
+    said = where_it_stands(folder)
+    assert said[-1].startswith("not measured: amp; measure them again in the app")
+    assert said[-1].endswith(f"tuneup probe --resume {folder} --retry-failed")
+
+    async def scenario() -> None:
+        app = make_app(tmp_path, review=folder)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(lambda: results_shown(app), pilot)
+            notes = text(app, "#results-notes")
+            assert "not measured: amp (its probes failed); r measures it again" in notes
+            assert app.screen.check_action("resume", ()) is True
+            await pilot.press("r")
+            await until(lambda: isinstance(app.screen, TuneScreen), pilot)
+            await until(lambda: app.driver.finished.is_set(), pilot, timeout=30)
+            await until(lambda: isinstance(app.screen, ResultsScreen), pilot)
+
+    run(scenario)
+    retried = ResultsDir(folder)
+    assert retried.summary().unmeasured == ()
+    amp = [p for p in retried.results() if p.stage == "amp"]
+    assert any(p.ok for p in amp) and any(not p.ok for p in amp)  # the crash stays journaled

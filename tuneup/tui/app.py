@@ -269,19 +269,46 @@ class TuneupApp(App[None]):
         # the tune screen shows what the journal holds and that r resumes it
         self._launch(self.resume_driver(results), False)
 
-    def resume_driver(self, results: ResultsDir) -> Any:
-        """The interrupted session rebuilt from session.json, as `tuneup probe --resume` does."""
+    def resume_driver(self, results: ResultsDir, retry_failed: bool = False) -> Any:
+        """The interrupted session rebuilt from session.json, as `tuneup probe --resume` does
+        (`retry_failed`: its failed and contended probes measured again, `--retry-failed`)."""
 
         relay = self._relay()
         built = assemble_resume(
             results.path,
-            SessionRequest(),
+            SessionRequest(retry_failed=retry_failed),
             self.machine,
             on_event=relay,
             job=self._job_env(),
             engine_factory=self.engine_factory,
         )
         return self._session_driver(built, relay)
+
+    def retry_failed(self, folder: Path) -> None:
+        """The results screen's `r` on a finished session with unmeasured stages: they are
+        measured again in a new TUNE screen, as `tuneup probe --resume DIR --retry-failed`."""
+        if self.driver is not None and self.driver.running:
+            return
+        if self.built is not None:
+            self.built.close()  # the finished session's lock and sampler: the retry takes them
+            self.built = None
+        self.run_worker(
+            lambda: self._retry(Path(folder)), thread=True, exit_on_error=False, name="retry"
+        )
+
+    def _retry(self, folder: Path) -> None:
+        try:
+            driver = self.resume_driver(ResultsDir(folder), retry_failed=True)
+        except Exception as exc:  # the folder is locked or damaged: said, not a crash
+            self.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
+            return
+        self.call_from_thread(self._relaunch, driver)
+
+    def _relaunch(self, driver: Any) -> None:
+        """The retry's TUNE screen over SETUP: the screens of the session before go."""
+        while len(self.screen_stack) > 2:
+            self.pop_screen()
+        self._launch(driver, True)
 
     def action_help(self) -> None:
         """Every screen's keys, as its footer lists them (the tune screen says more on its

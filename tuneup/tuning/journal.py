@@ -82,11 +82,19 @@ def where_it_stands(folder: Path, where: str = "") -> list[str]:
     if not summary_file.is_file():
         return [f"no answer yet: the ladder stopped before its baseline was measured; {again}"]
     try:
-        partial = ResultsDir(folder).summary().partial
+        summary = ResultsDir(folder).summary()
+        partial, unmeasured = summary.partial, [stage for stage, _why in summary.unmeasured]
     except (OSError, ValueError, UsageError):
-        partial = None
+        partial, unmeasured = None, []
     if partial is None:
-        return [f"results: {here} (export with: tuneup export {here} --format yaml)"]
+        done = [f"results: {here} (export with: tuneup export {here} --format yaml)"]
+        if unmeasured:  # the answer leaves them out: the same two routes measure them again
+            done.append(
+                f"not measured: {', '.join(unmeasured)}; measure them again in the app "
+                f"(tuneup tui --results {here}, then r) or with: "
+                f"tuneup probe --resume {here} --retry-failed"
+            )
+        return done
     return [
         f"the best configuration so far is in {quoted(summary_file)} (partial; export it "
         f"with: tuneup export {here} --format yaml)",

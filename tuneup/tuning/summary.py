@@ -119,6 +119,8 @@ class Summary:
         confirmation: None when none ran (nothing was adopted).
         before, after: the bottleneck verdicts; None when not written.
         scaling: None without a 1-rank reference probe.
+        unmeasured: (stage, why) of each stage the ladder could not measure (its probes
+            failed or ran contended): `--retry-failed` measures them again.
         document: the file's whole content, read-only, passed on unchanged
             (`tuneup probe --json`); read the attributes instead.
     """
@@ -137,6 +139,7 @@ class Summary:
     stages: tuple[StageOutcome, ...] = ()
     scaling: ScalingSummary | None = None
     partial: Partial | None = None
+    unmeasured: tuple[tuple[str, str], ...] = ()
     document: Mapping[str, Any] = field(default_factory=empty, compare=False, repr=False)
 
     @classmethod
@@ -192,6 +195,11 @@ class Summary:
             partial=Partial(why=text(partial.get("why"), ""), not_run=texts(partial.get("not_run")))
             if isinstance(partial, Mapping)
             else None,
+            unmeasured=tuple(
+                (text(entry.get("stage"), "?"), text(entry.get("why"), ""))
+                for entry in as_list(data.get("unmeasured"))
+                if isinstance(entry, Mapping)
+            ),
             document=MappingProxyType(dict(data)),
         )
 

@@ -119,12 +119,14 @@ def speedup_text(summary: Summary) -> str:
 
 
 def notes_text(summary: Summary) -> str:
-    """A ladder stopped before its end, and what the session saw of the machine (unstable,
-    contended, drifting): shown first."""
+    """A ladder stopped before its end, the stages it could not measure, and what the
+    session saw of the machine (unstable, contended, drifting): shown first."""
     lines = []
     if summary.partial is not None:
         not_run = ", ".join(summary.partial.not_run) or "none"
         lines.append(f"partial: {summary.partial.why}; not run: {not_run} (r resumes the ladder)")
+    for stage, why in summary.unmeasured:
+        lines.append(f"not measured: {stage} ({why}); r measures it again (as --retry-failed)")
     return "\n".join(lines + [f"note: {n}" for n in summary.notes])
 
 
@@ -187,7 +189,7 @@ class ResultsScreen(Screen[None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("e", "export", "export"),
-        Binding("r", "resume", "resume"),
+        Binding("r", "resume", "resume / retry"),
         Binding("escape", "back", "back"),
         Binding("q", "quit_app", "quit"),
     ]
@@ -297,14 +299,21 @@ class ResultsScreen(Screen[None]):
         self.notify(f"wrote {names} in {self.results_dir}", title="exported", timeout=8)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """`r` only for a ladder that stopped before its end (a partial summary)."""
+        """`r` only for a ladder that stopped before its end (a partial summary), or one
+        that left stages unmeasured."""
         if action == "resume":
-            return self.summary.partial is not None
+            return self.summary.partial is not None or bool(self.summary.unmeasured)
         return True
 
     def action_resume(self) -> None:
-        """Back to the ladder this partial summary stopped, and on with it."""
-        if self.summary.partial is None or len(self.app.screen_stack) <= 2:
+        """Back to the ladder this partial summary stopped, and on with it; a finished one
+        measures its unmeasured stages again (`tuneup probe --resume DIR --retry-failed`)."""
+        if self.summary.partial is None:
+            retry = getattr(self.app, "retry_failed", None)
+            if self.summary.unmeasured and retry is not None:
+                retry(self.results_dir)
+            return
+        if len(self.app.screen_stack) <= 2:
             return
         self.app.pop_screen()
         self.app.call_later(self.app.run_action, "resume_session")
