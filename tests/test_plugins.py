@@ -470,3 +470,27 @@ def test_the_phase_a_stage_is_judged_on_follows_the_trainer_and_the_device():
     cpu = MachineInfo(cpus_usable=2)
     on_cpu = stage_plans(("workers", "amp"), cpu, {}, phases=load_trainer("unet").phases)
     assert [p.judged for p in on_cpu] == ["full", "synthetic"]
+
+
+def test_a_builtin_declared_but_not_reinstalled_is_named_with_its_fix(tmp_path, capsys):
+    import importlib.metadata
+
+    from tuneup.commands.plugins import run_plugins_list
+    from tuneup.plugin_registry import checkout_unregistered, declared_entry_points, unregistered
+
+    root = Path(__file__).resolve().parent.parent
+    declared = declared_entry_points(root / "pyproject.toml")
+    assert "amp" in declared["tuneup.stages"] and "unet" in declared["tuneup.trainers"]
+    # this checkout is installed as it declares: nothing to say
+    assert checkout_unregistered() == []
+    # a stage added to pyproject.toml without `pip install -e .` again
+    installed = {g: list(importlib.metadata.entry_points(group=g)) for g in declared}
+    added = {**declared, "tuneup.stages": {**declared["tuneup.stages"], "threads": "x:THREADS"}}
+    lines = unregistered(added, installed)
+    assert lines == [
+        "stage 'threads' (x:THREADS) is declared in pyproject.toml but not registered: "
+        "run `pip install -e .` again"
+    ]
+    run_plugins_list()
+    assert "not registered" not in capsys.readouterr().err
+    assert declared_entry_points(tmp_path / "none.toml") == {}  # an installed wheel: silent

@@ -13,7 +13,9 @@ clash, so a third-party package cannot shadow a built-in stage).
 from __future__ import annotations
 
 import importlib.metadata
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from tuneup.errors import UsageError, did_you_mean
@@ -198,3 +200,51 @@ class Registry(Generic[T]):
 
 def _one_line(text: Any) -> str:
     return " ".join(str(text).split())
+
+
+GROUPS = {"tuneup.stages": "stage", "tuneup.trainers": "trainer"}
+
+
+def declared_entry_points(pyproject: Path) -> dict[str, dict[str, str]]:
+    """The entry points a source checkout's pyproject.toml declares, by group (empty when
+    there is none: an installed wheel has no pyproject beside its package; or on Python
+    3.10, which reads no TOML: the check is for developers' checkouts)."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        return {}
+    try:
+        document = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return {}
+    declared = document.get("project", {}).get("entry-points", {})
+    return {group: dict(declared.get(group) or {}) for group in GROUPS}
+
+
+def unregistered(
+    declared: Mapping[str, Mapping[str, str]],
+    installed: Mapping[str, Iterable[importlib.metadata.EntryPoint]],
+) -> list[str]:
+    """One line per built-in stage or trainer the checkout declares but the installed
+    metadata does not yet know: it exists only after `pip install -e .` again, and until
+    then tuneup leaves it out without a word."""
+    lines = []
+    for group, names in declared.items():
+        known = {ep.name: ep.value for ep in installed.get(group, ())}
+        for name, value in sorted(names.items()):
+            if known.get(name) != value:
+                lines.append(
+                    f"{GROUPS.get(group, group)} '{name}' ({value}) is declared in "
+                    "pyproject.toml but not registered: run `pip install -e .` again"
+                )
+    return lines
+
+
+def checkout_unregistered() -> list[str]:
+    """`unregistered` for the checkout this tuneup runs from (none for an installed wheel)."""
+    pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
+    declared = declared_entry_points(pyproject)
+    if not any(declared.values()):
+        return []
+    installed = {g: list(importlib.metadata.entry_points(group=g)) for g in GROUPS}
+    return unregistered(declared, installed)

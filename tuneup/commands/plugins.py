@@ -6,7 +6,7 @@ import sys
 from typing import TextIO
 
 from tuneup.errors import ExitCode
-from tuneup.plugin_registry import PluginInfo
+from tuneup.plugin_registry import PluginInfo, checkout_unregistered
 from tuneup.probe.stages import describe_stages, scan_stages
 from tuneup.trainers.adapters import describe_trainers, scan_trainers
 
@@ -20,9 +20,10 @@ def plugin_rows() -> list[PluginInfo]:
 
 
 def plugin_warnings() -> list[str]:
-    """One line per broken stage or trainer plugin (they are skipped wherever tuneup scans)."""
+    """One line per broken stage or trainer plugin (they are skipped wherever tuneup scans),
+    and per built-in one a source checkout declares but has not registered yet."""
 
-    return scan_stages()[1] + scan_trainers()[1]
+    return scan_stages()[1] + scan_trainers()[1] + checkout_unregistered()
 
 
 def warn_broken_plugins(stream: TextIO | None = None) -> int:
@@ -59,4 +60,6 @@ def run_plugins_list(stream: TextIO | None = None) -> int:
     if broken:
         names = ", ".join(f"{r.kind} '{r.name}'" for r in broken)
         print(f"tuneup: {len(broken)} plugin(s) skipped: {names}", file=sys.stderr)
+    for line in checkout_unregistered():  # listed nowhere above: the metadata lacks it
+        print(f"tuneup: warning: {line}", file=sys.stderr)
     return ExitCode.OK
