@@ -49,7 +49,8 @@ from tuneup.probe.stats import median, relative_spread
 from tuneup.probe.types import PHASES, Status
 
 from .sim import SimCosts, SimTrainer
-from .twin_evidence import GATHER, Measured, Row, change_of, read_measured, worker_costs
+from .twin_costs import worker_costs
+from .twin_evidence import GATHER, Measured, Row, change_of, read_measured
 
 # Each rate the twin assumes where a GPU run's evidence is silent, with its source: the bench
 # prints them beside every prediction, so a figure is never taken for a measurement. (Its

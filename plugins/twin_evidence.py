@@ -19,7 +19,7 @@ will do too. From the journals every cost a run records is read:
   stage's candidates on the baseline, every phase), its trials' spread, and the
   baseline's probe-to-probe spread (its repeats).
 
-What no evidence holds is an assumption (`assumed_costs`), each with its source,
+What no evidence holds is an assumption (twin_costs.py), each with its source,
 a low, likely and high value, and the measurement that would settle it.
 """
 
@@ -29,7 +29,6 @@ import dataclasses
 import itertools
 import json
 import math
-import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,7 +37,7 @@ from typing import Any
 
 from tuneup.config import TrainConfig
 from tuneup.errors import UsageError
-from tuneup.probe.costmodel import Cost, WorkerCosts, conv_key, row_of
+from tuneup.probe.costmodel import conv_key, row_of
 from tuneup.probe.estimate import ProbeCosts, probe_seconds
 from tuneup.probe.plan import MIN_WINDOW_STEPS, WINDOW_SHARE, MeasurementPlan
 from tuneup.probe.stats import median, relative_spread
@@ -186,15 +185,7 @@ def journal_figures(lines: Sequence[Mapping[str, Any]], extra: Mapping[str, Any]
         change = change_of(config, base)
         key = _key(change)
         changes[key] = change
-        for phase in PHASES:
-            rate = line.get(f"{phase}_sps")
-            if rate:
-                rows[key][phase].append(float(rate))
-            runs = line.get(f"{phase}_sps_trials") or []
-            if runs and id(line) in shaped:
-                trials[phase].append(len(runs))
-                if len(runs) >= 2:
-                    spreads[phase].append(relative_spread(runs))
+        _rates_of(line, rows[key], trials if id(line) in shaped else None, spreads)
         once = dict(line.get("one_time_s") or {})
         fresh = "spawn" in once
         if fresh:
@@ -202,25 +193,11 @@ def journal_figures(lines: Sequence[Mapping[str, Any]], extra: Mapping[str, Any]
         conv = conv_key(config)
         new = conv not in seen
         seen.add(conv)
-        first = float(once.get("first_steps", 0.0))
-        if fresh:
-            parts["spawn"].append(float(once["spawn"]))
-            if row_of(config) == "baseline" and config.get("jit") in (None, "none"):
-                parts["first_fresh"].append(first)
-        elif "setup" in once:
-            parts["setup"].append(float(once["setup"]))
-        cache = line.get("compile_cache")
-        if config.get("jit") == "compile" and cache in ("cold", "warm"):
-            parts["compile_cold" if cache == "cold" else "compile_cached"].append(first)
-        elif config.get("jit") == "script" and "setup" in once:
-            parts["script"].append(max(0.0, float(once["setup"]) - plain_setup))
-        elif not fresh and config.get("jit") in (None, "none") and (new or id(line) in shaped):
-            parts["conv_new" if new else "warm_first"].append(first)
+        for part, seconds in _costs_of(line, config, new, id(line) in shaped, plain_setup):
+            parts[part].append(seconds)
         if id(line) in shaped and not fresh:
-            for phase, count in _windows(line, first).items():
+            for phase, count in _windows(line, float(once.get("first_steps", 0.0))).items():
                 windows[phase].append(count)
-        if "graph_capture" in once:
-            parts["capture"].append(float(once["graph_capture"]))
         for phase, ok_ in dict((line.get("plan") or {}).get("stable") or {}).items():
             if id(line) in shaped:
                 stable[phase].append(bool(ok_))
@@ -249,6 +226,52 @@ def journal_figures(lines: Sequence[Mapping[str, Any]], extra: Mapping[str, Any]
         io_sps=tuple(float(b["io_sps"]) for b in baselines if b.get("io_sps")),
         workers=int(base.get("num_data_workers", 2) or 0),
     )
+
+
+def _rates_of(
+    line: Mapping[str, Any],
+    rates: dict[str, list[float]],
+    trials: dict[str, list[int]] | None,
+    spreads: dict[str, list[float]],
+) -> None:
+    """A probe's rate per phase into its row; its trials and their spread where its shape
+    is the one read for noise (`trials` None: not)."""
+    for phase in PHASES:
+        rate = line.get(f"{phase}_sps")
+        if rate:
+            rates[phase].append(float(rate))
+        runs = line.get(f"{phase}_sps_trials") or []
+        if runs and trials is not None:
+            trials[phase].append(len(runs))
+            if len(runs) >= 2:
+                spreads[phase].append(relative_spread(runs))
+
+
+def _costs_of(
+    line: Mapping[str, Any], config: Mapping[str, Any], new: bool, shaped: bool, plain_setup: float
+) -> list[tuple[str, float]]:
+    """The one-time costs a probe's line records, each under the part the cost model prices
+    (`new`: its conv key was new to its process)."""
+    once = dict(line.get("one_time_s") or {})
+    fresh = "spawn" in once
+    first = float(once.get("first_steps", 0.0))
+    found: list[tuple[str, float]] = []
+    if fresh:
+        found.append(("spawn", float(once["spawn"])))
+        if row_of(config) == "baseline" and config.get("jit") in (None, "none"):
+            found.append(("first_fresh", first))
+    elif "setup" in once:
+        found.append(("setup", float(once["setup"])))
+    cache = line.get("compile_cache")
+    if config.get("jit") == "compile" and cache in ("cold", "warm"):
+        found.append(("compile_cold" if cache == "cold" else "compile_cached", first))
+    elif config.get("jit") == "script" and "setup" in once:
+        found.append(("script", max(0.0, float(once["setup"]) - plain_setup)))
+    elif not fresh and config.get("jit") in (None, "none") and (new or shaped):
+        found.append(("conv_new" if new else "warm_first", first))
+    if "graph_capture" in once:
+        found.append(("capture", float(once["graph_capture"])))
+    return found
 
 
 def _windows(line: Mapping[str, Any], first_s: float) -> dict[str, float]:
@@ -386,196 +409,3 @@ def read_measured(folder: Path, journals: Sequence[Path] = ()) -> Measured:
 
 
 # --- the price list: measured where a journal or knobs.json has it, else assumed ----------
-
-
-def _measured_or(values: Sequence[float], source: str, otherwise: Cost) -> Cost:
-    return Cost.of(list(values), source) if values else otherwise
-
-
-def fresh_first_steps(measured: Measured) -> dict[str, Cost]:
-    """A fresh process's first step by conv row: knobs.json's fresh rows, and the journals'
-    fresh baseline probes for the baseline row."""
-    rows: dict[str, list[float]] = defaultdict(list)
-    for name, row in measured.knob_rows.items():
-        if row.get("first_step_s") and row.get("process", "fresh") in ("fresh", None):
-            rows[name].append(float(row["first_step_s"]))
-    rows["baseline"] += measured.all_of("first_fresh")
-    return {
-        name: Cost.of(values, f"a fresh process's first step, {name} (knobs.json, journals)")
-        for name, values in rows.items()
-        if values
-    }
-
-
-# Each one-time cost a journal can measure: where it is read from, and the assumption taken
-# where no journal measured it (its source, its range, the measurement that would settle it).
-MEASURED_FROM: dict[str, str] = {
-    "spawn": "one_time_s.spawn of fresh probes (journals)",
-    "setup": "one_time_s.setup of warm probes (journals)",
-    "warm_first": "first_steps of warm probes whose conv key was not new (journals)",
-    "compile_cold": "first_steps of jit=compile probes with compile_cache cold (journals)",
-    "compile_cached": "first_steps of jit=compile probes with compile_cache warm (journals)",
-    "script": "jit=script probes' set-up beyond a plain probe's (journals)",
-    "capture": "one_time_s.graph_capture (journals)",
-}
-ASSUMED_COSTS: dict[str, Cost] = {
-    "spawn": Cost.assumed(
-        8.0,
-        low=5.0,
-        high=45.0,
-        source="a GPU node's process start",
-        settle="a fresh probe's one_time_s.spawn",
-    ),
-    "setup": Cost.assumed(
-        2.0,
-        low=1.0,
-        high=5.0,
-        source="the spawn's 7.7 s less the interpreter, torch's import and CUDA's context "
-        "(the first H200 run)",
-        settle="a warm probe's one_time_s.setup (a ladder journal, or --gather)",
-    ),
-    "warm_first": Cost.assumed(
-        0.3,
-        low=0.1,
-        high=1.0,
-        source="a warm probe's first step beyond steady, besides a CPU loader's first batch "
-        "(priced apart: the batch over one worker's rate): its loader's workers fork, the "
-        "allocator's first blocks",
-        settle="first_steps of warm probes of a seen conv key (a ladder journal)",
-    ),
-    "compile_cold": Cost.assumed(
-        60.0,
-        low=30.0,
-        high=120.0,
-        source="a cold torch.compile of the U-Net (gpu-ladder.md's time box)",
-        settle="a jit=compile probe on an empty compile cache (gather)",
-    ),
-    "compile_cached": Cost.assumed(
-        5.0,
-        low=2.0,
-        high=15.0,
-        source="the CPU: 0.46 s after a release against 16.8 s cold (2.7%: the FX-graph and "
-        "AOTAutograd caches hit; bench/results/compile_release_cpu.json); a GPU also loads "
-        "Triton's kernels; at most a quarter of a cold compile",
-        settle="a second jit=compile probe in a warm worker (gather on the GPU)",
-    ),
-    "script": Cost.assumed(
-        5.0,
-        low=2.0,
-        high=10.0,
-        source="the jit knob's declared first use",
-        settle="a jit=script probe's set-up (gather)",
-    ),
-    "capture": Cost.assumed(
-        2.0,
-        low=1.0,
-        high=5.0,
-        source="gpu-ladder.md: a capture of the step",
-        settle="a cuda_graphs probe's one_time_s.graph_capture (gather)",
-    ),
-}
-CONV_WARM = Cost.assumed(
-    1.0,
-    low=0.8,
-    high=1.0,
-    source="the first H200 run's trace: the GPU 87-97% busy through the baseline's first "
-    "step (cuDNN trying algorithms), which a new key pays again",
-    settle="the first step of a new conv key in a warm worker (gather on the GPU)",
-)
-
-
-def worker_costs(measured: Measured, on_gpu: bool) -> WorkerCosts:
-    """The cost model's figures for this evidence: measured where it has them, else the
-    assumption (with its source, its range and what would settle it)."""
-    first = fresh_first_steps(measured)
-    if "baseline" not in first:
-        raise UsageError(f"{measured.folder}: no fresh process's first step was recorded")
-    figures = {
-        name: _measured_or(measured.all_of(name), MEASURED_FROM[name], ASSUMED_COSTS[name])
-        for name in MEASURED_FROM
-    }
-    floor_high = min(c.likely for c in first.values())
-    conv_new = measured.all_of("conv_new")
-    return WorkerCosts(
-        first_fresh=first,
-        conv_new=(
-            Cost.of(conv_new, "first_steps of warm probes of a new conv key")
-            if conv_new and not on_gpu  # a GPU's new keys differ by row: priced from them
-            else None
-        ),
-        conv_warm=CONV_WARM,
-        conv_floor=Cost.assumed(
-            2.0,
-            low=0.0,
-            high=floor_high,
-            source="lazily loaded kernels a fresh process loads once; at most the least "
-            f"fresh first step of a row ({floor_high:.1f} s)",
-            settle="the first step of a new conv key in a warm worker (gather on the GPU)",
-        ),
-        unsettled={phase: _share_unsettled(measured, phase, on_gpu) for phase in PHASES},
-        warm_windows=_warm_windows(measured),
-        scale=_scale(measured),
-        spawn=figures["spawn"],
-        setup=figures["setup"],
-        warm_first=figures["warm_first"],
-        compile_cold=figures["compile_cold"],
-        compile_cached=figures["compile_cached"],
-        script=figures["script"],
-        capture=figures["capture"],
-    )
-
-
-def _scale(measured: Measured) -> Cost:
-    """What a warm probe really took over what the model says of it (its quartiles)."""
-    ratios = sorted(measured.all_of("ratios"))
-    if len(ratios) < 2:
-        return Cost.assumed(
-            1.0,
-            high=1.05,
-            source="on the CPU, warm probes took 7% over the model (0.07 s a probe: the "
-            "release of the probe before, the runner's events), about 1% of a GPU probe's "
-            "5-60 s; 5% at most",
-            settle="a gather's repeats of the baseline (their walls against the model)",
-        )
-    quartiles = statistics.quantiles(ratios, n=4)
-    return Cost(
-        median(ratios),
-        min(quartiles[0], median(ratios)),
-        max(quartiles[2], median(ratios)),
-        f"{len(ratios)} warm probes' walls over the model's (median, quartiles)",
-        True,
-    )
-
-
-def _warm_windows(measured: Measured) -> dict[str, Cost]:
-    """Per phase, the windows a settling warm-up took (the estimate assumes two)."""
-    found: dict[str, Cost] = {}
-    for phase in PHASES:
-        counts = [c for j in measured.journals.values() for c in j.windows.get(phase, ())]
-        if counts:
-            found[phase] = Cost.of(counts, f"{phase} warm-ups' windows after the first step")
-    return found
-
-
-def _share_unsettled(measured: Measured, phase: str, on_gpu: bool) -> Cost:
-    """The share of `phase`'s warm-ups that ran to their cap, where journals recorded it;
-    else an assumption: loader-bound phases wander on a GPU node's CPU loader."""
-    flags = [flag for j in measured.journals.values() for flag in j.stable.get(phase, ())]
-    if flags:
-        share = sum(1 for f in flags if not f) / len(flags)
-        return Cost(share, share, share, f"plan.stable of {len(flags)} {phase} warm-ups", True)
-    if not on_gpu or phase == "synthetic":
-        return Cost.assumed(
-            0.0,
-            high=0.1 if phase == "synthetic" else 0.5,
-            source=f"no {phase} warm-up recorded whether it settled",
-            settle="plan.stable in a ladder journal",
-        )
-    return Cost.assumed(
-        0.5,
-        low=0.0,
-        high=1.0,
-        source="the first H200 run: its second baseline probe's loader-bound warm-up never "
-        "settled and ran to its cap",
-        settle=f"plan.stable of {phase} warm-ups in a GPU ladder journal",
-    )
