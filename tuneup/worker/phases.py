@@ -184,6 +184,47 @@ def run_probe(
     plan.check()
     gathered = _CountingGather(gather)
     timed = _TimedTrials(emit)
+    measured, warm, losses, before = _phases(
+        workload,
+        plan,
+        timer=timer,
+        emit=emit,
+        gathered=gathered,
+        timed=timed,
+        start_costs=start_costs,
+        samples_per_batch=samples_per_batch,
+    )
+    result = _probe_result(
+        workload,
+        plan,
+        warm,
+        losses,
+        measured,
+        timed.seconds,
+        before,
+        samples_per_batch=samples_per_batch,
+        world=gathered.world,
+    )
+    if plan.profile and profile is not None and not measured.stopped_early:
+        steady = _steady(measured)
+        result["profile"] = profile(plan.trial_steps(steady), steady)
+    emit("result", **result)
+    return result
+
+
+def _phases(
+    workload: Workload,
+    plan: MeasurementPlan,
+    *,
+    timer: Timer,
+    emit: Emit,
+    gathered: _CountingGather,
+    timed: _TimedTrials,
+    start_costs: Mapping[str, float] | None,
+    samples_per_batch: int,
+) -> tuple[_Measured, dict[str, Any], list[float], list[WarmupTracker]]:
+    """The loss apart (where FULL is not first), then each phase's warm-up and trials: what
+    they measured, the warm-up event, the losses and the trackers before the first phase."""
     works = _works(workload)
     began = timer.now()
     before: list[WarmupTracker] = []
@@ -218,22 +259,7 @@ def run_probe(
             workload, plan, phase, tracker, measured, samples_per_batch, timer, timed, gathered
         ):
             break
-    result = _probe_result(
-        workload,
-        plan,
-        warm,
-        losses,
-        measured,
-        timed.seconds,
-        before,
-        samples_per_batch=samples_per_batch,
-        world=gathered.world,
-    )
-    if plan.profile and profile is not None and not measured.stopped_early:
-        steady = _steady(measured)
-        result["profile"] = profile(plan.trial_steps(steady), steady)
-    emit("result", **result)
-    return result
+    return measured, warm, losses, before
 
 
 def _steady(measured: _Measured) -> float | None:
