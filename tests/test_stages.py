@@ -400,3 +400,30 @@ def test_compile_is_tried_where_the_toolchain_is_complete():
     # a CPU run needs only the C compiler
     cpu_only = dataclasses.replace(LAPTOP, triton=False, libcuda=False)
     assert labels(builtin.JIT.propose(cpu_only, {}).candidates) == ["TorchScript", "torch.compile"]
+
+
+def test_threads_tries_the_counts_that_leave_the_loaders_workers_their_cpus():
+    laptop = builtin.THREADS.candidates_for(LAPTOP, {"num_data_workers": 1})
+    assert [c.values for c in laptop] == [{"intra_op_threads": 1}]
+    node = MachineInfo(cuda=True, gpu_count=4, cpus_usable=64, world_size=4)  # 16 per rank
+    offered = builtin.THREADS.candidates_for(node, {"num_data_workers": 4})
+    assert labels(offered) == ["1 thread", "8 threads", "12 threads"]
+    # the incumbent's count is not tried again
+    kept = builtin.THREADS.candidates_for(node, {"num_data_workers": 4, "intra_op_threads": 8})
+    assert labels(kept) == ["1 thread", "12 threads"]
+    plan = builtin.THREADS.propose(MachineInfo(cpus_usable=1), {"intra_op_threads": 1})
+    assert plan.skipped and "one CPU per rank" in plan.reason
+
+
+def test_the_threads_knob_sets_torchs_threads_and_zero_gives_torchs_own_back():
+    torch = pytest.importorskip("torch")
+    from tuneup.unet.runtime import apply_threads
+
+    before = torch.get_num_threads()
+    try:
+        assert apply_threads(1) == 1 and torch.get_num_threads() == 1
+        assert apply_threads(0) == before and torch.get_num_threads() == before
+    finally:
+        torch.set_num_threads(before)
+    with pytest.raises(UsageError, match="intra_op_threads"):
+        build_config({"intra_op_threads": -1})

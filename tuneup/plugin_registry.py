@@ -247,4 +247,12 @@ def checkout_unregistered() -> list[str]:
     if not any(declared.values()):
         return []
     installed = {g: list(importlib.metadata.entry_points(group=g)) for g in GROUPS}
-    return unregistered(declared, installed)
+    lines = unregistered(declared, installed)
+    try:
+        found = getattr(importlib.metadata.distribution(_BUILTIN_DISTRIBUTION), "_path", None)
+    except importlib.metadata.PackageNotFoundError:
+        found = None
+    if lines and found is not None and Path(found).suffix == ".egg-info":
+        # an old build's metadata beside the sources is read first from the checkout
+        return [f"{line}, or delete the stale {found} that shadows it" for line in lines]
+    return lines

@@ -36,6 +36,7 @@ from .compute import (
 )
 from .ddp import BUCKET_SIZES_MB, DDP, NODDP, ONE_RANK, DdpStage, per_rank_batch
 from .loaders import DATA, WORKERS, DataStage, WorkersStage
+from .threads import THREADS, ThreadsStage
 
 __all__ = [
     "AMP",
@@ -51,6 +52,7 @@ __all__ = [
     "ONE_RANK",
     "OPTIMIZER",
     "TF32",
+    "THREADS",
     "WORKERS",
     "AmpStage",
     "BatchSizeStage",
@@ -60,6 +62,7 @@ __all__ = [
     "DdpStage",
     "JitStage",
     "OptimizerStage",
+    "ThreadsStage",
     "WorkersStage",
     "per_rank_batch",
 ]

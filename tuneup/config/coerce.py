@@ -120,6 +120,8 @@ def _check_consistency(cfg: TrainConfig) -> None:
             raise UsageError(f"config key '{name}' must be positive or null, got {value}")
     if cfg.num_data_workers < 0:
         raise UsageError("config key 'num_data_workers' must be 0 or more")
+    if cfg.intra_op_threads < 0:
+        raise UsageError("config key 'intra_op_threads' must be 0 (torch's choice) or more")
     if cfg.Nsamples_val < 0:
         raise UsageError("config key 'Nsamples_val' must be 0 or more")
     if not 1 <= cfg.unet_levels <= MAX_LEVELS:

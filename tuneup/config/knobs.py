@@ -195,6 +195,11 @@ class TrainConfig:
     channels_last: bool = knob(
         False, "channels_last_3d memory format", group="performance", moves_data=True
     )
+    intra_op_threads: int = knob(
+        0,
+        "torch's intra-op threads per rank (0: what torch picks); loader workers keep one each",
+        group="performance",
+    )
     cudnn_benchmark: bool = knob(
         True,
         "let cuDNN pick the fastest convolution algorithms",

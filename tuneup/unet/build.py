@@ -27,7 +27,7 @@ from tuneup.unet.model import UNet, count_parameters, init_weights, l1_rho_loss
 from tuneup.unet.optim import build_optimizer
 from tuneup.unet.precision import Precision, build_precision
 from tuneup.unet.ranges import part
-from tuneup.unet.runtime import DeviceChoice, apply_backend_flags, choose_device
+from tuneup.unet.runtime import DeviceChoice, apply_backend_flags, apply_threads, choose_device
 from tuneup.unet.schedule import LrSchedule, schedule_for
 from tuneup.unet.step import EagerStep, GraphedStep, LossFn
 from tuneup.unet.transfer import device_batches
@@ -188,6 +188,7 @@ def _prepare_rank(
     if device.type == "cuda":
         torch.cuda.set_device(device.index)
     apply_backend_flags(cfg.tf32, cfg.cudnn_benchmark)
+    apply_threads(cfg.intra_op_threads)
     init_process_group(env, device.type)
     torch.manual_seed(cfg.seed)  # the same initial weights on every rank
     return device

@@ -41,6 +41,23 @@ def apply_backend_flags(tf32: bool, cudnn_benchmark: bool) -> None:
     torch.backends.cudnn.benchmark = cudnn_benchmark
 
 
+_TORCH_THREADS: list[int] = []  # what torch picked in this process, read once
+
+
+def apply_threads(threads: int) -> int:
+    """Set torch's intra-op threads (0: what torch picked when this process started, so a
+    serving worker's next probe is not left with the last one's); returns the count set.
+    DataLoader workers run one thread each (torch sets it in each worker)."""
+    import torch
+
+    if not _TORCH_THREADS:
+        _TORCH_THREADS.append(torch.get_num_threads())
+    chosen = threads if threads > 0 else _TORCH_THREADS[0]
+    if torch.get_num_threads() != chosen:
+        torch.set_num_threads(chosen)
+    return chosen
+
+
 @dataclass(frozen=True)
 class DeviceChoice:
     """Where the run happens: `type` is "cpu" or "cuda"; `index` the local GPU."""
