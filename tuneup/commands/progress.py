@@ -9,14 +9,18 @@ from __future__ import annotations
 import sys
 from typing import IO, Any
 
+from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+from rich.table import Column, Table
 
 from tuneup.probe.describe import (
+    baseline_reference,
+    fair_baseline,
     ranks_tag,
     result_line,
     session_ranks,
+    shown_phase,
     sps_text,
     status_text,
     variant_text,
@@ -25,6 +29,10 @@ from tuneup.probe.describe import (
 from tuneup.probe.estimate import time_left_text
 from tuneup.probe.events import Event, TrialEvent, WarmupEvent
 from tuneup.probe.types import ProbeResult
+from tuneup.tuning.search_records import SearchOutcome
+from tuneup.tuning.stage_rows import stage_rows
+
+BAR_WIDTH = 20  # cells of a progress bar
 
 
 def _count(n: Any, what: str) -> str:
@@ -109,7 +117,7 @@ class PlainReporter:
 
     def probe_done(self, result: ProbeResult, reused: bool) -> None:
         self.done += 1
-        if result.stage == "baseline" and result.ok and self.baseline is None:
+        if fair_baseline(result) and self.baseline is None:
             self.baseline = result
         line = result_line(result, self.baseline, reused, ranks=self.ranks)
         left = f" · ladder: {self.left}" if self.left else ""
@@ -123,13 +131,17 @@ class RichReporter(PlainReporter):
         super().__init__()
 
         self.console = Console(stderr=True)
+        # The words give way first (cut with an ellipsis), so the bar and the count stay
+        # on an 80-column terminal.
+        words = Column(ratio=1, no_wrap=True, overflow="ellipsis")
         self.progress = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
+            TextColumn("{task.description}", table_column=words),
+            BarColumn(bar_width=BAR_WIDTH),
             TextColumn("{task.completed}/{task.total}"),
             TimeElapsedColumn(),
             console=self.console,
             transient=True,
+            expand=True,
         )
         self.ladder = self.progress.add_task("ladder", total=1)
         self.current = self.progress.add_task("probe", total=1, visible=False)
@@ -164,7 +176,7 @@ class RichReporter(PlainReporter):
 
     def probe_done(self, result: ProbeResult, reused: bool) -> None:
         self.done += 1
-        if result.stage == "baseline" and result.ok and self.baseline is None:
+        if fair_baseline(result) and self.baseline is None:
             self.baseline = result
         self.progress.update(self.ladder, advance=1)
         self.progress.update(self.current, visible=False)
@@ -175,24 +187,64 @@ class RichReporter(PlainReporter):
         self.progress.stop()
 
 
-def final_table(probes: list[ProbeResult], stream: IO[str] | None = None) -> None:
-    """The ladder as a table: stage, variant, IO, SYNTHETIC, FULL, vs baseline, status."""
-
-    baseline = next((p for p in probes if p.stage == "baseline" and p.ok), None)
-    ranks = next((p.ranks for p in probes if p.stage == "baseline"), 1)
-    table = Table(title="probe ladder", title_justify="left")
-    for column in ("stage", "variant", "IO", "SYNTHETIC", "FULL", "vs baseline", "status"):
-        table.add_column(
-            column, justify="right" if column in ("IO", "SYNTHETIC", "FULL") else "left"
-        )
-    for p in probes:
+def stage_table(
+    outcome: SearchOutcome,
+    stream: IO[str] | None = None,
+    *,
+    width: int | None = None,
+    needed: str = "",
+) -> None:
+    """The ladder, one row per decision: stage, what it decided, on which phase, its paired
+    change, pairs and probes; as wide as the terminal (`width`: the console's)."""
+    title = "probe ladder" + (f": a gain had to clear {needed}" if needed else "")
+    title += " (every probe: --probes)"
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("stage", no_wrap=True)
+    table.add_column("result", ratio=1)
+    for column in ("on", "change", "pairs", "probes"):
+        table.add_column(column, justify="left" if column == "on" else "right", no_wrap=True)
+    for row in stage_rows(outcome):
         table.add_row(
-            p.stage,
-            variant_text(p) + ranks_tag(p.ranks, ranks),
-            sps_text(p.io_sps),
-            sps_text(p.synthetic_sps),
-            sps_text(p.full_sps),
-            versus_baseline(p, baseline),
-            status_text(p),
+            row.stage, row.result, row.phase, row.change, row.pairs, str(row.probes or "")
         )
-    Console(file=stream or sys.stdout, width=140).print(table)
+    Console(file=stream or sys.stdout, width=width).print(table)
+
+
+def probe_table(
+    probes: list[ProbeResult], stream: IO[str] | None = None, *, width: int | None = None
+) -> None:
+    """Every probe: its stage and variant, the phase it reports with its samples/s, vs
+    baseline and status; as wide as the terminal. "vs baseline" only against a baseline that ran
+    uncontended (`fair_baseline`)."""
+    baseline = baseline_reference(probes)
+    ranks = next((p.ranks for p in probes if p.stage == "baseline"), 1)
+    table = Table(title="probes", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("stage: variant", ratio=3, overflow="fold")
+    table.add_column("phase", no_wrap=True)
+    table.add_column("samples/s", justify="right", no_wrap=True)
+    table.add_column("vs baseline", justify="right", no_wrap=True)
+    table.add_column("status", ratio=2, overflow="fold")
+    for p in probes:
+        phase = shown_phase(p)
+        table.add_row(
+            f"{p.stage}: {variant_text(p)}{ranks_tag(p.ranks, ranks)}",
+            phase.upper(),
+            sps_text(p.rate(phase)),
+            versus_baseline(p, baseline),
+            status_text(p, brief=True),
+        )
+    console = Console(file=stream or sys.stdout, width=width)
+    console.print(table)
+    crowded = sum(1 for p in probes if p.ok and p.contended)
+    if baseline is None and any(p.stage == "baseline" and p.ok for p in probes):
+        console.print(
+            "vs baseline: none, every baseline probe ran contended (other processes used "
+            "the machine): a percentage against it would mislead",
+            highlight=False,
+        )
+    if crowded:
+        console.print(
+            f"{crowded} probe(s) ran contended and were left out of comparisons; what else "
+            "used the machine is in each one's journal line (and --json)",
+            highlight=False,
+        )

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from textual.widgets import DataTable
 
-from tuneup.probe.describe import sps_text, status_text, variant_text, versus_baseline
+from tuneup.probe.describe import (
+    fair_baseline,
+    sps_text,
+    status_text,
+    variant_text,
+    versus_baseline,
+)
 from tuneup.probe.types import ProbeResult
 
 COLUMNS = ("stage", "variant", "IO", "SYNTHETIC", "FULL", "vs baseline", "status")
@@ -45,7 +51,7 @@ class LadderTable(DataTable[str]):
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes, show_cursor=False, zebra_stripes=True)
         self.border_title = "probe ladder"
-        self.baseline: ProbeResult | None = None  # the first ok baseline: rows compare with it
+        self.baseline: ProbeResult | None = None  # the first fair one: rows compare with it
         self.results: list[ProbeResult] = []
 
     def on_mount(self) -> None:
@@ -61,8 +67,9 @@ class LadderTable(DataTable[str]):
         self.results = []
 
     def add_result(self, result: ProbeResult, reused: bool = False) -> None:
-        """Append a finished probe; the first ok baseline is what later rows compare with."""
-        if result.stage == "baseline" and result.ok and self.baseline is None:
+        """Append a finished probe; the first ok, uncontended baseline is what later rows
+        compare with."""
+        if fair_baseline(result) and self.baseline is None:
             self.baseline = result
         self.results.append(result)
         self.add_row(*ladder_row(result, self.baseline, reused))
