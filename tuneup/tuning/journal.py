@@ -111,7 +111,7 @@ def _nothing_yet(folder: Path, how: str) -> str:
         "no answer yet: the ladder stopped before its first probe finished, so nothing is journaled"
     )
     if (folder / SESSION).is_file():  # its setup is kept: a resume starts it where it was
-        return f"{said}; start it{how}"
+        return f"{said}; continue{how}"
     return f"{said} and nothing was written; run the same command again"
 
 
