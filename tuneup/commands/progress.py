@@ -83,6 +83,7 @@ class PlainReporter:
         self.done = 0
         self.total = 0
         self.left = ""  # the ladder's expected time left, as the session last said it
+        self.unfair_said = False  # said why a contended baseline gives no "vs baseline"
 
     def session_start(self, info: dict[str, Any], total: int) -> None:
         self.total = total
@@ -117,11 +118,28 @@ class PlainReporter:
 
     def probe_done(self, result: ProbeResult, reused: bool) -> None:
         self.done += 1
-        if fair_baseline(result) and self.baseline is None:
-            self.baseline = result
+        unfair = self._take_baseline(result)
         line = result_line(result, self.baseline, reused, ranks=self.ranks)
         left = f" · ladder: {self.left}" if self.left else ""
         print(f"[{self.done}/~{self.total}] {line}{left}", file=self.stream, flush=True)
+        if unfair:
+            self.note(unfair)
+
+    def _take_baseline(self, result: ProbeResult) -> str:
+        """Keep the first fair baseline (`fair_baseline`) for the lines' "vs baseline"; the
+        first contended one before it gets a note saying why there is none yet."""
+        if self.baseline is not None or result.stage != "baseline" or not result.ok:
+            return ""
+        if fair_baseline(result):
+            self.baseline = result
+            return ""
+        if self.unfair_said:
+            return ""
+        self.unfair_said = True
+        return (
+            "no vs-baseline figures while the baseline runs contended (other processes used "
+            "the machine): they would credit the knobs with what those processes did"
+        )
 
 
 class RichReporter(PlainReporter):
@@ -176,12 +194,13 @@ class RichReporter(PlainReporter):
 
     def probe_done(self, result: ProbeResult, reused: bool) -> None:
         self.done += 1
-        if fair_baseline(result) and self.baseline is None:
-            self.baseline = result
+        unfair = self._take_baseline(result)
         self.progress.update(self.ladder, advance=1)
         self.progress.update(self.current, visible=False)
         line = result_line(result, self.baseline, reused, ranks=self.ranks)
         self.console.print(line, highlight=False, markup=False)  # "[from journal]" is text
+        if unfair:
+            self.note(unfair)
 
     def close(self) -> None:
         self.progress.stop()
