@@ -176,11 +176,56 @@ def readonly_home(root: Path) -> dict[str, Any]:
     return {"first": {"code": done.returncode, "stderr": done.stderr, "stdout": done.stdout}}
 
 
+def _fill(path: Path) -> None:
+    with path.open("wb", buffering=0) as out:  # unbuffered: its close has nothing left
+        try:
+            while True:
+                out.write(b"\0" * 4096)
+        except OSError:
+            pass
+
+
+def _train(root: Path, metrics: Path, *settings: str) -> dict[str, Any]:
+    import os
+
+    env = {**os.environ, "TUNEUP_CACHE_DIR": str(root / "cache"), "PYTHONUNBUFFERED": "1"}
+    args = ["train", "--metrics", str(metrics), "--set", "log_every=1", *settings]
+    done = subprocess.run(
+        [sys.executable, "-m", "tuneup", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    return {"code": done.returncode, "stderr": done.stderr, "stdout": done.stdout}
+
+
+def metrics_disk_full(root: Path) -> dict[str, Any]:
+    """`tuneup train --metrics` onto a full disk: refused before training, and mid-run
+    (a page left free: the first lines fit, then the disk is full) stopped at once."""
+    disk = root / "disk"
+    _mount_small_disk(disk, "1m")
+    _fill(disk / "filler")
+    first = _train(root, disk / "full" / "m.jsonl", "--set", "max_steps=2")
+    spare = disk / "spare"
+    (disk / "filler").unlink()
+    _fill(spare)  # the whole disk in one file, then all but its last page given back
+    size = spare.stat().st_size
+    with spare.open("r+b") as out:
+        out.truncate(max(0, size - 4096))
+    mid = disk / "m.jsonl"
+    steps = 400
+    second = _train(root, mid, "--set", f"max_steps={steps}", "--set", "num_epochs=100")
+    lines = mid.read_text().splitlines() if mid.exists() else []
+    return {"first": first, "mid": second, "kept": len(lines), "steps": steps, "disk": str(disk)}
+
+
 SCENARIOS = {
     "disk-fills": disk_fills,
     "turns-readonly": turns_readonly,
     "full-from-start": full_from_start,
     "readonly-home": readonly_home,
+    "metrics-disk-full": metrics_disk_full,
 }
 
 if __name__ == "__main__":

@@ -154,18 +154,30 @@ def test_fits_names_the_limit_it_breaks() -> None:
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("90s", 90), ("10m", 600), ("1.5h", 5400), ("1h30m", 5400), ("01:00:00", 3600), ("5:30", 330)],
+    [
+        ("90s", 90),
+        ("10m", 600),
+        ("1.5h", 5400),
+        ("1h30m", 5400),
+        ("1h30", 5400),  # as a clock reads: 1 h 30 min
+        ("2m30", 150),
+        ("1h 5", 3900),
+        ("01:00:00", 3600),
+        ("5:30", 330),
+    ],
 )
 def test_durations_read_as_people_write_them(text: str, seconds: float) -> None:
     assert parse_duration(text) == seconds
 
 
 @pytest.mark.parametrize(
-    ("text", "words"), [("10", "no unit"), ("10x", "not a duration"), ("0m", "no time")]
+    ("text", "words"),
+    [("10", "no unit"), ("10x", "not a duration"), ("0m", "no time"), ("30s5", "no unit")],
 )
 def test_a_duration_without_its_unit_says_how_to_write_one(text: str, words: str) -> None:
-    with pytest.raises(ValueError, match=words):
+    with pytest.raises(ValueError, match=words) as said:
         parse_duration(text)
+    assert "1h30" in str(said.value)  # the way to write one, in the same line
 
 
 STAGES = [

@@ -130,6 +130,25 @@ def test_a_folder_that_turns_read_only_is_one_line_and_so_is_a_resume_while_it_i
 
 
 @needs_namespace
+def test_train_metrics_on_a_full_disk_names_its_folder_before_training_and_mid_run(
+    tmp_path: Path,
+) -> None:
+    played = in_namespace("metrics-disk-full", tmp_path)
+    disk = played["disk"]
+    first = played["first"]
+    assert first["code"] == ExitCode.USAGE
+    line = one_error_line(first)
+    assert f"{disk}/full/m.jsonl" in line and "no space left on the device" in line
+    assert "Starting Training Loop" not in first["stdout"]  # checked before any work
+    mid = played["mid"]
+    assert mid["code"] == ExitCode.USAGE, mid["stderr"]
+    line = one_error_line(mid)
+    assert f"cannot write the metrics file {disk}/m.jsonl" in line
+    assert f"free some space in {disk}" in line and "the lines before are kept" in line
+    assert 0 < played["kept"] < played["steps"]  # stopped when it could not write, not at the end
+
+
+@needs_namespace
 def test_a_disk_full_from_the_start_leaves_no_folder_behind(tmp_path: Path) -> None:
     played = in_namespace("full-from-start", tmp_path)
     assert played["first"]["code"] == ExitCode.USAGE

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import gzip
+import io
 import json
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +22,7 @@ from tuneup.hardware.replay import (
     read_trace,
 )
 from tuneup.hardware.types import GpuDevice, GpuSample
+from tuneup.telemetry.once import stream_json
 from tuneup.testing import NOT_SUPPORTED, FakeGpu, FakeNvml, FakeProcess, counter
 
 
@@ -157,3 +161,49 @@ def test_choose_backend_prefers_the_replay(tmp_path: Path) -> None:
     chosen = choose_backend(replay=trace, nvml_module=FakeNvml(devices=[FakeGpu()] * 3))
     assert chosen.name == "replay"
     assert chosen.devices() == devices
+
+
+def test_a_monitor_json_stream_replays_gzipped_or_not(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.jsonl"
+    devices, recorded = record(trace)
+    stream = io.StringIO()
+    stream_json(ReplayBackend(trace), interval_s=0.0, out=stream, sleep=lambda _s: None)
+    error = '{"time":99.0,"gpus":[],"error":"NVML: driver not loaded"}\n'  # a GPU gone a while
+    lines = stream.getvalue().splitlines(keepends=True)
+    text = lines[0] + error + "".join(lines[1:])
+    plain = tmp_path / "monitor.jsonl"
+    plain.write_text(text)
+    packed = tmp_path / "monitor.jsonl.gz"
+    packed.write_bytes(gzip.compress(text.encode()))
+    for path in (plain, packed):
+        replay = ReplayBackend(path)
+        assert replay.devices() == devices
+        assert [replay.sample() for _ in recorded] == recorded
+
+
+def test_a_damaged_gzip_trace_is_one_line(tmp_path: Path) -> None:
+    cut = tmp_path / "monitor.jsonl.gz"
+    cut.write_bytes(gzip.compress(b'{"time": 1.0, "gpus": []}\n' * 50)[:30])
+    with pytest.raises(UsageError, match=r"cannot read the GPU trace .*damaged gzip"):
+        read_trace(cut)
+
+
+def test_the_readmes_replay_example_names_a_trace_in_the_repo() -> None:
+    root = Path(__file__).parent.parent
+    readme = (root / "README.md").read_text()
+    named = re.findall(r"tuneup tui [^\n]*--replay (\S+)", readme)
+    assert named, "the README shows the app on a recorded trace"
+    for path in named:
+        frames = read_trace(root / path)
+        assert frames[0].devices and frames[0].devices[0].name
+        assert max(s.util_gpu_pct or 0 for f in frames for s in f.samples) > 50  # it worked
+
+
+def test_the_app_refuses_a_file_that_is_not_a_trace_before_it_opens(tmp_path: Path, capsys) -> None:
+    from tuneup.cli import main
+
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a trace\n")
+    assert main(["tui", "--replay", str(notes)]) == 2
+    said = capsys.readouterr().err.strip().splitlines()
+    assert len(said) == 1 and "notes.txt:1: not a GPU trace line" in said[0]

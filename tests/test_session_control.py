@@ -15,6 +15,7 @@ from tuneup.probe.types import ProbeResult, Status
 from tuneup.tuning.control import SessionInterrupted, SilentReporter
 from tuneup.tuning.journal import ResultsDir
 from tuneup.tuning.session import ProbeSession
+from tuneup.tuning.verdicts import headline, stage_summary, unmeasured
 
 
 class Hook(SilentReporter):
@@ -54,6 +55,35 @@ def test_skip_drops_the_rest_of_the_current_stage(tmp_path: Path) -> None:
     assert workers[0].status is Status.OK
     assert len(workers) > 1 and all(p.status is Status.SKIPPED for p in workers[1:])
     assert any(p.stage == "amp" and p.ok for p in outcome.probes), "later stages still run"
+
+
+class SkipAfter(SilentReporter):
+    """Skips the rest of `stage` after its `after`-th finished probe, as the app's `s` does."""
+
+    def __init__(self, stage: str, after: int) -> None:
+        self.stage, self.after, self.seen = stage, after, 0
+        self.session: ProbeSession | None = None
+
+    def probe_done(self, result: ProbeResult, reused: bool) -> None:
+        if result.stage == self.stage and self.session is not None:
+            self.seen += 1
+            if self.seen == self.after:
+                self.session.control.skip_stage()
+
+
+@pytest.mark.parametrize("after", [1, 2, 3])
+def test_a_skipped_stage_reads_as_skipped_not_failed(tmp_path: Path, after: int) -> None:
+    reporter = SkipAfter("workers", after)
+    session = reporter.session = _session(tmp_path, reporter)
+    session.start(resume=False)
+    outcome = session.run()
+    line = next(x for x in stage_summary(outcome) if x.startswith("workers"))
+    assert line == f"workers: skipped by the user after {after} probe(s)"
+    assert "workers" not in [u["stage"] for u in unmeasured(outcome)]
+    assert "failed" not in headline(outcome) and "workers" not in headline(outcome)
+    summary = ResultsDir(tmp_path).summary()
+    (workers,) = [s for s in summary.stages if s.stage == "workers"]
+    assert workers.failed == () and workers.winner is None
 
 
 def test_pause_holds_the_ladder_until_resumed(tmp_path: Path) -> None:

@@ -70,7 +70,7 @@ class Hanging:
     """A `command` preset whose bf16 probe hangs (with a child `sleep`) while the flag exists;
     fused Adam runs twice as fast as the default."""
 
-    def __init__(self, root: Path, stages: list[Any] | None = None) -> None:
+    def __init__(self, root: Path, stages: list[Any] | None = None, base_amp: str = "none") -> None:
         self.root = root
         script = root / "train.py"
         script.write_text(textwrap.dedent(SCRIPT).lstrip(), encoding="utf-8")
@@ -82,7 +82,7 @@ class Hanging:
             yaml.safe_dump(
                 {
                     "name": "life",
-                    "train": {"amp_mode": "none"},
+                    "train": {"amp_mode": base_amp},  # bf16: the baseline hangs
                     "probe": {
                         "stages": stages or [{"amp": {"amp_mode": ["bf16"]}}],
                         "budget": {"limit_s": 60},
@@ -141,6 +141,27 @@ def hanging(tmp_path: Path):
 
 
 # ---- every way an allocation ends --------------------------------------------------
+
+
+def test_a_ctrl_c_before_the_first_probe_points_to_no_journal(tmp_path: Path) -> None:
+    setup = Hanging(
+        tmp_path, stages=[{"optimizer": {"optimizer_impl": ["fused"]}}], base_amp="bf16"
+    )
+    try:
+        proc = setup.start()
+        setup.hung(proc)  # in the baseline's first probe
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 130
+    finally:
+        stop_leftovers(find_leftovers(setup.out / "probes"), grace_s=0.5)
+    assert not (setup.out / "journal.jsonl").exists()
+    said = setup.log.read_text()
+    assert "journal.jsonl" not in said  # no pointer to a file that is not there
+    last = said.splitlines()[-1]
+    assert "before its first probe finished, so nothing is journaled" in last
+    assert shlex.split(last.split("--resume ", 1)[1]) == [str(setup.out)]
+    resumed = setup.resume()  # the way it names works
+    assert resumed.returncode == 0, resumed.stderr
 
 
 @pytest.mark.parametrize(

@@ -323,3 +323,17 @@ def test_ctrl_c_keeps_out_log_and_scalars_complete(
     steps = [e.step for e in events.Scalars("Loss/train")]
     epochs = sum(bool(EPOCH_LINE.match(m)) for m in messages)
     assert len(steps) == epochs >= 2 and steps[-1] == int(stopped.group(1))
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (a disk that is full)")
+def test_a_metrics_write_the_disk_refuses_names_the_file_and_its_folder() -> None:
+    from tuneup.paths import StorageFault
+    from tuneup.unet.metrics import MetricsWriter
+
+    writer = MetricsWriter(Path("/dev/full"))
+    with pytest.raises(StorageFault) as said:
+        writer.write({"kind": "train", "step": 1, "loss": 0.5})
+    line = str(said.value)
+    assert line.startswith("cannot write the metrics file /dev/full (no space left on the device)")
+    assert "free some space in /dev" in line and "--metrics" in line
+    writer.close()  # nothing left to flush: closing does not fail a second time

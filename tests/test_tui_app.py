@@ -135,6 +135,30 @@ def test_trim_is_offered_when_the_budget_is_too_small_and_makes_it_fit(tmp_path:
     run(scenario)
 
 
+def test_a_budget_below_zero_is_refused_with_a_message_not_taken_as_none(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        app = make_app(tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(lambda: isinstance(app.screen, SetupScreen), pilot)
+            screen = app.screen
+            assert isinstance(screen, SetupScreen)
+            screen.query_one("#time-budget").value = "30"
+            await pilot.pause()
+            assert screen.time_budget_s == 1800 and text(app, "#budget-error") == ""
+            screen.query_one("#time-budget").value = "-5"
+            await pilot.pause()
+            said = text(app, "#budget-error")
+            assert "'-5'" in said and "above 0" in said and "empty: no budget" in said
+            await pilot.click("#start")
+            await pilot.pause()
+            assert app.screen is screen and not (tmp_path / "session").exists()  # not started
+            screen.query_one("#time-budget").value = ""
+            await pilot.pause()
+            assert screen.time_budget_s is None and text(app, "#budget-error") == ""
+
+    run(scenario)
+
+
 def test_start_runs_the_sim_ladder_on_the_tune_screen(tmp_path: Path) -> None:
     from tuneup.tui.screens.tune import TuneScreen
 

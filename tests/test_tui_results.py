@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -91,6 +92,32 @@ def test_a_results_folder_shows_headline_gains_and_verdict_and_exports(tmp_path:
     cfg = load_config(folder / "tuned.yaml", "tuned")
     assert cfg.global_batch_size == values["global_batch_size"]
     assert cfg.amp_mode == values["amp_mode"]
+
+
+def test_the_header_states_the_gain_the_decisions_had_to_clear(tmp_path: Path) -> None:
+    folder = tmp_path / "run"
+    summary = finished_session(folder)
+    document = json.loads((folder / "summary.json").read_text())
+    # every decision on pairs names its needed gain in its words, and the header that one
+    stated = sorted(float(m) for m in re.findall(r"needed above (\d\.\d+)x", json.dumps(document)))
+    assert stated, "the sim ladder decides on pairs"
+    low, high = 100 * (stated[0] - 1), 100 * (stated[-1] - 1)
+    # no adopted gain reads smaller than what the header says a gain had to clear
+    adopted = [e for e in summary.stages if e.winner and e.gain_pct is not None]
+    assert adopted and all(e.gain_pct > e.needed_pct for e in adopted)  # type: ignore[operator]
+    app = Review(folder)
+
+    async def go() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause(0.1)
+            title = str(app.screen.query_one("#results-comparison").border_title)
+            assert "noise margin" not in title
+            shown = re.search(r"a gain had to clear ([\d.]+)(?:-([\d.]+))?%", title)
+            assert shown is not None, title
+            assert float(shown.group(1)) == pytest.approx(low, abs=0.06)
+            assert float(shown.group(2) or shown.group(1)) == pytest.approx(high, abs=0.06)
+
+    asyncio.run(go())
 
 
 def test_an_unfinished_folder_is_refused_with_how_to_resume(tmp_path: Path) -> None:

@@ -274,7 +274,7 @@ def test_failed_probes_show_their_reason(tmp_path: Path) -> None:
 
 
 def test_the_table_and_the_log_word_a_probe_alike(tmp_path: Path) -> None:
-    from tuneup.commands.progress import final_table
+    from tuneup.commands.progress import probe_table
     from tuneup.probe.describe import result_line
     from tuneup.probe.types import Contention
     from tuneup.tui.widgets.ladder import ladder_row
@@ -296,7 +296,7 @@ def test_the_table_and_the_log_word_a_probe_alike(tmp_path: Path) -> None:
     assert ladder_row(again, base)[1] == "incumbent" and " incumbent " in result_line(again, base)
     out = tmp_path / "table.txt"
     with out.open("w") as stream:
-        final_table([base, again, crowded, bf16], stream)
+        probe_table([base, again, crowded, bf16], stream, width=160)
     table = " ".join(out.read_text().split())
     assert "incumbent" in table and "contended, left out" in table and "+50.0%" in table
 

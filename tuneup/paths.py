@@ -17,6 +17,7 @@ same way, so none reaches the user as an internal error.
 from __future__ import annotations
 
 import errno
+import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -187,8 +188,8 @@ def output_folder(path: Path, flag: str, what: str) -> Path:
 
 
 def output_file(path: Path, flag: str, what: str) -> Path:
-    """Check `path` can be written as a file: its folder made and writable, and not a folder
-    itself. The file is not created (nor an existing one changed).
+    """Check `path` can be written as a file: its folder made and writable (a byte fits
+    there), and not a folder itself. The file is not created (nor an existing one changed).
 
     Raises:
         UsageError: it cannot be used, in one line (`problem`).
@@ -198,8 +199,11 @@ def output_file(path: Path, flag: str, what: str) -> Path:
         if path.is_dir():
             raise IsADirectoryError(errno.EISDIR, "is a folder")
         path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".tuneup-write-check"):
-            pass
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".tuneup-write-check") as probe:
+            # a byte, not just a name: a full disk still makes empty files
+            probe.write(b"\n")
+            probe.flush()
+            os.fsync(probe.fileno())
         if path.exists():
             with path.open("a"):
                 pass  # an existing file we may not overwrite says so now

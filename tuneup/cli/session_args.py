@@ -85,6 +85,13 @@ def _add_probe(commands: argparse._SubParsersAction) -> None:
         action="store_true",
         help="print machine-readable results on stdout and nothing else",
     )
+    probe.add_argument(
+        "--probes",
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="end with a table of every probe too, not only one row per decision",
+    )
     add_arguments(probe, ("fresh_processes", "time_budget_s", "retry_failed"))
     probe.set_defaults(handler=_run_probe)
 
@@ -128,7 +135,9 @@ def _run_probe(args: argparse.Namespace) -> int:
     if args.resume is not None and args.out is not None:
         raise UsageError("--resume continues DIR in place: leave out --out")
     request = from_arguments(args)
-    return run_probe_command(request, out=args.out, resume=args.resume, as_json=args.json)
+    return run_probe_command(
+        request, out=args.out, resume=args.resume, as_json=args.json, probes=args.probes
+    )
 
 
 def _add_profile(commands: argparse._SubParsersAction) -> None:

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from tuneup.errors import ExitCode, UsageError
-from tuneup.export.session import read_session_export, render_session
+from tuneup.export.session import read_session_export, render_session, session_notes
 from tuneup.paths import output_file, problem
 from tuneup.tuning.journal import ResultsDir, quoted
 
@@ -14,7 +14,10 @@ from tuneup.tuning.journal import ResultsDir, quoted
 def run_export_command(folder: Path, fmt: str, output: Path | None, edition: str = "sc22") -> int:
     if output is not None:
         output_file(output, "-o", "the export's file")  # before any work
-    text = render_session(read_session_export(folder), fmt, edition)
+    export = read_session_export(folder)
+    text = render_session(export, fmt, edition)
+    for note in session_notes(export, fmt):  # in the file too, where its format allows
+        print(f"tuneup: note: {note}", file=sys.stderr)
     partial = ResultsDir(folder).summary().partial
     if partial is not None:
         print(

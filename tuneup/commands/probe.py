@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tuneup.cluster.signals import StopSignals, signal_name
-from tuneup.commands.progress import PlainReporter, RichReporter, final_table
+from tuneup.commands.progress import PlainReporter, RichReporter, probe_table, stage_table
 from tuneup.errors import ExitCode
 from tuneup.hardware.machine import machine_info
 from tuneup.paths import StorageFault
@@ -24,10 +24,16 @@ from tuneup.tuning.verdicts import confirmation_lines, stage_summary
 
 
 def run_probe_command(
-    request: SessionRequest, *, out: Path | None, resume: Path | None, as_json: bool
+    request: SessionRequest,
+    *,
+    out: Path | None,
+    resume: Path | None,
+    as_json: bool,
+    probes: bool = False,
 ) -> int:
     """Run the ladder `request` asks for (in `out`, or continuing `resume`), and say what
-    it recommends; returns the exit status."""
+    it recommends (`probes`: every probe too, not only each decision); returns the exit
+    status."""
     reporter = _reporter(as_json)
     machine = machine_info()
     with StopSignals() as stop:
@@ -85,7 +91,7 @@ def run_probe_command(
         }
         print(json.dumps(document, default=str))
         return ExitCode.UNMEASURED if gone else ExitCode.OK
-    _print_outcome(outcome, summary, folder)
+    _print_outcome(outcome, summary, folder, probes)
     if gone:
         _say(f"tuneup: {unmeasured_remedy(gone, folder)}")
         return ExitCode.UNMEASURED
@@ -126,10 +132,12 @@ def _reporter(as_json: bool) -> Any:
     return PlainReporter()
 
 
-def _print_outcome(outcome: Any, summary: Summary, folder: Path) -> None:
+def _print_outcome(outcome: Any, summary: Summary, folder: Path, probes: bool) -> None:
     for note in summary.notes:
         print(f"note: {note}")
-    final_table(outcome.probes)
+    if probes:
+        probe_table(outcome.probes)
+    stage_table(outcome, needed=summary.needed_text())
     for line in stage_summary(outcome):
         print(line)
     for line in confirmation_lines(outcome):

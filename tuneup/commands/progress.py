@@ -9,14 +9,18 @@ from __future__ import annotations
 import sys
 from typing import IO, Any
 
+from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+from rich.table import Column, Table
 
 from tuneup.probe.describe import (
+    baseline_reference,
+    fair_baseline,
     ranks_tag,
     result_line,
     session_ranks,
+    shown_phase,
     sps_text,
     status_text,
     variant_text,
@@ -25,6 +29,10 @@ from tuneup.probe.describe import (
 from tuneup.probe.estimate import time_left_text
 from tuneup.probe.events import Event, TrialEvent, WarmupEvent
 from tuneup.probe.types import ProbeResult
+from tuneup.tuning.search_records import SearchOutcome
+from tuneup.tuning.stage_rows import stage_rows
+
+BAR_WIDTH = 20  # cells of a progress bar
 
 
 def _count(n: Any, what: str) -> str:
@@ -75,6 +83,7 @@ class PlainReporter:
         self.done = 0
         self.total = 0
         self.left = ""  # the ladder's expected time left, as the session last said it
+        self.unfair_said = False  # said why a contended baseline gives no "vs baseline"
 
     def session_start(self, info: dict[str, Any], total: int) -> None:
         self.total = total
@@ -109,11 +118,28 @@ class PlainReporter:
 
     def probe_done(self, result: ProbeResult, reused: bool) -> None:
         self.done += 1
-        if result.stage == "baseline" and result.ok and self.baseline is None:
-            self.baseline = result
+        unfair = self._take_baseline(result)
         line = result_line(result, self.baseline, reused, ranks=self.ranks)
         left = f" · ladder: {self.left}" if self.left else ""
         print(f"[{self.done}/~{self.total}] {line}{left}", file=self.stream, flush=True)
+        if unfair:
+            self.note(unfair)
+
+    def _take_baseline(self, result: ProbeResult) -> str:
+        """Keep the first fair baseline (`fair_baseline`) for the lines' "vs baseline"; the
+        first contended one before it gets a note saying why there is none yet."""
+        if self.baseline is not None or result.stage != "baseline" or not result.ok:
+            return ""
+        if fair_baseline(result):
+            self.baseline = result
+            return ""
+        if self.unfair_said:
+            return ""
+        self.unfair_said = True
+        return (
+            "no vs-baseline figures while the baseline runs contended (other processes used "
+            "the machine): they would credit the knobs with what those processes did"
+        )
 
 
 class RichReporter(PlainReporter):
@@ -123,13 +149,17 @@ class RichReporter(PlainReporter):
         super().__init__()
 
         self.console = Console(stderr=True)
+        # The words give way first (cut with an ellipsis), so the bar and the count stay
+        # on an 80-column terminal.
+        words = Column(ratio=1, no_wrap=True, overflow="ellipsis")
         self.progress = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
+            TextColumn("{task.description}", table_column=words),
+            BarColumn(bar_width=BAR_WIDTH),
             TextColumn("{task.completed}/{task.total}"),
             TimeElapsedColumn(),
             console=self.console,
             transient=True,
+            expand=True,
         )
         self.ladder = self.progress.add_task("ladder", total=1)
         self.current = self.progress.add_task("probe", total=1, visible=False)
@@ -164,35 +194,76 @@ class RichReporter(PlainReporter):
 
     def probe_done(self, result: ProbeResult, reused: bool) -> None:
         self.done += 1
-        if result.stage == "baseline" and result.ok and self.baseline is None:
-            self.baseline = result
+        unfair = self._take_baseline(result)
         self.progress.update(self.ladder, advance=1)
         self.progress.update(self.current, visible=False)
         line = result_line(result, self.baseline, reused, ranks=self.ranks)
         self.console.print(line, highlight=False, markup=False)  # "[from journal]" is text
+        if unfair:
+            self.note(unfair)
 
     def close(self) -> None:
         self.progress.stop()
 
 
-def final_table(probes: list[ProbeResult], stream: IO[str] | None = None) -> None:
-    """The ladder as a table: stage, variant, IO, SYNTHETIC, FULL, vs baseline, status."""
-
-    baseline = next((p for p in probes if p.stage == "baseline" and p.ok), None)
-    ranks = next((p.ranks for p in probes if p.stage == "baseline"), 1)
-    table = Table(title="probe ladder", title_justify="left")
-    for column in ("stage", "variant", "IO", "SYNTHETIC", "FULL", "vs baseline", "status"):
-        table.add_column(
-            column, justify="right" if column in ("IO", "SYNTHETIC", "FULL") else "left"
-        )
-    for p in probes:
+def stage_table(
+    outcome: SearchOutcome,
+    stream: IO[str] | None = None,
+    *,
+    width: int | None = None,
+    needed: str = "",
+) -> None:
+    """The ladder, one row per decision: stage, what it decided, on which phase, its paired
+    change, pairs and probes; as wide as the terminal (`width`: the console's)."""
+    title = "probe ladder" + (f": a gain had to clear {needed}" if needed else "")
+    title += " (every probe: --probes)"
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("stage", no_wrap=True)
+    table.add_column("result", ratio=1)
+    for column in ("on", "change", "pairs", "probes"):
+        table.add_column(column, justify="left" if column == "on" else "right", no_wrap=True)
+    for row in stage_rows(outcome):
         table.add_row(
-            p.stage,
-            variant_text(p) + ranks_tag(p.ranks, ranks),
-            sps_text(p.io_sps),
-            sps_text(p.synthetic_sps),
-            sps_text(p.full_sps),
-            versus_baseline(p, baseline),
-            status_text(p),
+            row.stage, row.result, row.phase, row.change, row.pairs, str(row.probes or "")
         )
-    Console(file=stream or sys.stdout, width=140).print(table)
+    Console(file=stream or sys.stdout, width=width).print(table)
+
+
+def probe_table(
+    probes: list[ProbeResult], stream: IO[str] | None = None, *, width: int | None = None
+) -> None:
+    """Every probe: its stage and variant, the phase it reports with its samples/s, vs
+    baseline and status; as wide as the terminal. "vs baseline" only against a baseline that ran
+    uncontended (`fair_baseline`)."""
+    baseline = baseline_reference(probes)
+    ranks = next((p.ranks for p in probes if p.stage == "baseline"), 1)
+    table = Table(title="probes", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("stage: variant", ratio=3, overflow="fold")
+    table.add_column("phase", no_wrap=True)
+    table.add_column("samples/s", justify="right", no_wrap=True)
+    table.add_column("vs baseline", justify="right", no_wrap=True)
+    table.add_column("status", ratio=2, overflow="fold")
+    for p in probes:
+        phase = shown_phase(p)
+        table.add_row(
+            f"{p.stage}: {variant_text(p)}{ranks_tag(p.ranks, ranks)}",
+            phase.upper(),
+            sps_text(p.rate(phase)),
+            versus_baseline(p, baseline),
+            status_text(p, brief=True),
+        )
+    console = Console(file=stream or sys.stdout, width=width)
+    console.print(table)
+    crowded = sum(1 for p in probes if p.ok and p.contended)
+    if baseline is None and any(p.stage == "baseline" and p.ok for p in probes):
+        console.print(
+            "vs baseline: none, every baseline probe ran contended (other processes used "
+            "the machine): a percentage against it would mislead",
+            highlight=False,
+        )
+    if crowded:
+        console.print(
+            f"{crowded} probe(s) ran contended and were left out of comparisons; what else "
+            "used the machine is in each one's journal line (and --json)",
+            highlight=False,
+        )

@@ -22,6 +22,7 @@ from tuneup.errors import ExitCode, UsageError
 from tuneup.hardware.backends import choose_backend
 from tuneup.hardware.devices import cuda_visible_devices
 from tuneup.hardware.machine import machine_info
+from tuneup.hardware.replay import read_trace
 from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import load_preset
 from tuneup.trainers.adapters import DEFAULT_TRAINER, load_trainer, scan_trainers
@@ -53,8 +54,10 @@ def run_tui_command(
         )
     if results is not None:
         ResultsDir(results).session()  # not a results folder: one line, before the screen opens
-    if replay is not None and not replay.is_file():
-        raise UsageError(f"--replay {replay}: no such trace file (record one with --record)")
+    if replay is not None:
+        if not replay.is_file():
+            raise UsageError(f"--replay {replay}: no such trace file (record one with --record)")
+        read_trace(replay)  # not a trace: one line, before the screen opens
     if preset_name is not None:
         load_preset(preset_name)  # an unknown preset fails here, with the known names
     require_app("the full-screen app", "tuneup probe / tuneup monitor --once")

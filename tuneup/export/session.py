@@ -16,13 +16,15 @@ from typing import Any
 
 from tuneup.bundled import cache_dir
 from tuneup.errors import UsageError
+from tuneup.export.notes import export_notes, with_comments
 from tuneup.export.render import FORMATS, render
 from tuneup.export.report import REPORT, render_report
 from tuneup.export.slurm import hints_from_session
 from tuneup.export.tutorial import SC22, TutorialRun
 from tuneup.preset.load import load_preset
 from tuneup.trainers.adapters import DEFAULT_TRAINER, TrainerAdapter, load_trainer, scan_trainers
-from tuneup.tuning.journal import SUMMARY, ResultsDir
+from tuneup.tuning.journal import SUMMARY, ResultsDir, quoted
+from tuneup.tuning.summary import Summary
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,7 @@ class SessionExport:
     source: str = ""
     summary: Mapping[str, Any] = field(default_factory=dict)
     folder_name: str = ""
+    folder: str = "DIR"  # the session's folder, shell-quoted, for the commands notes name
 
     @property
     def formats(self) -> tuple[str, ...]:
@@ -88,6 +91,7 @@ def read_session_export(folder: Path) -> SessionExport:
         source=source,
         summary=results.summary().document,
         folder_name=Path(folder).name,
+        folder=quoted(Path(folder)),
     )
 
 
@@ -111,7 +115,8 @@ def _trainer_section(
 
 
 def render_session(export: SessionExport, fmt: str, edition: str = SC22) -> str:
-    """One format of a session's export.
+    """One format of a session's export, with what it leaves out as comments where the
+    format takes them (`session_notes`).
 
     Raises:
         UsageError: a format the session has no meaning for, or bad values or hints.
@@ -125,7 +130,20 @@ def render_session(export: SessionExport, fmt: str, edition: str = SC22) -> str:
         )
     if fmt not in FORMATS:
         _refuse_anothers_format(fmt, adapter)
-    return render(fmt, export.values, hints=export.hints, run=export.run, edition=edition)
+    text = render(fmt, export.values, hints=export.hints, run=export.run, edition=edition)
+    return with_comments(text, fmt, session_notes(export, fmt))
+
+
+def session_notes(export: SessionExport, fmt: str) -> list[str]:
+    """What the export of `export` as `fmt` leaves out, or that it is the unchanged
+    baseline: one line each, for stderr (export.notes)."""
+    if fmt == REPORT or not export.summary:
+        return []  # the report says it all; an export without a session has nothing to say
+    recommendation = Summary.from_document(export.summary).recommendation
+    own = export.adapter is not None and bool(export.adapter.exports)
+    return export_notes(
+        fmt, recommendation.changes, recommendation.headline, own_format=own, folder=export.folder
+    )
 
 
 def _refuse_anothers_format(fmt: str, adapter: TrainerAdapter | None) -> None:

@@ -75,6 +75,64 @@ _BY_FLAG = {
 }
 
 
+# What the tutorial's command line carries (flag_tokens); the rest of its keys only its block.
+_FLAGGED = {
+    "amp_mode",
+    "num_data_workers",
+    "global_batch_size",
+    "local_batch_size",
+    "data_loader_config",
+    "jit",
+    "optimizer_impl",
+    *_BY_FLAG,
+}
+# How to apply in the tutorial's train.py a tuned knob it has no key or flag for.
+_HOW: dict[tuple[str, Any], str] = {
+    ("jit", "compile"): "wrap the model once it is built: model = torch.compile(model)",
+    ("optimizer_impl", "fused"): "build its Adam with fused=True: "
+    "optim.Adam(model.parameters(), lr=..., fused=True)",
+    ("channels_last", True): "move the model and each batch to channels-last: "
+    ".to(memory_format=torch.channels_last_3d)",
+    ("cuda_graphs", True): "capture the training step in a CUDA graph "
+    "(torch.cuda.make_graphed_callables), or train with tuneup train",
+    ("cudnn_benchmark", False): "set torch.backends.cudnn.benchmark = False in its train.py",
+    ("tf32", False): "export NVIDIA_TF32_OVERRIDE=0 before training "
+    "(tuneup export {dir} --format env)",
+}
+_TUNEUP_TRAIN = "train with tuneup train instead (tuneup export {dir} --format tuneup or sbatch)"
+
+
+def tutorial_carries(key: str, value: Any, flags_only: bool) -> bool:
+    """Whether the tutorial's train.py applies `key=value` from the export: from its
+    command line when `flags_only` (`--format flags`), else from its YAML block with
+    the flags beside it (`--format yaml`, as its usage line runs it)."""
+    if key == "jit":
+        return value in ("none", "script")
+    if key == "optimizer_impl":
+        return value in ("foreach", "apex")  # torch's Adam runs foreach by default
+    if key == "data_loader_config":
+        return loader(str(value)).tutorial
+    if key in ("tf32", "cudnn_benchmark"):
+        return bool(value)  # the tutorial's own behaviour: TF32 allowed, benchmark on
+    if flags_only:
+        return key in _FLAGGED
+    return key in _FLAGGED or (key in TUTORIAL_KEYS and key not in _NOT_KNOBS)
+
+
+def how_in_tutorial(key: str, value: Any, folder: str = "DIR") -> str:
+    """How to apply `key=value` where the tutorial's train.py takes neither key nor flag
+    (`folder`: the session's, for the export commands it names)."""
+    if key == "data_loader_config":
+        how = f"the tutorial has no {value} loader: {_TUNEUP_TRAIN}"
+    elif key == "compile_mode":
+        how = f"pass mode={value!r} to torch.compile"
+    else:
+        how = _HOW.get(
+            (key, value), f"the tutorial's train.py has no such setting: {_TUNEUP_TRAIN}"
+        )
+    return how.replace("{dir}", folder)
+
+
 @dataclass(frozen=True)
 class TutorialRun:
     """What the tutorial's run needs beside the knob values.

@@ -5,12 +5,18 @@ A trace is JSON lines, one per `sample()` call:
 Each line is flushed as it is written, so a trace cut short by a crash or
 Ctrl-C is still readable up to its last line. Replays let the monitor, the
 sampler and the app be shown and tested on machines without a GPU.
+
+A replay also reads what `tuneup monitor --json` writes (`{"time": t, "gpus":
+[reading with its device's name, ...]}`, telemetry.once.snapshot_record; a line
+with an error and no GPU is skipped), and either kind gzipped (`.jsonl.gz`), as
+the GPU runs keep their traces (bench/results/gpu-*/monitor.jsonl.gz).
 """
 
 from __future__ import annotations
 
 import bisect
 import dataclasses
+import gzip
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -23,6 +29,7 @@ from tuneup.errors import UsageError
 from tuneup.hardware.types import GpuBackend, GpuDevice, GpuSample
 
 _DEVICE_FIELDS = frozenset(f.name for f in dataclasses.fields(GpuDevice))
+GZIP_MAGIC = b"\x1f\x8b"
 
 
 @dataclass(frozen=True)
@@ -136,17 +143,21 @@ def read_trace(path: Path | str) -> list[Frame]:
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) else "not a text file"
+        raw = path.read_bytes()
+        if raw[:2] == GZIP_MAGIC:
+            raw = gzip.decompress(raw)
+        text = raw.decode("utf-8")
+    except (OSError, UnicodeDecodeError, EOFError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else _unreadable(exc)
         raise UsageError(
             f"cannot read the GPU trace {path}: {why}; check the --replay path"
         ) from None
-    frames = [
+    parsed = (
         parse_frame(line, f"{path}:{number}")
         for number, line in enumerate(text.splitlines(), start=1)
         if line.strip()
-    ]
+    )
+    frames = [frame for frame in parsed if frame is not None]
     if not frames:
         raise UsageError(
             f"the GPU trace {path} is empty; record one with `tuneup monitor --record FILE`"
@@ -154,8 +165,15 @@ def read_trace(path: Path | str) -> list[Frame]:
     return frames
 
 
-def parse_frame(line: str, where: str) -> Frame:
-    """One trace line as a Frame; `where` ("file:line") goes into the error."""
+def _unreadable(exc: BaseException) -> str:
+    if isinstance(exc, UnicodeDecodeError):
+        return "not a text file"
+    return "a damaged gzip file"  # gzip.BadGzipFile is an OSError; a cut one, EOFError
+
+
+def parse_frame(line: str, where: str) -> Frame | None:
+    """One trace line as a Frame: a recorded one, or a `monitor --json` reading (None for
+    one that holds no GPU: its error line). `where` ("file:line") goes into the error."""
     try:
         data = json.loads(line)
         if not isinstance(data, dict):
@@ -163,12 +181,19 @@ def parse_frame(line: str, where: str) -> Frame:
         when = data.get("time")
         if isinstance(when, bool) or not isinstance(when, (int, float)):
             raise ValueError('"time" must be a number')
-        devices = tuple(_device(d) for d in _list(data, "devices"))
-        samples = tuple(_sample(s) for s in _list(data, "samples"))
+        if "gpus" in data and "samples" not in data:  # tuneup monitor --json
+            gpus = _list(data, "gpus")
+            if not gpus:
+                return None
+            devices = tuple(_device(g) for g in gpus)
+            samples = tuple(_sample(g) for g in gpus)
+        else:
+            devices = tuple(_device(d) for d in _list(data, "devices"))
+            samples = tuple(_sample(s) for s in _list(data, "samples"))
     except (ValueError, TypeError, AttributeError) as exc:
         raise UsageError(
-            f"{where}: not a GPU trace line ({exc}); "
-            "record traces with `tuneup monitor --record FILE`"
+            f"{where}: not a GPU trace line ({exc}); replay a trace of `tuneup monitor "
+            "--record FILE` or `tuneup monitor --json` (gzipped or not)"
         ) from None
     return Frame(float(when), devices, samples)
 

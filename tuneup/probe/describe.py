@@ -7,10 +7,10 @@ and neither imports the other.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tuneup.probe.types import ProbeResult
+from tuneup.probe.types import BASELINE_STAGE, ProbeResult
 
 
 def sps_text(value: float | None) -> str:
@@ -63,8 +63,23 @@ def shown_phase(result: ProbeResult) -> str:
     return "full"
 
 
+def fair_baseline(result: ProbeResult) -> bool:
+    """Whether a "vs baseline" figure may be taken against this probe: a baseline that ran
+    ok and uncontended (against a contended one a percentage would credit the knobs with
+    what other processes did)."""
+    return result.stage == BASELINE_STAGE and result.ok and not result.contended
+
+
+def baseline_reference(probes: Sequence[ProbeResult]) -> ProbeResult | None:
+    """The first fair baseline (`fair_baseline`); None when every one ran contended."""
+    return next((p for p in probes if fair_baseline(p)), None)
+
+
 def versus_baseline(result: ProbeResult, baseline: ProbeResult | None) -> str:
-    """The change against the baseline, on the phase the probe reports ("" if unknown)."""
+    """The change against the baseline, on the phase the probe reports ("" if unknown, or
+    when that baseline ran contended: `fair_baseline`)."""
+    if baseline is not None and baseline.contended:
+        return ""
     phase = shown_phase(result)
     mine = result.rate(phase) if result.ok else None
     theirs = baseline.rate(phase) if baseline is not None else None
@@ -75,14 +90,19 @@ def versus_baseline(result: ProbeResult, baseline: ProbeResult | None) -> str:
     return f"{100 * (mine / theirs - 1):+.1f}%"
 
 
-def status_text(result: ProbeResult, reused: bool = False) -> str:
+def status_text(result: ProbeResult, reused: bool = False, *, brief: bool = False) -> str:
     """The status with every reason a reader needs: why it failed, and when it ran ok but
-    was contended (left out of comparisons), throttled, straggling or stopped early."""
+    was contended (left out of comparisons), throttled, straggling or stopped early.
+    `brief` leaves out the contention's note (a table of many probes says it once)."""
     text = result.status.value
     if result.reason and not result.ok:
         text += f": {result.reason}"
     if result.ok and result.contended and result.contention is not None:
-        text += f" (contended, left out: {result.contention.note})"
+        text += (
+            " (contended, left out)"
+            if brief
+            else (f" (contended, left out: {result.contention.note})")
+        )
     if result.ok and result.throttled:
         text += " (throttled: noisy)"
     if result.ok and result.far_trials:

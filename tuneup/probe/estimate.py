@@ -358,13 +358,15 @@ _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 def parse_duration(text: str) -> float:
-    """Seconds in "90s", "10m", "1.5h", "1h30m" or SLURM's "HH:MM:SS" / "MM:SS".
+    """Seconds in "90s", "10m", "1.5h", "1h30m", "1h30" (a number after a unit counts in
+    the next smaller one, as a clock reads: 1 h 30 min; "2m30" is 2 min 30 s) or SLURM's
+    "HH:MM:SS" / "MM:SS".
 
     Raises:
         ValueError: anything else, with what would be understood.
     """
     raw = text.strip().lower().replace(" ", "")
-    fix = "give it with a unit (90s, 10m, 1h30m) or as HH:MM:SS"
+    fix = "give it with a unit (90s, 10m, 1h30m, 1h30) or as HH:MM:SS"
     if not raw:
         raise ValueError(f"an empty duration: {fix}")
     if ":" in raw:
@@ -375,21 +377,31 @@ def parse_duration(text: str) -> float:
         for part in parts:
             seconds = seconds * 60 + int(part)
         return _positive(seconds, text, fix)
-    seconds, number = 0.0, ""
+    seconds, number, last = 0.0, "", ""
     for char in raw:
         if char.isdigit() or char == ".":
             number += char
         elif char in _UNITS and number:
-            try:
-                seconds += float(number) * _UNITS[char]
-            except ValueError:
-                raise ValueError(f"{text!r} is not a duration: {fix}") from None
-            number = ""
+            seconds += _amount(number, char, text, fix)
+            number, last = "", char
         else:
             raise ValueError(f"{text!r} is not a duration: {fix}")
     if number:
-        raise ValueError(f"{text!r} has no unit: {fix}")
+        smaller = _NEXT_SMALLER.get(last)
+        if smaller is None:
+            raise ValueError(f"{text!r} has no unit: {fix}")
+        seconds += _amount(number, smaller, text, fix)
     return _positive(seconds, text, fix)
+
+
+_NEXT_SMALLER = {"h": "m", "m": "s"}  # "1h30" is 1 h 30 min, "2m30" 2 min 30 s
+
+
+def _amount(number: str, unit: str, text: str, fix: str) -> float:
+    try:
+        return float(number) * _UNITS[unit]
+    except ValueError:
+        raise ValueError(f"{text!r} is not a duration: {fix}") from None
 
 
 def _positive(seconds: float, text: str, fix: str) -> float:

@@ -30,6 +30,9 @@ PHASES = ("io", "synthetic", "full")
 
 BASELINE_STAGE = "baseline"
 CONFIRM_STAGE = "confirm"
+# The reason of a probe the user dropped (the app's `s`: skip the rest of this stage): not a
+# failure, and its stage reads as skipped.
+USER_SKIP = "skipped by the user"
 
 # Event kinds the worker writes, one JSON object per line with a "event" key.
 EVENT_KINDS = ("start", "warmup", "trial", "loss", "result", "error")
@@ -212,6 +215,11 @@ class ProbeResult:
     @property
     def contended(self) -> bool:
         return self.contention is not None and self.contention.contended
+
+    @property
+    def user_skipped(self) -> bool:
+        """The user dropped it (the rest of its stage was skipped): it never ran."""
+        return self.status is Status.SKIPPED and self.reason == USER_SKIP
 
     def rate(self, phase: str) -> float | None:
         """The phase's median samples/s as measured by this probe (None: not measured here;

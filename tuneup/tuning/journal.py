@@ -74,12 +74,14 @@ def where_it_stands(folder: Path, where: str = "") -> list[str]:
     go on (export a finished one; resume a stopped one, in the app or from the command line,
     `where` it may: "in a new allocation"). The last words are a command to paste."""
     summary_file, here = folder / SUMMARY, quoted(folder)
-    again = (
-        f"finished probes are in {quoted(folder / JOURNAL)}; continue"
+    how = (
         f"{' ' + where if where else ''} in the app (tuneup tui --results {here}, then r) "
         f"or with: tuneup probe --resume {here}"
     )
+    again = f"finished probes are in {quoted(folder / JOURNAL)}; continue{how}"
     if not summary_file.is_file():
+        if not _journaled(folder / JOURNAL):
+            return [_nothing_yet(folder, how)]
         return [f"no answer yet: the ladder stopped before its baseline was measured; {again}"]
     try:
         summary = ResultsDir(folder).summary()
@@ -100,6 +102,25 @@ def where_it_stands(folder: Path, where: str = "") -> list[str]:
         f"with: tuneup export {here} --format yaml)",
         again,
     ]
+
+
+def _journaled(journal: Path) -> bool:
+    """Whether the journal holds a probe (a line that reached the disk)."""
+    try:
+        with journal.open("rb") as lines:
+            return any(line.strip() for line in lines)
+    except OSError:
+        return False
+
+
+def _nothing_yet(folder: Path, how: str) -> str:
+    """Stopped before any probe finished: no journal to point to."""
+    said = (
+        "no answer yet: the ladder stopped before its first probe finished, so nothing is journaled"
+    )
+    if (folder / SESSION).is_file():  # its setup is kept: a resume starts it where it was
+        return f"{said}; continue{how}"
+    return f"{said} and nothing was written; run the same command again"
 
 
 class SessionLost(UsageError):

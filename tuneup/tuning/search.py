@@ -53,7 +53,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tuneup.errors import UsageError
-from tuneup.probe.types import PHASES, ProbeResult, probe_key
+from tuneup.probe.types import PHASES, USER_SKIP, ProbeResult, probe_key
 from tuneup.tuning.confirm import confirm
 from tuneup.tuning.paired import FLOOR, PhaseNoise
 from tuneup.tuning.search_records import (
@@ -236,8 +236,12 @@ def _climb(
             runner.skip(dataclasses.replace(plan, skip_reason=reason), values)
             progress.decisions.append(StageDecision(plan.name, None, None, f"skipped: {reason}"))
             continue
+        start = len(runner.probes)
         try:
             decision, winner = run_stage(plan, values, incumbent, runner, max_pairs)
+            dropped = sum(1 for p in runner.probes[start:] if p.user_skipped)
+            if dropped:  # the user skipped the rest: no verdict, and no failure either
+                decision, winner = _skipped_by_user(decision, runner.probes[start:]), None
         except StageCut as cut:
             progress.left_out.append(plan.name)
             progress.decisions.append(
@@ -252,6 +256,21 @@ def _climb(
             progress.path.append(cand.label)
             progress.steps.append((cand.label, dict(progress.values)))
     progress.stage = None
+
+
+def _skipped_by_user(decision: StageDecision, probes: list[ProbeResult]) -> StageDecision:
+    """A stage the user skipped part-way: said as skipped, with what it measured before,
+    never as failed (its dropped probes did not run)."""
+    ran = sum(1 for p in probes if not p.user_skipped)
+    return dataclasses.replace(
+        decision,
+        winner=None,
+        gain_pct=None,
+        reason=f"{USER_SKIP} after {ran} probe(s)",
+        failed=[f for f in decision.failed if USER_SKIP not in f],
+        evidence=None,
+        unmeasured="",
+    )
 
 
 def _search_gain(

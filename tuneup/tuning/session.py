@@ -37,6 +37,7 @@ from tuneup.probe.stats import median
 from tuneup.probe.types import (
     BASELINE_STAGE,
     CONFIRM_STAGE,
+    USER_SKIP,
     Candidate,
     ProbeResult,
     Status,
@@ -236,7 +237,7 @@ class ProbeSession:
                 dict(candidate.values),
                 values,
                 Status.SKIPPED,
-                "skipped by the user",
+                USER_SKIP,
                 ranks=ranks,
             )
             self._report(stage, result, reused=False)

@@ -342,7 +342,7 @@ def _kept(
             f"{_sps(sps)} samples/s {stage.phase.upper()}, {100 * math.expm1(best.gain):+.1f}%; "
             f"a gain must clear {100 * noise.needed:.1f}%)"
         )
-        return stage.decided(None, 100 * math.expm1(best.gain), why)
+        return stage.decided(None, 100 * math.expm1(best.gain), why, compared=best.cand.label)
     cand, evidence = last
     gain_pct = 100 * ((evidence.speedup or 1.0) - 1.0)
     if evidence.verdict is Verdict.UNRESOLVED:

@@ -91,6 +91,7 @@ class StageOutcome:
     not_tried: tuple[str, ...] = ()
     decided_on: str | None = None
     unresolved: bool = False
+    needed_pct: float | None = None  # the gain its pairs had to clear (None: no pairs)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -114,6 +115,10 @@ class Summary:
     """A session's summary.json (a finished one, or one stopped before its end: `partial`).
 
     Attributes:
+        margin_pct: the smallest FULL gain the most pairs of a stage could establish
+            (paired.PhaseNoise.resolvable): a bound, not what any decision cleared.
+        needed_pct: what each paired decision had to clear (its phase's noise): the
+            figure a reader compares the gains with (`needed_text`).
         notes: what the session saw of the machine (unstable, contended,
             drifting): the `stability` block's notes.
         confirmation: None when none ran (nothing was adopted).
@@ -129,6 +134,7 @@ class Summary:
     trainer: str = "?"
     search: str = "staged"
     margin_pct: float = 0.0
+    needed_pct: tuple[float, ...] = ()
     baseline: Rates = field(default_factory=Rates)
     recommendation: Recommendation = field(default_factory=Recommendation)
     speedup: Speedup = field(default_factory=Speedup)
@@ -142,6 +148,17 @@ class Summary:
     unmeasured: tuple[tuple[str, str], ...] = ()
     document: Mapping[str, Any] = field(default_factory=empty, compare=False, repr=False)
 
+    def needed_text(self) -> str:
+        """The gain the decisions' pairs had to clear ("2.0%", "2.0-2.2%"): the noise they
+        used, per phase and moment (the floor, or the instability repeats showed); "" when
+        no decision ran on pairs."""
+        if not self.needed_pct:
+            return ""
+        low, high = min(self.needed_pct), max(self.needed_pct)
+        if f"{low:.1f}" == f"{high:.1f}":
+            return f"{low:.1f}%"
+        return f"{low:.1f}-{high:.1f}%"
+
     @classmethod
     def from_document(cls, data: Mapping[str, Any]) -> Summary:
         """The summary in a decoded summary.json; missing or mistyped keys take defaults."""
@@ -151,11 +168,15 @@ class Summary:
         verdict = as_map(data.get("bottleneck"))
         scaling = data.get("scaling")
         partial = data.get("partial")
+        stages = tuple(
+            _stage(entry) for entry in as_list(data.get("stages")) if isinstance(entry, Mapping)
+        )
         return cls(
             preset=text(data.get("preset"), "?"),
             trainer=text(data.get("trainer"), "?"),
             search=text(data.get("search"), "staged"),
             margin_pct=number(data.get("margin_pct")) or 0.0,
+            needed_pct=_needed(stages, conf),
             baseline=Rates(**_rates(as_map(data.get("baseline")))),
             recommendation=Recommendation(
                 **_rates(rec),
@@ -183,9 +204,7 @@ class Summary:
             notes=texts(as_map(data.get("stability")).get("notes")),
             before=_bottleneck(verdict.get("before")),
             after=_bottleneck(verdict.get("after")),
-            stages=tuple(
-                _stage(entry) for entry in as_list(data.get("stages")) if isinstance(entry, Mapping)
-            ),
+            stages=stages,
             scaling=ScalingSummary(
                 lines=texts(scaling.get("lines")),
                 error=optional_text(scaling.get("error")),
@@ -230,4 +249,16 @@ def _stage(entry: Mapping[str, Any]) -> StageOutcome:
         not_tried=texts(entry.get("not_tried")),
         decided_on=optional_text(entry.get("decided_on")) or None,
         unresolved=entry.get("unresolved") is True,
+        needed_pct=number(entry.get("needed_pct")),
     )
+
+
+def _needed(stages: tuple[StageOutcome, ...], confirmation: Mapping[str, Any]) -> tuple[float, ...]:
+    """The gains the paired decisions had to clear, in %: each stage's, then each
+    confirmation attempt's (an older summary holds only the latter)."""
+    found = [s.needed_pct for s in stages if s.needed_pct is not None]
+    for attempt in as_list(confirmation.get("attempts")):
+        ratio = number(as_map(attempt).get("needed"))
+        if ratio is not None:
+            found.append(100 * (ratio - 1))
+    return tuple(found)

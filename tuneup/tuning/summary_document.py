@@ -153,6 +153,8 @@ def summary_dict(outcome: SearchOutcome) -> dict[str, Any]:
                 "not_tried": list(d.not_tried),
                 "pairs": None if d.evidence is None else list(d.evidence.ratios),
                 "decided_on": d.phase if d.evidence is not None else None,
+                # the gain its pairs had to clear: the noise this decision used
+                "needed_pct": None if d.evidence is None else 100 * (d.evidence.needed - 1),
                 "composition": d.composition or None,
                 "unresolved": d.unresolved,
                 "unmeasured": d.unmeasured or None,

@@ -221,11 +221,10 @@ class ResultsScreen(Screen[None]):
         summary = self.summary
         headline = summary.recommendation.headline
         ran = sum(1 for p in self.probes if p.status.value != "skipped")
-        title = (
-            f"{summary.preset} / {summary.trainer}: "
-            f"{summary.search} search, {ran} probes, "
-            f"noise margin {summary.margin_pct:.1f}%"
-        )
+        title = f"{summary.preset} / {summary.trainer}: {summary.search} search, {ran} probes"
+        needed = summary.needed_text()
+        if needed:  # the noise the decisions used, not a bound for pairs that never ran
+            title += f", a gain had to clear {needed}"
         with VerticalScroll(id="results-body"):
             notes = notes_text(summary)
             if notes:

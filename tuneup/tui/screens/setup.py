@@ -9,6 +9,7 @@ the preset or the time budget changes.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -176,7 +177,9 @@ class SetupScreen(Screen[None]):
     SetupScreen #actions { height: auto; border-top: solid $panel; }
     SetupScreen #buttons { height: auto; }
     SetupScreen #layout-note { padding: 0 1; width: 1fr; }
-    SetupScreen #data-error { color: $error; padding: 0 1; }
+    SetupScreen #data-error, SetupScreen #budget-error { color: $error; padding: 0 1; }
+    SetupScreen #budget-error { display: none; }
+    SetupScreen #budget-error.shown { display: block; }
     SetupScreen #estimate { padding: 0 1; height: auto; }
     SetupScreen #estimate.over { color: $warning; }
     SetupScreen #trim { display: none; }
@@ -217,6 +220,7 @@ class SetupScreen(Screen[None]):
         self.presets = presets
         self.step_model = step_model
         self.time_budget_s = time_budget_s
+        self.budget_error = ""  # the budget field's text does not read as a budget
         self.clock = clock
         self.gpu_memory_gib = gpu_memory_gib
         self.preset = load_preset(preset_name)
@@ -252,6 +256,7 @@ class SetupScreen(Screen[None]):
                     Input(placeholder="none", id="time-budget", type="number"), "time_budget_s"
                 )
             yield Static("", id="data-error")
+            yield Static("", id="budget-error")
             yield Label("Ranks", classes="section")
             with Horizontal(id="layout-row"):
                 yield Label("per node", classes="field")
@@ -375,10 +380,15 @@ class SetupScreen(Screen[None]):
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id == "time-budget":
             try:
-                minutes = float(event.value) if event.value.strip() else None
-            except ValueError:
-                minutes = None
-            self.time_budget_s = minutes * 60 if minutes and minutes > 0 else None
+                minutes = budget_minutes(event.value)
+            except UsageError as exc:  # said at once, and Start refuses it
+                self.budget_error = str(exc)
+            else:
+                self.budget_error = ""
+                self.time_budget_s = minutes * 60 if minutes is not None else None
+            said = self.query_one("#budget-error", Static)
+            said.update(self.budget_error)
+            said.set_class(bool(self.budget_error), "shown")
             self._show_estimate()
         elif event.input.id == "data":
             self.query_one("#data-error", Static).update("")
@@ -421,6 +431,9 @@ class SetupScreen(Screen[None]):
             self.notify("even the baseline alone does not fit: raise the budget", severity="error")
 
     def action_start(self) -> None:
+        if self.budget_error:
+            self.notify(self.budget_error, severity="error")
+            return
         try:
             data = resolve_data(self.query_one("#data", Input).value)
         except UsageError as exc:
@@ -448,6 +461,26 @@ class SetupScreen(Screen[None]):
             time_budget_s=self.time_budget_s,
         )
         self.post_message(self.Start(choice))
+
+
+def budget_minutes(text: str) -> float | None:
+    """The budget field's minutes; None when empty (no budget).
+
+    Raises:
+        UsageError: not a number of minutes above zero, in one line with the fix.
+    """
+    if not text.strip():
+        return None
+    try:
+        minutes = float(text)
+    except ValueError:
+        minutes = math.nan
+    if not (math.isfinite(minutes) and minutes > 0):
+        raise UsageError(
+            f"budget {text.strip()!r}: give the minutes the ladder may take, above 0 "
+            "(empty: no budget)"
+        )
+    return minutes
 
 
 def _explained(widget: Input, setting: str) -> Input:

@@ -23,7 +23,7 @@ from tuneup.tui.screens.results import ResultsScreen, export_all, session_hints
 from tuneup.tui.widgets.chart import Chart, Series
 from tuneup.tui.widgets.confirm import Confirm
 from tuneup.tui.widgets.ladder import LadderTable
-from tuneup.tuning.journal import quoted
+from tuneup.tuning.journal import quoted, where_it_stands
 from tuneup.tuning.summary import Summary
 from tuneup.tuning.verdicts import bottleneck
 
@@ -244,10 +244,8 @@ class TuneScreen(Screen[None]):
             self.notify(message.error.splitlines()[0], severity="error", timeout=10)
         elif message.interrupted:
             folder = self.driver.session.results.path
-            log.write(
-                f"tuneup: stopped; finished probes are in {quoted(folder / 'journal.jsonl')}; "
-                f"continue with: tuneup probe --resume {quoted(folder)}"
-            )
+            for line in where_it_stands(folder):
+                log.write(f"tuneup: stopped; {line}")
             self._show_status(f"stopped (resume with tuneup probe --resume {quoted(folder)})")
         else:
             summary = message.summary or Summary()

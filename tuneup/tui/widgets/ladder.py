@@ -5,7 +5,13 @@ from __future__ import annotations
 from textual.message import Message
 from textual.widgets import DataTable
 
-from tuneup.probe.describe import sps_text, status_text, variant_text, versus_baseline
+from tuneup.probe.describe import (
+    fair_baseline,
+    sps_text,
+    status_text,
+    variant_text,
+    versus_baseline,
+)
 from tuneup.probe.types import ProbeResult
 
 COLUMNS = ("stage", "variant", "IO", "SYNTHETIC", "FULL", "vs baseline", "status")
@@ -57,7 +63,7 @@ class LadderTable(DataTable[str]):
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes, cursor_type="row", zebra_stripes=True)
         self.border_title = "probe ladder"
-        self.baseline: ProbeResult | None = None  # the first ok baseline: rows compare with it
+        self.baseline: ProbeResult | None = None  # the first fair one: rows compare with it
         self.results: list[ProbeResult] = []
 
     def on_mount(self) -> None:
@@ -73,11 +79,10 @@ class LadderTable(DataTable[str]):
         self.results = []
 
     def add_result(self, result: ProbeResult, reused: bool = False, follow: bool = True) -> None:
-        """Append a finished probe; the first ok baseline is what later rows compare with.
-
-        `follow`: show the newest row (a live ladder); False keeps the view where it is.
+        """Append a finished probe; the first ok, uncontended baseline is what later rows
+        compare with. `follow`: show the newest row (a live ladder); False keeps the view.
         """
-        if result.stage == "baseline" and result.ok and self.baseline is None:
+        if fair_baseline(result) and self.baseline is None:
             self.baseline = result
         self.results.append(result)
         self.add_row(*ladder_row(result, self.baseline, reused))

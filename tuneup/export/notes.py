@@ -1,0 +1,92 @@
+"""What an export leaves out, said where the user reads it: on stderr, and as comments in
+the file where its format takes them.
+
+A tuned knob the target cannot carry (the tutorial's train.py has no torch.compile,
+neither as a key nor as a flag; an environment file holds no config keys) is named with
+how to apply it; a session that recommends no change says that its export is the
+baseline, unchanged. Pure: the recommendation's changes in, lines out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tuneup.export.configs import scalar
+from tuneup.export.tutorial import how_in_tutorial, tutorial_carries
+
+# Formats whose files take `#` comments (flags is one line a shell splices into a command:
+# a comment there would become arguments, so its notes go to stderr alone).
+COMMENTED = ("yaml", "env", "sbatch", "tuneup")
+
+
+def export_notes(
+    fmt: str,
+    changes: Mapping[str, Any],
+    headline: str,
+    *,
+    own_format: bool = False,
+    folder: str = "DIR",
+) -> list[str]:
+    """One line per thing the export of `changes` (the recommendation over the baseline)
+    as `fmt` leaves out or is.
+
+    Args:
+        fmt: the export format.
+        changes: the recommended knob values that differ from the baseline's.
+        headline: the session's headline (says whether it recommends anything at all).
+        own_format: a trainer's own export (the command trainer's), which carries its
+            knobs itself: only the baseline's note applies.
+        folder: the session's folder, for the commands the notes name.
+    """
+    if not changes:
+        nothing = headline.startswith("no recommendation")
+        why = "it has no recommendation" if nothing else "it recommends keeping the baseline"
+        return [f"{why}: this export is the session's baseline configuration, unchanged"]
+    if own_format:
+        return []
+    if fmt in ("yaml", "flags"):
+        return _tutorial_notes(fmt, changes, folder)
+    if fmt == "env":
+        config = [k for k in changes if k != "tf32"]  # TF32 off is NVIDIA_TF32_OVERRIDE=0
+        if config:
+            return [
+                f"config keys, not environment, left out of this file: {', '.join(config)}; "
+                f"pair it with tuneup export {folder} --format tuneup (tuneup train) or yaml "
+                "(the tutorial's train.py)"
+            ]
+    return []
+
+
+def _tutorial_notes(fmt: str, changes: Mapping[str, Any], folder: str) -> list[str]:
+    lines = [
+        f"{key}={scalar(value)} is left out (the tutorial's train.py takes no key or flag "
+        f"for it): {how_in_tutorial(key, value, folder)}"
+        for key, value in changes.items()
+        if not tutorial_carries(key, value, flags_only=False)
+    ]
+    if fmt == "flags":
+        in_block = [
+            key
+            for key, value in changes.items()
+            if tutorial_carries(key, value, flags_only=False)
+            and not tutorial_carries(key, value, flags_only=True)
+        ]
+        if in_block:
+            lines.append(
+                f"not on the command line, only in the YAML block: {', '.join(in_block)}; give "
+                f"these flags with the block of tuneup export {folder} --format yaml"
+            )
+    return lines
+
+
+def with_comments(text: str, fmt: str, notes: list[str]) -> str:
+    """`text` with `notes` as `# tuneup: note:` lines at its top (after a script's `#!`
+    line); unchanged for a format that takes no comments."""
+    if not notes or fmt not in COMMENTED:
+        return text
+    comments = "".join(f"# tuneup: note: {line}\n" for line in notes)
+    if text.startswith("#!"):
+        first, _, rest = text.partition("\n")
+        return f"{first}\n{comments}{rest}"
+    return comments + text

@@ -1,0 +1,118 @@
+"""The ladder in one row per decision: what `tuneup probe` shows at its end by default.
+
+One row for the baseline, one per stage (what it decided, on which phase, by how much,
+over how many pairs and probes) and one for the confirmation. Short cells, so the table
+fits an 80-column terminal; each stage's reasons with their numbers follow it in words
+(verdicts.stage_summary), and every probe is in `--probes`, the journal and `--json`.
+
+Pure: a SearchOutcome in, rows of text out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tuneup.probe.describe import sps_text
+from tuneup.probe.types import BASELINE_STAGE, CONFIRM_STAGE, USER_SKIP
+from tuneup.tuning.search_records import SearchOutcome, StageDecision
+
+
+@dataclass(frozen=True)
+class StageRow:
+    """One decision of the ladder.
+
+    Attributes:
+        stage: the stage, "baseline" or "confirm".
+        result: what it decided, in a few words.
+        phase: the phase its figures are on ("" where nothing was compared).
+        change: its gain on that phase, paired against the incumbent (the baseline for
+            the confirmation); "" where nothing was compared.
+        pairs: the interleaved pairs that decided it ("" without pairs).
+        probes: the probes it ran (retries and skipped ones included).
+    """
+
+    stage: str
+    result: str
+    phase: str = ""
+    change: str = ""
+    pairs: str = ""
+    probes: int = 0
+
+
+def stage_rows(outcome: SearchOutcome) -> list[StageRow]:
+    """The baseline's row, each stage's, then the confirmation's (when one ran)."""
+    counts: dict[str, int] = {}
+    for probe in outcome.probes:
+        counts[probe.stage] = counts.get(probe.stage, 0) + 1
+    rows = [_baseline_row(outcome, counts.get(BASELINE_STAGE, 0))]
+    rows += [_stage_row(d, counts.get(d.stage, 0)) for d in outcome.stage_decisions]
+    confirm = _confirm_row(outcome, counts.get(CONFIRM_STAGE, 0))
+    if confirm is not None:
+        rows.append(confirm)
+    return rows
+
+
+def _baseline_row(outcome: SearchOutcome, probes: int) -> StageRow:
+    runs = [p for p in outcome.probes if p.stage == BASELINE_STAGE and p.ok]
+    rate = f"{sps_text(outcome.baseline.full_sps)} samples/s"
+    if runs and all(p.contended for p in runs):
+        rate += " (contended)"
+    return StageRow(BASELINE_STAGE, rate, "FULL", probes=probes)
+
+
+def _stage_row(decision: StageDecision, probes: int) -> StageRow:
+    evidence = decision.evidence
+    compared = evidence is not None or decision.gain_pct is not None
+    return StageRow(
+        decision.stage,
+        _result(decision) + _failed(decision),
+        decision.phase.upper() if compared else "",
+        "" if decision.gain_pct is None else f"{decision.gain_pct:+.1f}%",
+        "" if evidence is None else str(evidence.pairs),
+        probes,
+    )
+
+
+def _result(decision: StageDecision) -> str:
+    reason = decision.reason
+    if decision.winner:
+        return f"adopted {decision.winner}"
+    if reason.startswith(USER_SKIP):
+        return reason
+    if reason.startswith("skipped"):
+        return reason.split(" (", 1)[0]  # its why in full is in the lines below
+    if decision.unmeasured:
+        cause = "contended" if "contended" in decision.unmeasured else "its probes failed"
+        return f"not measured: {cause}"
+    if decision.unresolved:
+        return f"unresolved: {decision.compared}"
+    if reason.startswith("stopped before it decided"):
+        return "stopped before it decided"
+    if decision.evidence is not None or decision.gain_pct is not None:
+        return f"kept (best {decision.compared})" if decision.compared else "kept"
+    return reason.split(":", 1)[0]
+
+
+def _failed(decision: StageDecision) -> str:
+    """ "; 1 did not run" where some of its candidates failed or were not supported."""
+    if not decision.failed or decision.unmeasured:
+        return ""
+    return f"; {len(decision.failed)} did not run"
+
+
+def _confirm_row(outcome: SearchOutcome, probes: int) -> StageRow | None:
+    conf = outcome.confirmation
+    if conf is None:
+        return None
+    upheld = conf.upheld
+    shown = upheld or (conf.attempts[0] if conf.attempts else None)
+    evidence = shown.evidence if shown is not None else None
+    if upheld is not None:
+        result = f"upheld {' + '.join(upheld.path)}"
+    else:
+        result = "not upheld: baseline kept"
+    change = ""
+    if evidence is not None and evidence.speedup is not None:
+        change = f"{100 * (evidence.speedup - 1):+.1f}%"
+    pairs = "" if evidence is None else str(evidence.pairs)
+    return StageRow(CONFIRM_STAGE, result, "FULL", change, pairs, probes)
