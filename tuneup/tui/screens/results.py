@@ -258,16 +258,11 @@ class ResultsScreen(Screen[None]):
             with Horizontal(id="results-actions"):
                 yield Button("Export all formats (e)", id="export", variant="success")
             yield Static("", id="results-exported")
-            probes = LadderTable(id="results-probes")
+            shown = [result for result in self.probes if not result.retried]
+            probes = LadderTable(id="results-probes", shown=shown)
             probes.border_title = "probes (enter opens one: its breakdown, p profiles it)"
             yield probes
         yield Footer()
-
-    def on_mount(self) -> None:
-        ladder = self.query_one(LadderTable)
-        for result in self.probes:
-            if not result.retried:
-                ladder.add_result(result, follow=False)
 
     def on_ladder_table_probe_chosen(self, message: LadderTable.ProbeChosen) -> None:
         opened = ProbeScreen(message.result, message.baseline, self.results_dir)

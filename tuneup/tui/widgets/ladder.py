@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from textual.message import Message
 from textual.widgets import DataTable
 
@@ -60,17 +62,27 @@ class LadderTable(DataTable[str]):
     }
     """
 
-    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        id: str | None = None,
+        classes: str | None = None,
+        shown: Sequence[ProbeResult] = (),
+    ) -> None:
+        """`shown`: the rows of a finished ladder, added once the columns are (on mount)."""
         super().__init__(id=id, classes=classes, cursor_type="row", zebra_stripes=True)
         self.border_title = "probe ladder"
         self.baseline: ProbeResult | None = None  # the first fair one: rows compare with it
         self.results: list[ProbeResult] = []
+        self._shown = list(shown)
 
     def on_mount(self) -> None:
         # The variant column is as wide as its longest text from the start: a width that
         # grew as rows arrived made the table jump, and crowded out the columns after it.
         for column in COLUMNS:
             self.add_column(column, width=VARIANT_WIDTH if column == "variant" else None)
+        for result in self._shown:
+            self.add_result(result, follow=False)
 
     def restart(self) -> None:
         """Empty, as before the first probe (a resume replays the journal into it)."""
