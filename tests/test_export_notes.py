@@ -77,20 +77,21 @@ def test_tuneup_train_formats_carry_every_knob_and_say_nothing(tmp_path, capsys)
 
 
 def test_the_env_file_names_the_config_keys_it_cannot_hold(tmp_path, capsys) -> None:
-    folder = session(tmp_path, {**COMPILED, "tf32": False}, HEADLINE)
+    folder = session(tmp_path, {**COMPILED, "tf32": False, "intra_op_threads": 1}, HEADLINE)
     target = tmp_path / "env.sh"
     _, notes = export(folder, "env", capsys, target)
     (note,) = notes
     assert "config keys, not environment, left out of this file: amp_mode, jit;" in note
     assert "tf32" not in note  # NVIDIA_TF32_OVERRIDE=0 is in the file
+    assert "export OMP_NUM_THREADS=1\n" in target.read_text()  # the threads stage's pick
     assert note in target.read_text()
     done = subprocess.run(
-        ["bash", "-c", f"source {target} && echo $NVIDIA_TF32_OVERRIDE"],
+        ["bash", "-c", f"source {target} && echo $NVIDIA_TF32_OVERRIDE $OMP_NUM_THREADS"],
         capture_output=True,
         text=True,
         timeout=60,
     )
-    assert done.stdout.strip() == "0"  # the comment breaks nothing
+    assert done.stdout.strip() == "0 1"  # the comment breaks nothing
 
 
 @pytest.mark.parametrize(
@@ -121,6 +122,7 @@ def test_a_session_without_a_recommendation_exports_the_baseline_and_says_so(
         ("data_loader_config", "gpu", "no gpu loader"),
         ("tf32", False, "NVIDIA_TF32_OVERRIDE=0"),
         ("cuda_graphs", True, "CUDA graph"),
+        ("intra_op_threads", 1, "OMP_NUM_THREADS=1"),
     ],
 )
 def test_each_knob_the_tutorial_lacks_is_named_with_how(knob: str, value: Any, how: str) -> None:

@@ -48,7 +48,8 @@ def export_notes(
     if fmt in ("yaml", "flags"):
         return _tutorial_notes(fmt, changes, folder)
     if fmt == "env":
-        config = [k for k in changes if k != "tf32"]  # TF32 off is NVIDIA_TF32_OVERRIDE=0
+        # TF32 off is NVIDIA_TF32_OVERRIDE=0, the threads OMP_NUM_THREADS: both carried
+        config = [k for k in changes if k not in ("tf32", "intra_op_threads")]
         if config:
             return [
                 f"config keys, not environment, left out of this file: {', '.join(config)}; "

@@ -140,11 +140,15 @@ def env_lines(cfg: TrainConfig, layout: JobLayout) -> list[str]:
     else:
         lines.append("# TF32 off: read once when CUDA starts, so it must be set before training")
         lines.append("export NVIDIA_TF32_OVERRIDE=0")
-    lines.append(
-        f"# intra-op threads of each training process: its {layout.cpus_per_task} CPUs "
-        f"less {cfg.num_data_workers} loader workers"
-    )
-    lines.append(f"export OMP_NUM_THREADS={layout.omp_threads}")
+    if cfg.intra_op_threads > 0:  # measured: the threads stage's pick
+        lines.append("# intra-op threads of each training process, as the threads stage chose")
+        lines.append(f"export OMP_NUM_THREADS={cfg.intra_op_threads}")
+    else:
+        lines.append(
+            f"# intra-op threads of each training process: its {layout.cpus_per_task} CPUs "
+            f"less {cfg.num_data_workers} loader workers"
+        )
+        lines.append(f"export OMP_NUM_THREADS={layout.omp_threads}")
     return lines + site_env_lines(layout.site, on_gpu=cfg.device != "cpu")
 
 

@@ -126,6 +126,8 @@ def how_in_tutorial(key: str, value: Any, folder: str = "DIR") -> str:
         how = f"the tutorial has no {value} loader: {_TUNEUP_TRAIN}"
     elif key == "compile_mode":
         how = f"pass mode={value!r} to torch.compile"
+    elif key == "intra_op_threads":
+        how = f"export OMP_NUM_THREADS={value} before it starts (or torch.set_num_threads({value}))"
     else:
         how = _HOW.get(
             (key, value), f"the tutorial's train.py has no such setting: {_TUNEUP_TRAIN}"
