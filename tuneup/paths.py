@@ -24,6 +24,7 @@ import contextlib
 import errno
 import os
 import secrets
+import shutil
 import stat
 import tempfile
 from collections.abc import Iterator
@@ -183,6 +184,37 @@ def atomic_write_text(path: Path, text: str, what: str, *, place: str = "") -> N
         kept = f"the earlier {path.name} is unchanged" if path.exists() else "no file was made"
         then = fix(exc, place) if place else f"{mend(exc, str(path.parent))}, then run again"
         raise storage_fault(path, exc, what, kept=kept, then=then) from None
+
+
+def space_text(need: int, have: int) -> str:
+    """The space a write needs and the disk has ("need 12.4 MiB, have 3.1 MiB"), in one unit
+    and with as many decimals as it takes for the two to read differently."""
+    units = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
+    unit, scale = next(((u, s) for u, s in units if max(need, have) >= s), ("bytes", 1))
+    if scale > 1:
+        for decimals in (1, 2, 3):
+            shown = f"{need / scale:.{decimals}f}", f"{have / scale:.{decimals}f}"
+            if shown[0] != shown[1]:
+                return f"need {shown[0]} {unit}, have {shown[1]} {unit}"
+    return f"need {need:,} bytes, have {have:,} bytes"
+
+
+def require_space(folder: Path, need: int, fix_text: str) -> None:
+    """Refuse to make `need` bytes in `folder` (made or not yet) where its disk has less
+    free; nothing is created to find out.
+
+    Raises:
+        UsageError: "not enough free space in FOLDER: need X, have Y (`fix_text`)".
+    """
+    existing = next((p for p in (folder, *folder.parents) if p.exists()), Path("/"))
+    try:
+        free = shutil.disk_usage(existing).free
+    except OSError:
+        return  # the write itself will say what is wrong with the place
+    if need > free:
+        raise UsageError(
+            f"not enough free space in {folder}: {space_text(need, free)} ({fix_text})"
+        )
 
 
 def check_name(path: Path, flag: str) -> None:
