@@ -54,7 +54,7 @@ def test_a_truncated_box_is_made_again_whole_and_said(tmp_path: Path) -> None:
     said: list[str] = []
     assert ensure_synthetic_data(BOX, VAL_BOX, 0, tmp_path, say=said.append)[2] is False
     (line,) = said
-    assert f"tuneup's synthetic box in {train.parent}: train.h5 was cut short (" in line
+    assert f"the synthetic box in {train.parent}: train.h5 was cut short (" in line
     assert line.endswith("bytes): made it again")
     assert checksum(train) == whole  # the same bytes: the generator is deterministic
 
@@ -68,7 +68,7 @@ def test_a_box_corrupted_in_place_is_found_by_its_checksum(tmp_path: Path) -> No
     said: list[str] = []
     ensure_synthetic_data(BOX, VAL_BOX, 0, tmp_path, say=said.append)
     assert said == [
-        f"tuneup's synthetic box in {val.parent}: val.h5 was changed since it was made "
+        f"the synthetic box in {val.parent}: val.h5 was changed since it was made "
         "(its checksum differs): made it again"
     ]
     assert checksum(val) == whole

@@ -112,3 +112,23 @@ def test_the_app_without_a_terminal_says_so_and_exits_2(tmp_path: Path) -> None:
     (line,) = done.stderr.splitlines()
     assert "needs a terminal" in line and "standard input" in line and "tuneup probe" in line
     assert (tmp_path / "screen.txt").read_text() == ""  # no escape codes drawn into the file
+
+
+def test_the_app_drawing_into_a_file_says_so_and_exits_2(tmp_path: Path) -> None:
+    pytest.importorskip("textual")
+    pytest.importorskip("plotext")
+    keys, _ = os.openpty()  # a terminal to read keys from, but the screen goes to a file
+    with (tmp_path / "screen.txt").open("w") as screen:
+        done = subprocess.run(
+            tuneup("tui", "--trainer", "sim"),
+            stdin=keys,
+            stdout=subprocess.PIPE,
+            stderr=screen,
+            text=True,
+            env=env(tmp_path),
+            timeout=TIMEOUT_S,
+        )
+    assert done.returncode == 2
+    said = (tmp_path / "screen.txt").read_text()
+    assert "needs a terminal, and standard error is not one" in said
+    assert "\x1b[" not in said

@@ -58,10 +58,10 @@ def run_tui_command(
     if preset_name is not None:
         load_preset(preset_name)  # an unknown preset fails here, with the known names
     require_app("the full-screen app", "tuneup probe / tuneup monitor --once")
-    require_terminal(
+    require_terminal(  # Textual reads keys from stdin and draws on stderr
         "the full-screen app",
         "tuneup probe for the ladder without a screen",
-        [("standard input", sys.stdin), ("standard output", sys.stdout)],
+        [("standard input", sys.stdin), ("standard error", sys.stderr)],
     )
     from tuneup.tui.app import TuneupApp, replayed_gpus  # Textual: only once the app can run
 

@@ -61,7 +61,7 @@ def ensure_synthetic_data(
         if dali:  # so the data stage can probe DALI too
             mended += _mend_npy_copies((train, val), thorough)
     if mended and say is not None:
-        say(f"tuneup's synthetic box in {folder}: {', '.join(mended)}: made it again")
+        say(f"the synthetic box in {folder}: {', '.join(mended)}: made it again")
     return train, val, False
 
 
