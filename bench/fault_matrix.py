@@ -2,7 +2,8 @@
 
 Each row injects one fault for real (a small file system, a read-only bind mount, the
 data cache deleted, a truncated session.json, a SIGSTOP in a trial, a newline in --out,
-...), records the exit status and the line tuneup ended with, then applies the remedy
+a compile killed while it links, a pipe closed early: bench/_fault_rows_heal.py, ...),
+records the exit status and the line tuneup ended with, then applies the remedy
 the line names and records how many journaled probes the next run used again.
 
     python bench/fault_matrix.py --json bench/results/faults-after.json
@@ -398,6 +399,11 @@ def _bundled_preset() -> Path:
     return Path(__file__).resolve().parents[1] / "presets" / "cpu-smoke.yaml"
 
 
+# Issue 35's rows (tuneup's own files, exports, streams) use the harness above: one module
+# object for both, also when this file runs as a script.
+sys.modules.setdefault("fault_matrix", sys.modules[__name__])
+from _fault_rows_heal import HEAL_MOUNT_ROWS, HEAL_ROWS  # noqa: E402
+
 PLAIN_ROWS: dict[str, Callable[[Harness], dict[str, Any]]] = {
     "cache-deleted": cache_deleted,
     "all-contended": all_contended,
@@ -408,12 +414,14 @@ PLAIN_ROWS: dict[str, Callable[[Harness], dict[str, Any]]] = {
     "sigkill": sigkill_outside,
     "sigstop": sigstop_trial,
     "preset-moved": preset_moved,
+    **HEAL_ROWS,
 }
 MOUNT_ROWS: dict[str, Callable[[Harness], dict[str, Any]]] = {
     "disk-full-mid": disk_full_mid,
     "disk-full-start": disk_full_start,
     "readonly-mid": readonly_mid,
     "readonly-home": readonly_home,
+    **HEAL_MOUNT_ROWS,
 }
 
 

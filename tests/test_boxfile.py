@@ -98,7 +98,7 @@ def _mismatch(tmp: Path) -> Path:
         (_missing, ["data file not found", "tuneup data synth --out DIR", "train_path"]),
         (_folder, ["not a file"]),
         (_text, ["not an HDF5 file", "Nbody", "Hydro"]),
-        (_truncated, ["cannot read HDF5 file"]),
+        (_truncated, ["is cut short (4,096 of", "bytes)", "make it again"]),
         (_no_hydro, ["no dataset 'Hydro'", "it has: Nbody, density"]),
         (_group_not_dataset, ["no dataset 'Nbody'", "it has: Hydro, Nbody"]),
         (_rank, ["Nbody", "rank 3", "(4, L, L, L)"]),

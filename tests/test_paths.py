@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tuneup.cli import main
 from tuneup.errors import UsageError
-from tuneup.paths import output_file, output_folder, problem
+from tuneup.paths import StorageFault, output_file, output_folder, problem
+from tuneup.tuning.journal import ResultsDir
 
 
 def tuneup(*args: str) -> subprocess.CompletedProcess[str]:
@@ -91,3 +94,58 @@ def sim_session(tmp_path_factory: pytest.TempPathFactory) -> Path:
     done = tuneup("probe", "--trainer", "sim", "--out", str(out))
     assert done.returncode == 0, done.stderr
     return out
+
+
+def _full_disk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The disk fills while a file is written: its content reaches the disk cut short."""
+
+    def no_space(fd: int) -> None:
+        os.ftruncate(fd, 100)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("tuneup.paths.os.fsync", no_space)
+
+
+def test_an_export_onto_a_full_disk_leaves_the_earlier_one_whole(
+    sim_session: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    target = tmp_path / "job.sbatch"
+    assert main(["export", str(sim_session), "--format", "sbatch", "-o", str(target)]) == 0
+    earlier = target.read_text()
+    target.chmod(0o750)  # the user made it executable: a new export keeps that
+    _full_disk(monkeypatch)
+    capsys.readouterr()
+    assert main(["export", str(sim_session), "--format", "sbatch", "-o", str(target)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "no space left on the device" in line and "the earlier job.sbatch is unchanged" in line
+    assert target.read_text() == earlier
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["job.sbatch"]  # no temporary left
+    monkeypatch.undo()
+    assert main(["export", str(sim_session), "--format", "yaml", "-o", str(target)]) == 0
+    assert target.read_text() != earlier and target.stat().st_mode & 0o777 == 0o750
+
+
+def test_a_new_export_on_a_full_disk_is_not_left_empty(
+    sim_session: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    _full_disk(monkeypatch)
+    target = tmp_path / "tuned.yaml"
+    assert main(["export", str(sim_session), "--format", "yaml", "-o", str(target)]) == 2
+    assert "no file was made" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_apps_export_on_a_full_disk_keeps_the_earlier_files(
+    sim_session: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("textual")
+    from tuneup.tui.screens.results import export_all
+
+    folder = tmp_path / "session"
+    shutil.copytree(sim_session, folder)
+    values = ResultsDir(folder).summary().recommendation.values
+    before = {p: p.read_text() for p in export_all(values, folder)}
+    _full_disk(monkeypatch)
+    with pytest.raises(StorageFault, match="is unchanged"):
+        export_all({**values, "num_data_workers": 7}, folder)
+    assert {p: p.read_text() for p in before} == before

@@ -11,6 +11,7 @@ import h5py
 import numpy as np
 import pytest
 
+from tuneup import paths
 from tuneup.errors import UsageError
 from tuneup.unet import synth
 from tuneup.unet.boxfile import inspect_box
@@ -180,10 +181,11 @@ def test_unusable_output_folder_gives_one_line(tmp_path):
     assert "\n" not in str(info.value)
 
 
-def test_too_little_disk_space_gives_one_line(tmp_path, monkeypatch):
-    monkeypatch.setattr(synth.shutil, "disk_usage", lambda _: _Usage(free=1000))
-    with pytest.raises(UsageError, match="not enough free space"):
-        synthesize(tmp_path, box=16)
+def test_too_little_disk_space_gives_one_line_and_leaves_no_folder(tmp_path, monkeypatch):
+    monkeypatch.setattr(paths.shutil, "disk_usage", lambda _: _Usage(free=1000))
+    with pytest.raises(UsageError, match="not enough free space") as info:
+        synthesize(tmp_path / "data", box=16)
+    assert "need 288.0 KiB, have 1.0 KiB" in str(info.value) and "--out" in str(info.value)
     assert not list(tmp_path.iterdir())
 
 

@@ -28,6 +28,12 @@ class UsageError(Exception):
     exit_code: int = ExitCode.USAGE
 
 
+class DataFault(UsageError):
+    """A data file that cannot be read as the trainer needs it (gone, not HDF5, cut short,
+    the wrong layout): the line names the file and what is wrong with it. A probe that
+    fails with one blames the file, never the preset's config."""
+
+
 def did_you_mean(name: object, options: Iterable[object]) -> str:
     """The hint "did you mean 'x'? " when a close option exists, else "": the one way every
     error names a likely fix for a misspelt stage, preset, trainer, knob or key."""

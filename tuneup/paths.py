@@ -7,6 +7,10 @@ read-only folder, a path through a file, a name too long or a full disk reads
 the same everywhere: a UsageError (exit 2) naming the path,
 the flag and the fix.
 
+A file tuneup writes whole for the user (an export, the summary) goes through
+`atomic_write_text`: beside its target first, then renamed over it, so a failure
+leaves an earlier file whole and a new one never half-made, and says so.
+
 A write that fails later, wherever tuneup writes (the journal, the lock, the
 summary, an export, the metrics, the cache), goes through `writing`: a
 StorageFault (exit 2) in one line saying what could not be written and why,
@@ -16,8 +20,12 @@ same way, so none reaches the user as an internal error.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import secrets
+import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -138,6 +146,75 @@ def writing(path: Path, what: str, *, kept: str = "", then: str = "") -> Iterato
         if not is_storage_error(exc):
             raise
         raise storage_fault(path, exc, what, kept=kept, then=then) from None
+
+
+def atomic_write_text(path: Path, text: str, what: str, *, place: str = "") -> None:
+    """Write `text` as the file `path`, whole or not at all: into a temporary file beside
+    it, then renamed over it. A file there before keeps its permissions.
+
+    Args:
+        path: the file; a link is followed, so its target is replaced.
+        text: its whole content.
+        what: the file in words, e.g. "the export's file".
+        place: the flag or folder the user changes to write elsewhere (`fix`); none: the
+            line says to free some space or make the folder writable (`mend`).
+
+    Raises:
+        StorageFault: the storage refused it, in one line saying that the earlier file is
+            unchanged (or that none was made) and what to do.
+    """
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+    try:
+        before = target.stat().st_mode if target.exists() else None
+        # 0o666 less the umask, as a plain open would make it
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        if before is not None:
+            os.chmod(tmp, stat.S_IMODE(before))
+        os.replace(tmp, target)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        if not is_storage_error(exc):
+            raise
+        kept = f"the earlier {path.name} is unchanged" if path.exists() else "no file was made"
+        then = fix(exc, place) if place else f"{mend(exc, str(path.parent))}, then run again"
+        raise storage_fault(path, exc, what, kept=kept, then=then) from None
+
+
+def space_text(need: int, have: int) -> str:
+    """The space a write needs and the disk has ("need 12.4 MiB, have 3.1 MiB"), in one unit
+    and with as many decimals as it takes for the two to read differently."""
+    units = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
+    unit, scale = next(((u, s) for u, s in units if max(need, have) >= s), ("bytes", 1))
+    if scale > 1:
+        for decimals in (1, 2, 3):
+            shown = f"{need / scale:.{decimals}f}", f"{have / scale:.{decimals}f}"
+            if shown[0] != shown[1]:
+                return f"need {shown[0]} {unit}, have {shown[1]} {unit}"
+    return f"need {need:,} bytes, have {have:,} bytes"
+
+
+def require_space(folder: Path, need: int, fix_text: str) -> None:
+    """Refuse to make `need` bytes in `folder` (made or not yet) where its disk has less
+    free; nothing is created to find out.
+
+    Raises:
+        UsageError: "not enough free space in FOLDER: need X, have Y (`fix_text`)".
+    """
+    existing = next((p for p in (folder, *folder.parents) if p.exists()), Path("/"))
+    try:
+        free = shutil.disk_usage(existing).free
+    except OSError:
+        return  # the write itself will say what is wrong with the place
+    if need > free:
+        raise UsageError(
+            f"not enough free space in {folder}: {space_text(need, free)} ({fix_text})"
+        )
 
 
 def check_name(path: Path, flag: str) -> None:

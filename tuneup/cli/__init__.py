@@ -22,6 +22,7 @@ from tuneup.cli.session_args import _add_export, _add_probe, _add_profile, _add_
 from tuneup.cli.tool_args import _add_data, _add_doctor, _add_monitor, _add_plugins, _add_presets
 from tuneup.cli.tutorial_flags import _add_train, _train_overrides
 from tuneup.cluster.signals import Stopped
+from tuneup.cluster.streams import PIPE_EXIT, GuardedStream, guarded_streams
 from tuneup.errors import ExitCode, UsageError
 from tuneup.paths import is_storage_error, mend, storage_fault
 
@@ -52,8 +53,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `tuneup` command; returns the exit status."""
+    """Entry point of the `tuneup` command; returns the exit status.
+
+    A closed standard stream reads as /dev/null, stderr that goes away never stops the
+    work, and stdout's reader gone (`| head`) ends the command quietly with 141
+    (cluster/streams.py)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    with guarded_streams() as stdout:
+        try:
+            return _run(argv, stdout)
+        except (OSError, SystemExit):  # rich turns a broken pipe into SystemExit(1)
+            if stdout.gone:
+                return PIPE_EXIT
+            raise
+
+
+def _run(argv: list[str], stdout: GuardedStream) -> int:
     debug = "--debug" in argv
     try:
         parser = build_parser()
@@ -78,6 +93,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"tuneup: {exc}", file=sys.stderr)
         return exc.exit_code
     except OSError as exc:
+        if stdout.gone:  # the reader of the results went away: main ends quietly
+            raise
         if debug:
             traceback.print_exc()
         if is_storage_error(exc):  # a write the storage refused: its fix, not a traceback

@@ -5,9 +5,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from tuneup.errors import ExitCode, UsageError
+from tuneup.errors import ExitCode
 from tuneup.export.session import read_session_export, render_session, session_notes
-from tuneup.paths import output_file, problem
+from tuneup.paths import atomic_write_text, output_file
 from tuneup.tuning.journal import ResultsDir, quoted
 
 
@@ -29,9 +29,7 @@ def run_export_command(folder: Path, fmt: str, output: Path | None, edition: str
     if output is None:
         sys.stdout.write(text)
     else:
-        try:
-            output.write_text(text, encoding="utf-8")
-        except OSError as exc:  # the disk filled since the check, say
-            raise UsageError(problem(output, exc, "-o", "the export's file")) from None
+        # the disk may fill since the check: an earlier export there stays whole
+        atomic_write_text(output, text, "the export's file", place="-o")
         print(f"wrote {output}", file=sys.stderr)
     return ExitCode.OK

@@ -19,7 +19,7 @@ from typing import Any, TextIO
 from rich.console import Console
 
 from tuneup.cluster.job import read_job_env
-from tuneup.commands.app_deps import require_app
+from tuneup.commands.app_deps import require_app, require_terminal
 from tuneup.errors import ExitCode, UsageError
 from tuneup.hardware.backends import choose_backend
 from tuneup.hardware.devices import cuda_visible_devices
@@ -140,11 +140,11 @@ def run_monitor_command(
     _check_args(interval, record, replay, attach)
     if not (once or as_json):
         require_app("the full-screen monitor", "tuneup monitor --once / --json")
-        if not (out or sys.stdout).isatty():
-            raise UsageError(
-                "the live monitor needs a terminal, and standard output is not one: use "
-                "--once for one table or --json for JSON lines"
-            )
+        require_terminal(
+            "the live monitor",
+            "--once for one table or --json for JSON lines",
+            [("standard output", out or sys.stdout)],
+        )
     env = os.environ if environ is None else environ
     job = read_job_env(env)
     if backend is None:

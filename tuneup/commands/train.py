@@ -64,7 +64,9 @@ def _with_default_data(cfg: TrainConfig, synth: dict[str, Any], announce: bool) 
     if cfg.data_loader_config == "synthetic" or (cfg.train_path and cfg.val_path):
         return cfg
     box, val_box, seed = synth["box"], synth["val_box"], synth.get("seed", 0)
-    train, val, made = ensure_synthetic_data(box, val_box, seed, cache_dir())
+    train, val, made = ensure_synthetic_data(
+        box, val_box, seed, cache_dir(), say=lambda line: print(f"tuneup: {line}", file=sys.stderr)
+    )
     if made and announce:
         print(f"tuneup: made a synthetic {box}^3 box in {train.parent}", file=sys.stderr)
     cfg.train_path = cfg.train_path or str(train)

@@ -17,7 +17,7 @@ from typing import Any
 from tuneup.bundled import cache_dir
 from tuneup.cluster.job import JobEnv, read_job_env
 from tuneup.cluster.signals import StopSignals
-from tuneup.commands.app_deps import require_app
+from tuneup.commands.app_deps import require_app, require_terminal
 from tuneup.errors import ExitCode, UsageError
 from tuneup.hardware.backends import choose_backend
 from tuneup.hardware.devices import cuda_visible_devices
@@ -61,6 +61,11 @@ def run_tui_command(
     if preset_name is not None:
         load_preset(preset_name)  # an unknown preset fails here, with the known names
     require_app("the full-screen app", "tuneup probe / tuneup monitor --once")
+    require_terminal(  # Textual reads keys from stdin and draws on stderr
+        "the full-screen app",
+        "tuneup probe for the ladder without a screen",
+        [("standard input", sys.stdin), ("standard error", sys.stderr)],
+    )
     from tuneup.tui.app import TuneupApp, replayed_gpus  # Textual: only once the app can run
 
     machine = machine_info()

@@ -215,7 +215,7 @@ def base_values(preset: ProbePreset, trainer: str, data_path: Path | None) -> di
         from tuneup.unet.datacache import ensure_synthetic_data
 
         train, val, made = ensure_synthetic_data(
-            synth["box"], synth["val_box"], synth.get("seed", 0), cache_dir()
+            synth["box"], synth["val_box"], synth.get("seed", 0), cache_dir(), say=_say
         )
         if made:
             print(
@@ -223,6 +223,10 @@ def base_values(preset: ProbePreset, trainer: str, data_path: Path | None) -> di
             )
         values["train_path"], values["val_path"] = str(train), str(val)
     return values
+
+
+def _say(line: str) -> None:
+    print(f"tuneup: {line}", file=sys.stderr)
 
 
 def default_folder(

@@ -1,9 +1,8 @@
 """The data a ladder reads, checked before each probe: tuneup's own synthetic box made
-again when it went, a user's file gone ending the ladder with the way on."""
+again when it went or was damaged, a user's file gone ending the ladder with the way on."""
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,9 +20,9 @@ def data_keeper(
     """The check run before each probe that the data files it reads are still there.
 
     The synthetic box tuneup made in its cache is made again when it went (a cache
-    cleaned mid-ladder), and the check says so; a file of the user's that went ends the
-    ladder (DataGone: partial summary, and how to continue once it is back). None: the
-    trainer reads no files.
+    cleaned mid-ladder) or was damaged (cut short, changed since it was made), and the
+    check says so; a file of the user's that went ends the ladder (DataGone: partial
+    summary, and how to continue once it is back). None: the trainer reads no files.
     """
     if not load_trainer(trainer).data_files:
         return None
@@ -35,25 +34,33 @@ def data_keeper(
     ours = synth is not None and all(
         f.parent.parent == cache and f.parent.name.startswith("synth-") for f in files
     )
-    made: list[Path] = []
-    with contextlib.suppress(OSError):
-        made = sorted(p for p in files[0].parent.iterdir() if p.is_file()) if ours else []
 
     def check() -> str | None:
-        missing = [f for f in (made or files) if not f.is_file()]
+        if ours and synth is not None:
+            return _mend(synth, cache)
+        missing = [f for f in files if not f.is_file()]
         if not missing:
             return None
-        if ours and synth is not None:
-            from tuneup.unet.datacache import ensure_synthetic_data  # h5py: only now
-
-            ensure_synthetic_data(synth["box"], synth["val_box"], synth.get("seed", 0), cache)
-            return (
-                f"the synthetic box in {files[0].parent} was gone ({missing[0].name} and "
-                f"{len(missing) - 1} more deleted since the ladder began): made it again"
-            )
         raise DataGone(
             f"the data file {missing[0]} is gone (since the ladder began): put it back, then "
             f"continue with: tuneup probe --resume {quoted(folder)}"
         )
 
     return check
+
+
+def _mend(synth: dict[str, Any], cache: Path) -> str | None:
+    """tuneup's own box checked by size and time (a stat a file), made again where it went
+    or was damaged; what was done, in one line."""
+    from tuneup.unet.datacache import ensure_synthetic_data  # h5py: only with a box of ours
+
+    said: list[str] = []
+    train, _, made = ensure_synthetic_data(
+        synth["box"], synth["val_box"], synth.get("seed", 0), cache, thorough=False, say=said.append
+    )
+    if made:
+        return (
+            f"the synthetic box in {train.parent} was gone (deleted since the ladder began): "
+            "made it again"
+        )
+    return said[0] if said else None

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tuneup.errors import ExitCode, UsageError
+from tuneup.errors import DataFault, ExitCode, UsageError
 from tuneup.probe.types import BASELINE_STAGE, CONFIRM_STAGE, Candidate, ProbeResult, Status
 from tuneup.tuning.paired import PairedEvidence, PhaseNoise, Verdict
 
@@ -212,7 +212,10 @@ class BaselineFailed(UsageError):
 
     def __init__(self, result: ProbeResult) -> None:
         detail = f": {result.reason}" if result.reason else ""
-        if result.transient or result.status is Status.TIMEOUT:
+        if result.reason.startswith(f"{DataFault.__name__}:"):
+            # the line names the file and what is wrong with it: the config is not at fault
+            fix = "then run again"
+        elif result.transient or result.status is Status.TIMEOUT:
             # Not the config's fault as far as anyone can tell: not "bad input" either.
             self.exit_code = ExitCode.PROBE_FAILED
             fix = "check the node (`tuneup doctor`) and run again"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tuneup.config import TrainConfig, loader
-from tuneup.errors import UsageError
+from tuneup.errors import DataFault, UsageError
 
 
 def data_paths(cfg: TrainConfig) -> tuple[Path | None, Path | None]:
@@ -55,13 +55,18 @@ def _check_npy(cfg: TrainConfig) -> None:
     """DALI reads channels-last .npy copies: they must exist before a probe starts."""
     train_npy, val_npy = npy_copies(cfg)
     wanted = [train_npy] + ([val_npy] if cfg.Nsamples_val > 0 else [])
-    for data, label in wanted:
+    from tuneup.unet.npy import npy_damage  # numpy: only where DALI's copies are read
+
+    for (data, label), h5 in zip(wanted, data_paths(cfg), strict=False):
         for path in (data, label):
-            if path is not None and not path.is_file():
-                source = cfg.train_path or "FILE.h5"
-                raise UsageError(
-                    f"the dali loader reads channels-last .npy copies and {path} is missing: "
-                    f"make them with `tuneup data convert {source} --out {path.parent}`"
+            if path is None:
+                continue
+            why = "missing" if not path.is_file() else npy_damage(path)
+            if why:
+                source = h5 or cfg.train_path or "FILE.h5"
+                raise DataFault(
+                    f"the dali loader reads channels-last .npy copies and {path} is {why}: "
+                    f"make them again with `tuneup data convert {source} --out {path.parent}`"
                 )
 
 

@@ -12,19 +12,20 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-import shutil
 from pathlib import Path
 
 import h5py
 import numpy as np
 
 from tuneup.errors import UsageError
-from tuneup.paths import make_output_folder
+from tuneup.paths import make_output_folder, require_space
 from tuneup.unet.boxfile import DTYPE, HYDRO, NBODY, inspect_box
 
 # Voxels per channel in one slab (at least one plane of the box): a few MB per
 # slab, whatever L is.
 _SLAB_ELEMENTS = 2**16
+# What `tuneup data convert` users change when the place is full or cannot be written.
+FIX = "choose another --out"
 
 
 def npy_paths(h5_path: Path, out_dir: Path) -> tuple[Path, Path]:
@@ -38,12 +39,33 @@ def npy_paths(h5_path: Path, out_dir: Path) -> tuple[Path, Path]:
     return out_dir / f"{stem}_data.npy", out_dir / f"{stem}_label.npy"
 
 
+def npy_damage(path: Path) -> str:
+    """What is wrong with a .npy file, read from its header alone: "" when its header reads
+    and its size holds the array it declares; else not a .npy file, or cut short."""
+    try:
+        with Path(path).open("rb") as file:
+            version = np.lib.format.read_magic(file)
+            if version == (1, 0):
+                shape, _, dtype = np.lib.format.read_array_header_1_0(file)
+            else:
+                shape, _, dtype = np.lib.format.read_array_header_2_0(file)
+            need = file.tell() + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+            size = os.fstat(file.fileno()).st_size
+    except FileNotFoundError:
+        return "gone"
+    except (OSError, ValueError) as exc:
+        return f"not a .npy file ({_one_line(exc)})"
+    if size < need:
+        return f"cut short ({size:,} of {need:,} bytes)"
+    return ""
+
+
 def slab_rows(box: int) -> int:
     """Planes along the first spatial axis copied at a time, keeping a slab small."""
     return max(1, min(box, _SLAB_ELEMENTS // (box * box)))
 
 
-def convert_box(h5_path: Path, out_dir: Path) -> tuple[Path, Path]:
+def convert_box(h5_path: Path, out_dir: Path, *, fix: str = FIX) -> tuple[Path, Path]:
     """Write ``Nbody`` and ``Hydro`` of an HDF5 box as channels-last float32 ``.npy`` files.
 
     Each file is written under a temporary name beside its target and renamed
@@ -52,6 +74,7 @@ def convert_box(h5_path: Path, out_dir: Path) -> tuple[Path, Path]:
     Args:
         h5_path: HDF5 box with ``Nbody`` (4, L, L, L) and ``Hydro`` (5, L, L, L).
         out_dir: Folder for the outputs; created if missing.
+        fix: what the user does when the place is full or cannot be written.
 
     Returns:
         The paths of the ``(L, L, L, 4)`` input and ``(L, L, L, 5)`` target arrays.
@@ -61,22 +84,17 @@ def convert_box(h5_path: Path, out_dir: Path) -> tuple[Path, Path]:
     """
     info = inspect_box(Path(h5_path))
     out_dir = Path(out_dir)
-    make_output_folder(out_dir)
     need = (info.nbody_shape[0] + info.hydro_shape[0]) * info.box**3 * DTYPE.itemsize
-    free = shutil.disk_usage(out_dir).free
-    if need > free:
-        raise UsageError(
-            f"not enough free space in {out_dir}: need {need / 2**30:.2f} GiB, "
-            f"have {free / 2**30:.2f} GiB (choose another --out)"
-        )
+    require_space(out_dir, need, fix)  # before the folder: a full disk leaves none behind
+    make_output_folder(out_dir)
     data_path, label_path = npy_paths(info.path, out_dir)
     with h5py.File(info.path, "r") as f:
-        _write_channels_last(f[NBODY], data_path)
-        _write_channels_last(f[HYDRO], label_path)
+        _write_channels_last(f[NBODY], data_path, fix)
+        _write_channels_last(f[HYDRO], label_path, fix)
     return data_path, label_path
 
 
-def _write_channels_last(dataset: h5py.Dataset, path: Path) -> None:
+def _write_channels_last(dataset: h5py.Dataset, path: Path, fix: str) -> None:
     channels, box = int(dataset.shape[0]), int(dataset.shape[1])
     rows = slab_rows(box)
     tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
@@ -96,9 +114,7 @@ def _write_channels_last(dataset: h5py.Dataset, path: Path) -> None:
             del out  # close the map before the rename (needed on Windows)
         os.replace(tmp, path)
     except OSError as exc:
-        raise UsageError(
-            f"cannot write {path}: {_one_line(exc)} (choose a writable --out folder)"
-        ) from exc
+        raise UsageError(f"cannot write {path}: {_one_line(exc)} ({fix})") from exc
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()

@@ -22,7 +22,6 @@ import contextlib
 import math
 import os
 import secrets
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +30,7 @@ import h5py
 import numpy as np
 
 from tuneup.errors import UsageError
-from tuneup.paths import make_output_folder
+from tuneup.paths import make_output_folder, require_space
 from tuneup.unet.boxfile import DTYPE, HYDRO, HYDRO_CHANNELS, NBODY, NBODY_CHANNELS
 
 MIN_BOX = 16
@@ -50,6 +49,8 @@ _SLAB_ELEMENTS = 2**16
 # Targets are scaled inside (-1, 1) so the model's tanh output can reach them.
 _TARGET_SCALE = np.float32(0.98)
 _DENSITY_FLOOR = np.float32(1e-6)
+# What `tuneup data synth` users change when the place is full or cannot be written.
+FIX = "use a smaller --box/--val-box or another --out"
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,13 @@ def nbody_to_hydro(nbody: np.ndarray) -> np.ndarray:
 
 
 def write_box(
-    path: Path, box: int, seed: int, *, stream: int = 0, chunk: int | None = None
+    path: Path,
+    box: int,
+    seed: int,
+    *,
+    stream: int = 0,
+    chunk: int | None = None,
+    fix: str = "choose a writable --out folder",
 ) -> None:
     """Generate one box and write it as `Nbody` (4, L, L, L) and `Hydro` (5, L, L, L).
 
@@ -137,6 +144,7 @@ def write_box(
         stream: Independent random stream for this seed (train 0, validation 1).
         chunk: Slab thickness along axis 1, in voxels; default keeps a slab near
             2^16 voxels per channel (at least one row). Only memory and speed depend on it.
+        fix: what the user does when the file cannot be written.
 
     Raises:
         UsageError: box, seed or stream is invalid, or the file cannot be written.
@@ -172,14 +180,14 @@ def write_box(
                 hydro_ds[:, start:stop] = nbody_to_hydro(nbody)
         os.replace(tmp, path)
     except OSError as exc:
-        raise UsageError(_write_error(path, exc)) from exc
+        raise UsageError(f"cannot write {path}: {_one_line(exc)} ({fix})") from exc
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
 
 
 def synthesize(
-    out_dir: Path, box: int = 128, val_box: int | None = None, seed: int = 0
+    out_dir: Path, box: int = 128, val_box: int | None = None, seed: int = 0, *, fix: str = FIX
 ) -> SynthResult:
     """Write a training box and a validation box into a folder.
 
@@ -189,6 +197,8 @@ def synthesize(
         val_box: Side of the validation box; default `max(16, box // 2)`, the
             tutorial's ratio (1024 train, 512 validation).
         seed: Non-negative seed; train and validation use different streams of it.
+        fix: what the user does when the place is full or cannot be written (the default
+            names the command's flags; tuneup's cache names its variable).
 
     Returns:
         The paths, sizes and time taken.
@@ -203,19 +213,13 @@ def synthesize(
     _check_int("val_box", val_box, MIN_BOX, f"pass --val-box {MIN_BOX} or more")
     _check_int("seed", seed, 0, "pass --seed 0 or above")
     out_dir = Path(out_dir)
+    require_space(out_dir, box_bytes(box) + box_bytes(val_box), fix)  # before the folder
     make_output_folder(out_dir)
-    need = box_bytes(box) + box_bytes(val_box)
-    free = shutil.disk_usage(out_dir).free
-    if need > free:
-        raise UsageError(
-            f"not enough free space in {out_dir}: need {need / 2**30:.2f} GiB, "
-            f"have {free / 2**30:.2f} GiB (use a smaller --box/--val-box or another --out)"
-        )
     began = time.perf_counter()
     train_path = out_dir / "train.h5"
     val_path = out_dir / "val.h5"
-    write_box(train_path, box, seed, stream=TRAIN_STREAM)
-    write_box(val_path, val_box, seed, stream=VAL_STREAM)
+    write_box(train_path, box, seed, stream=TRAIN_STREAM, fix=fix)
+    write_box(val_path, val_box, seed, stream=VAL_STREAM, fix=fix)
     return SynthResult(
         train_path=train_path,
         val_path=val_path,
@@ -336,10 +340,6 @@ def _interpolate(x: np.ndarray, index: np.ndarray, weight: np.ndarray, axis: int
 def _check_int(name: str, value: object, minimum: int, fix: str) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise UsageError(f"{name} must be an integer of at least {minimum}, got {value!r} ({fix})")
-
-
-def _write_error(path: Path, exc: OSError) -> str:
-    return f"cannot write {path}: {_one_line(exc)} (choose a writable --out folder)"
 
 
 def _one_line(exc: BaseException) -> str:

@@ -54,6 +54,7 @@ from tuneup.probe.plan import ProbeSpec
 from tuneup.unet.distributed import destroy_process_group, dist_env_from, exit_skipping_teardown
 from tuneup.unet.flops import flops_per_sample, math_mode, peak_tflops
 from tuneup.unet.runtime import TF32_ENV, set_tf32_env
+from tuneup.worker.compile_cache import compile_cache_folders, mend_compile_cache, said
 from tuneup.worker.phases import Profiler, run_probe
 from tuneup.worker.profile import OFF_ENV as PROFILE_OFF_ENV
 from tuneup.worker.profile import STEPS as PROFILE_STEPS
@@ -224,6 +225,10 @@ def run(
     fault = fault_for(os.environ.get(FAULT_ENV, ""), cfg.to_dict(), env.rank)
     if fault:
         simulate_fault(fault)
+    if cfg.jit == "compile" and env.local_rank == 0:
+        removed = mend_compile_cache(compile_cache_folders(os.environ))
+        if removed:
+            print(said(removed), file=sys.stderr, flush=True)  # the probe's log
     try:
         with warnings.catch_warnings():
             if served is not None:  # TF32 off by the flags alone is this process's way

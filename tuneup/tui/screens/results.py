@@ -21,6 +21,7 @@ from textual.widgets import Button, Footer, Static
 from tuneup.errors import UsageError
 from tuneup.export.session import SessionExport, read_session_export, render_session
 from tuneup.export.slurm import hints_from_session
+from tuneup.paths import atomic_write_text
 from tuneup.probe.describe import sps_text
 from tuneup.probe.types import ProbeResult
 from tuneup.tui.screens.probe import ProbeScreen, Profiler
@@ -88,7 +89,7 @@ def export_all(
     for fmt in export.formats:
         name = export.file_name(fmt) or EXPORT_FILES.get(fmt, f"export.{fmt}")
         target = Path(folder) / name
-        target.write_text(render_session(export, fmt), encoding="utf-8")
+        atomic_write_text(target, render_session(export, fmt), "an export")
         written.append(target)
     return written
 

@@ -14,6 +14,7 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Footer, ProgressBar, RichLog, Static
 
+from tuneup.errors import UsageError
 from tuneup.probe.describe import result_line, session_ranks, sps_text
 from tuneup.probe.estimate import time_left_text
 from tuneup.probe.events import ErrorEvent, Event, StartEvent, TrialEvent, WarmupEvent
@@ -304,7 +305,12 @@ class TuneScreen(Screen[None]):
             return
         folder = self.driver.session.results.path
         hints = session_hints(folder)
-        self.exported = export_all(summary.recommendation.values, folder, hints)
+        try:
+            self.exported = export_all(summary.recommendation.values, folder, hints)
+        except (UsageError, OSError) as exc:  # a full disk, say: earlier exports stay whole
+            self.query_one(RichLog).write(f"tuneup: export failed: {exc}")
+            self.notify(str(exc), severity="error")
+            return
         for path in self.exported:
             self.query_one(RichLog).write(f"exported {path}")
 
