@@ -39,7 +39,7 @@ from tuneup.tuning.journal import SESSION, ResultsDir, folder_problem, quoted
 from tuneup.tuning.ladder_record import LadderRecord, machine_tag
 from tuneup.tuning.lock import LOCK_FILE, Owner, ResultsLock
 from tuneup.tuning.planner import plan_ladder
-from tuneup.tuning.preflight import loader_shm_problem
+from tuneup.tuning.preflight import loader_shm_problem, refuse_baseline
 from tuneup.tuning.request import SessionRequest
 from tuneup.tuning.session import ProbeSession
 from tuneup.tuning.stage_plans import shm_free_for, stage_plans
@@ -276,6 +276,14 @@ def assemble_new(
     notes.append(describe(job))
     notes += [f"warning: {w}" for w in preset_warnings(preset, machine)]
 
+    # before a synthetic box is made or a folder taken: what needs no data file
+    refuse_baseline(
+        load_trainer(trainer),
+        preset.source or preset.name,
+        preset.train,
+        plan.world_size,
+        data=False,
+    )
     results = ResultsDir(out or default_folder(preset.name, clock, simulated=simulated))
     if results.has_session():
         raise _already_a_session(results.path)
@@ -365,8 +373,17 @@ def build_session(
     problem = loader_shm_problem(base, machine.ranks_per_node, shm_free)
     if problem is not None:
         raise UsageError(f"the baseline's loader cannot run here: {problem}")
-    phases = load_trainer(trainer).phases
-    plans = stage_plans(stages, machine, base, preset, shm_free=shm_free, phases=phases)
+    adapter = load_trainer(trainer)
+    refuse_baseline(adapter, preset.source or preset.name, base, machine.world_size, data=True)
+    plans = stage_plans(
+        stages,
+        machine,
+        base,
+        preset,
+        shm_free=shm_free,
+        phases=adapter.phases,
+        refusal=adapter.refusal,
+    )
     record = LadderRecord(cache_dir())
     shares = not fresh_processes and machine.world_size == 1
     limit = time_limit(time_budget_s, job.seconds_left() if job.end_time is not None else None)
