@@ -42,6 +42,7 @@ from tuneup.tuning.planner import plan_ladder
 from tuneup.tuning.preflight import loader_shm_problem, refuse_baseline
 from tuneup.tuning.request import SessionRequest
 from tuneup.tuning.session import ProbeSession
+from tuneup.tuning.setting import Setting, read_setting
 from tuneup.tuning.stage_plans import shm_free_for, stage_plans
 from tuneup.tuning.time_left import prior_costs, stage_shapes
 
@@ -368,6 +369,8 @@ def build_session(
     monotonic: Callable[[], float] = time.monotonic,
     made_folder: bool = False,
     retry_failed: bool = False,
+    setting: Setting | None = None,
+    baseline_again: str = "",
 ) -> AssembledSession:
     shm_free = shm_free_for(trainer)  # the U-Net's loader workers pass batches through it
     problem = loader_shm_problem(base, machine.ranks_per_node, shm_free)
@@ -427,6 +430,8 @@ def build_session(
         monotonic=monotonic,
         data_check=data_keeper(preset, trainer, base, results.path),
         retry_failed=retry_failed,
+        setting=setting or read_setting(machine, preset.document),
+        baseline_again=baseline_again,
     )
     return AssembledSession(
         session, engine, results, lock, resumed, notes, alerts, made_folder=made_folder

@@ -224,6 +224,11 @@ class ResultsDir:
             self._write_json(SESSION, session)
         return kept
 
+    def update_session(self, changes: dict[str, Any]) -> None:
+        """Rewrite session.json with `changes` (a resume's new setting), whole or not at all."""
+        with self.storing(SESSION, "the session record"):
+            self._write_json(SESSION, {**self.session(), **changes})
+
     def append(self, result: ProbeResult) -> None:
         """Journal one finished probe: one line, flushed and synced before returning."""
         line = json.dumps(_finite(result.to_journal()), allow_nan=False, default=_plain) + "\n"

@@ -37,6 +37,7 @@ from tuneup.tuning.control import Reporter
 from tuneup.tuning.engine import build_engine
 from tuneup.tuning.journal import JOURNAL, SESSION, ResultsDir, SessionLost, quoted
 from tuneup.tuning.lock import ResultsLock
+from tuneup.tuning.setting import SETTING, differences, read_setting
 
 
 def assemble_resume(
@@ -98,6 +99,9 @@ def assemble_resume(
         if base is None:
             base = base_values(preset, trainer, None)
         recorded_stages = tuple(info.get("stages") or preset.stages)
+        setting = read_setting(machine, preset.document)
+        changes = differences(info.get(SETTING), setting)
+        alerts += changed_lines(changes, request.accept_changes)
         return build_session(
             preset=preset,
             trainer=trainer,
@@ -119,10 +123,33 @@ def assemble_resume(
             alerts=alerts,
             time_budget_s=request.time_budget_s,
             retry_failed=request.retry_failed,
+            setting=setting,
+            baseline_again=""
+            if request.accept_changes or not changes
+            else f"the setting changed: {'; '.join(changes)}",
         )
     except BaseException:
         lock.release()
         raise
+
+
+def changed_lines(changes: list[str], accepted: bool) -> list[str]:
+    """What a resume says of a setting that changed since the session ran: one line per
+    difference, then what it does about them."""
+    if not changes:
+        return []
+    lines = [f"since this session ran: {change}" for change in changes]
+    if accepted:
+        lines.append(
+            "going on with the journaled baseline (--accept-changes): new probes are compared "
+            "with figures measured in the setting before"
+        )
+    else:
+        lines.append(
+            "the baseline is measured again in this setting, and the new probes compare "
+            "against it (--accept-changes keeps the journaled one)"
+        )
+    return lines
 
 
 def _recover(results: ResultsDir, previous_owner: str | None) -> list[str]:

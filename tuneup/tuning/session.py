@@ -58,6 +58,7 @@ from tuneup.tuning.planner import LadderPlan
 from tuneup.tuning.scaling_report import scaling_summary
 from tuneup.tuning.search import partial_outcome, staged_search
 from tuneup.tuning.search_records import SearchOutcome, SearchProgress, StageCut, StagePlan
+from tuneup.tuning.setting import SETTING, SETTINGS_BEFORE, Setting
 from tuneup.tuning.summary_document import summary_dict
 from tuneup.tuning.time_left import LadderClock
 
@@ -111,6 +112,12 @@ class ProbeSession:
     # On a resume: measure again every journaled failure (measure_again); else only those
     # whose cause may be gone.
     retry_failed: bool = False
+    # The machine and software it measures in (tuneup.tuning.setting), recorded in
+    # session.json and stamped on each probe; None: not recorded.
+    setting: Setting | None = None
+    # On a resume in another setting than the recorded one: why (its differences); the
+    # journaled baseline is then measured again. "": replayed as it was.
+    baseline_again: str = ""
     _journaled: dict[tuple[str, str], list[ProbeResult]] = field(default_factory=dict)
     _served: Counter = field(default_factory=Counter)
     # Journaled probes measured again on this resume, by place: why, in order
@@ -162,6 +169,8 @@ class ProbeSession:
             "tuneup_version": __version__,
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
+        if self.setting is not None:
+            info[SETTING] = self.setting.to_dict()
         section = self.preset.sections.get(self.trainer)
         if section is not None and self.trainer not in info:  # the trainer's, as measured
             info[self.trainer] = dict(section)
@@ -179,7 +188,8 @@ class ProbeSession:
                         "start a new session with --out)"
                     )
             self.results.repair()
-            replay = replay_plan(self.results.results(), self.retry_failed)
+            self._record_setting(previous)
+            replay = replay_plan(self.results.results(), self.retry_failed, self.baseline_again)
             self._journaled, self._replacing = replay.journaled, replay.replacing
             note = replay.note(self.retry_failed)
             if note:
@@ -195,6 +205,20 @@ class ProbeSession:
             self._say_time_left(None)
         if self.sampler is not None:
             self.sampler.start()
+
+    def _record_setting(self, previous: dict[str, Any]) -> None:
+        """session.json's setting becomes this resume's (the one before kept in its
+        history), so the next resume compares against the setting it continues in."""
+        if self.setting is None or previous.get(SETTING) == self.setting.to_dict():
+            return
+        before = previous.get(SETTING)
+        history = list(previous.get(SETTINGS_BEFORE) or [])
+        self.results.update_session(
+            {
+                SETTING: self.setting.to_dict(),
+                SETTINGS_BEFORE: history + ([before] if isinstance(before, dict) else []),
+            }
+        )
 
     def _note(self, line: str) -> None:
         """A line for the user, where the front end has a place for one."""
@@ -274,6 +298,8 @@ class ProbeSession:
             result = self.backend(stage, candidate, values)
         if self.stop_requested() or self.control.stopped:
             raise SessionInterrupted  # the probe was cut short: not journaled
+        if self.setting is not None:
+            result = replace(result, setting=self.setting.digest())
         if result.ranks == 1 and not result.rank_sps:
             # A backend that does not report ranks (a failed launch, a plain command):
             # journal what was asked for, so a resume finds this probe again.
