@@ -21,6 +21,7 @@ from typing import Any
 from tuneup.hardware.machine import torch_build
 from tuneup.hardware.nvml import read_driver_facts
 from tuneup.hardware.types import MachineInfo
+from tuneup.tuning.journal_check import SESSION_ID
 
 SETTING = "setting"
 """session.json's key for the setting the session measures in."""
@@ -136,3 +137,18 @@ def read_setting(
         cuda=cuda,
         preset=preset_digest(preset_document),
     )
+
+
+def record_changes(previous: Mapping[str, Any], now: Setting, session_id: str) -> dict[str, Any]:
+    """What a resume changes in session.json: the setting becomes its own (the one before
+    kept in `settings_before`), so the next resume compares against the setting it goes on
+    in; an older session.json gets the id its new probes carry. {}: nothing."""
+    changes: dict[str, Any] = {}
+    if previous.get(SESSION_ID) != session_id:
+        changes[SESSION_ID] = session_id
+    if previous.get(SETTING) != now.to_dict():
+        before = previous.get(SETTING)
+        history = list(previous.get(SETTINGS_BEFORE) or [])
+        changes[SETTING] = now.to_dict()
+        changes[SETTINGS_BEFORE] = history + ([before] if isinstance(before, Mapping) else [])
+    return changes
