@@ -9,20 +9,66 @@ package of its own (tuneup_plugins.command).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
+from tuneup.bundled import cache_dir
+from tuneup.config import TrainConfig, build_config, loader
+from tuneup.errors import UsageError
 from tuneup.probe.estimate import StepModel
 from tuneup.probe.types import PHASES
 from tuneup.trainers.adapters import TrainerAdapter, TrainerContext
 from tuneup.trainers.backends import Backend, WorkerBackend
+from tuneup.unet.datacheck import data_paths
+from tuneup.unet.refusals import config_problem
 
 from .sim import SimCosts
 from .sim import SimTrainer as Surface
 
 
+def _unet_refusal(values: Mapping[str, Any], world_size: int, box: int | None = None) -> str | None:
+    """What `tuneup train` would refuse of `values` (tuneup.unet.refusals), before a probe."""
+    try:
+        cfg = build_config(dict(values), source="the probe config")
+    except UsageError as exc:
+        return str(exc)
+    return config_problem(cfg, world_size, box)
+
+
+def _user_box(values: Mapping[str, Any]) -> int | None:
+    """The side of the user's training box, read from its file's header; None where the
+    loader reads no file, or the file is tuneup's own synthetic box (made again, if damaged,
+    by the data check) or not there (the data check says what to do).
+
+    Raises:
+        UsageError: the file is there but not a box the trainer reads.
+    """
+    cfg: TrainConfig = build_config(dict(values), source="the probe config")
+    path, _val = data_paths(cfg)
+    if not loader(cfg.data_loader_config).reads_files or path is None:
+        return None
+    if not path.is_file() or path.resolve().is_relative_to(cache_dir().resolve()):
+        return None
+    from tuneup.unet.boxfile import inspect_box  # h5py: only where a user's file is read
+
+    return inspect_box(path).box
+
+
 @dataclass(frozen=True)
 class UnetTrainer(TrainerAdapter):
     """The tutorial's 3D U-Net, trained by `python -m tuneup.worker` in a child per probe."""
+
+    def refusal(
+        self, values: Mapping[str, Any], world_size: int, *, data: bool = False
+    ) -> str | None:
+        problem = _unet_refusal(values, world_size)
+        if problem is not None or not data:
+            return problem
+        try:
+            return _unet_refusal(values, world_size, _user_box(values))
+        except UsageError as exc:
+            return str(exc)
 
     def backend(self, ctx: TrainerContext) -> Backend:
         return WorkerBackend(
@@ -41,8 +87,14 @@ class UnetTrainer(TrainerAdapter):
 class SimTrainer(TrainerAdapter):
     """A synthetic response surface shaped like the tutorial's figures: no GPU, no child.
 
-    It simulates as many ranks as the session's launch plan runs (--nproc x --nodes).
+    It simulates as many ranks as the session's launch plan runs (--nproc x --nodes), and
+    refuses what the U-Net's trainer refuses (it reads no files).
     """
+
+    def refusal(
+        self, values: Mapping[str, Any], world_size: int, *, data: bool = False
+    ) -> str | None:
+        return _unet_refusal(values, world_size)
 
     def backend(self, ctx: TrainerContext) -> Backend:
         return Surface(seed=ctx.seed, world_size=ctx.world_size, budget=ctx.budget)

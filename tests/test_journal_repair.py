@@ -25,7 +25,12 @@ def test_a_torn_last_line_is_dropped_and_said(tmp_path: Path) -> None:
     assert (tmp_path / JOURNAL).read_text() == line("baseline", 1.0) + "\n"
     (note,) = report.notes(tmp_path)
     assert "dropped its last line, cut short" in note and DAMAGED in note
-    assert (tmp_path / DAMAGED).read_text() == line("baseline", 2.0)[:25] + "\n"
+    (moved,) = [json.loads(x) for x in (tmp_path / DAMAGED).read_text().splitlines()]
+    assert moved == {
+        "line": 2,
+        "why": "cut short while being written",
+        "text": line("baseline", 2.0)[:25],
+    }
 
 
 def test_a_damaged_middle_line_is_moved_aside_and_the_rest_kept_in_order(tmp_path: Path) -> None:
@@ -40,7 +45,9 @@ def test_a_damaged_middle_line_is_moved_aside_and_the_rest_kept_in_order(tmp_pat
     notes = report.notes(tmp_path)
     assert "line 2 could not be read (not JSON" in notes[0]
     assert "line 4 could not be read (no 'status' field)" in notes[1]
-    assert (tmp_path / DAMAGED).read_text().splitlines() == [lines[1], lines[3]]
+    moved = [json.loads(x) for x in (tmp_path / DAMAGED).read_text().splitlines()]
+    assert [m["text"] for m in moved] == [lines[1], lines[3]]  # as they were, with why
+    assert [m["line"] for m in moved] == [2, 4] and "no 'status' field" in moved[1]["why"]
 
 
 def test_a_whole_last_line_without_its_newline_is_kept(tmp_path: Path) -> None:

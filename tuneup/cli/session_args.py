@@ -92,7 +92,7 @@ def _add_probe(commands: argparse._SubParsersAction) -> None:
         action="store_true",
         help="end with a table of every probe too, not only one row per decision",
     )
-    add_arguments(probe, ("fresh_processes", "time_budget_s", "retry_failed"))
+    add_arguments(probe, ("fresh_processes", "time_budget_s", "retry_failed", "accept_changes"))
     probe.set_defaults(handler=_run_probe)
 
 
@@ -132,6 +132,11 @@ def _run_probe(args: argparse.Namespace) -> int:
 
     if args.retry_failed and args.resume is None:
         raise UsageError("--retry-failed measures a resumed session's failures: add --resume DIR")
+    if args.accept_changes and args.resume is None:
+        raise UsageError(
+            "--accept-changes keeps a resumed session's baseline on a changed machine: add "
+            "--resume DIR"
+        )
     if args.resume is not None and args.out is not None:
         raise UsageError("--resume continues DIR in place: leave out --out")
     request = from_arguments(args)

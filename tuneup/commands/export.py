@@ -7,13 +7,17 @@ from pathlib import Path
 
 from tuneup.errors import ExitCode
 from tuneup.export.session import read_session_export, render_session, session_notes
+from tuneup.hardware.machine import machine_info
 from tuneup.paths import atomic_write_text, output_file
 from tuneup.tuning.journal import ResultsDir, quoted
+from tuneup.tuning.rebuild import readable_summary
 
 
 def run_export_command(folder: Path, fmt: str, output: Path | None, edition: str = "sc22") -> int:
     if output is not None:
         output_file(output, "-o", "the export's file")  # before any work
+    for line in readable_summary(folder, machine_info):  # a damaged one rebuilt, said
+        print(f"tuneup: note: {line}", file=sys.stderr)
     export = read_session_export(folder)
     text = render_session(export, fmt, edition)
     for note in session_notes(export, fmt):  # in the file too, where its format allows

@@ -10,8 +10,10 @@ nothing but parent packages. Every probe of the machine is injectable for tests.
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import importlib.util
 import os
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -55,6 +57,29 @@ def torch_has_cuda(find_spec: Callable[[str], Any] = importlib.util.find_spec) -
     return any(
         p.name.startswith(("libtorch_cuda", "torch_cuda")) for p in (folder / "lib").iterdir()
     )
+
+
+_TORCH_CUDA = re.compile(r"^cuda\b[^=]*=\s*['\"]([^'\"]+)['\"]", re.MULTILINE)
+
+
+def torch_build(
+    find_spec: Callable[[str], Any] = importlib.util.find_spec,
+    version: Callable[[str], str] = importlib.metadata.version,
+) -> tuple[str | None, str | None]:
+    """The installed torch's version and the CUDA it was built for, read from its package
+    metadata and its `version.py` without importing it; None where not found (a CPU build
+    has no CUDA)."""
+    try:
+        release: str | None = version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        release = None
+    folder = _spec_folder("torch", find_spec)
+    try:
+        text = (folder / "version.py").read_text(encoding="utf-8") if folder else ""
+    except OSError:
+        text = ""
+    found = _TORCH_CUDA.search(text)
+    return release, found.group(1) if found else None
 
 
 def apex_fused_adam_available(find_spec: Callable[[str], Any] = importlib.util.find_spec) -> bool:

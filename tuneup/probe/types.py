@@ -7,7 +7,11 @@ through JSON (the worker's events, the journal).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
+import math
+import types
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -207,6 +211,13 @@ class ProbeResult:
     # and idle time, the top operators, TFLOP/s and MFU, the trace's file name). Empty:
     # not profiled.
     profile: dict[str, Any] = field(default_factory=dict)
+    # The setting it was measured in (tuneup.tuning.setting: CPUs, threads, GPUs, driver,
+    # torch), as a digest: a resume on a changed machine measures the baseline again, and
+    # those probes take the place of the ones of another setting. "": not recorded.
+    setting: str = ""
+    # The session it was measured in (session.json's `id`): a line of another session's
+    # journal is told apart. "": not recorded (an older probe).
+    session: str = ""
 
     @property
     def ok(self) -> bool:
@@ -246,12 +257,104 @@ class ProbeResult:
 
     @classmethod
     def from_journal(cls, data: dict[str, Any]) -> ProbeResult:
-        known = {f.name for f in dataclasses.fields(cls)}
-        values = {k: v for k, v in data.items() if k in known}
+        """A journal line as a result, each field checked against its declared type (a
+        null number is a NaN or an infinity as journaled; a field this tuneup does not
+        know, a newer one's, is left out).
+
+        Raises:
+            KeyError: a field every line has is missing.
+            TypeError: a field of the wrong kind, named with the kind it must be.
+            ValueError: a status tuneup does not know.
+        """
+        hints = _journal_hints()
+        values = {k: v for k, v in data.items() if k in hints}
+        for name in ("status", "stage", "variant", "config"):
+            if name not in values:
+                raise KeyError(name)
+        for name, value in values.items():
+            if not _fits(value, hints[name]):
+                raise TypeError(f"{name} is {_json_kind(value)}, not {_kind_of(hints[name])}")
+            values[name] = _restored(value, hints[name])
+        if values.get("wall_s") is None:  # a NaN as journaled: unknown, as an older line's
+            values.pop("wall_s", None)
         values["status"] = Status(values["status"])
         if isinstance(values.get("contention"), dict):
             values["contention"] = Contention.from_dict(values["contention"])
         return cls(**values)
+
+
+@functools.cache
+def _journal_hints() -> dict[str, Any]:
+    return typing.get_type_hints(ProbeResult)
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    """Whether a JSON value is of the declared type `hint` (a number may be null: the
+    journal writes a NaN or an infinity so)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return True
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, arg) for arg in args)
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+    if hint is str:
+        return isinstance(value, str)
+    if hint is Status:
+        return value in {s.value for s in Status}
+    if origin is list:
+        return isinstance(value, list) and all(_fits(v, args[0]) for v in value)
+    if origin is dict:
+        return isinstance(value, dict) and all(
+            isinstance(k, str) and _fits(v, args[1]) for k, v in value.items()
+        )
+    if dataclasses.is_dataclass(hint):
+        known = typing.get_type_hints(hint)
+        return isinstance(value, dict) and all(
+            _fits(v, known[k]) for k, v in value.items() if k in known
+        )
+    return True
+
+
+def _restored(value: Any, hint: Any) -> Any:
+    """Numbers the journal wrote as null (a NaN or infinity) in a list of numbers, as NaNs
+    again (the statistics pass over them)."""
+    if typing.get_origin(hint) is list and typing.get_args(hint)[0] is float:
+        return [math.nan if v is None else v for v in value]
+    return value
+
+
+def _kind_of(hint: Any) -> str:
+    """A declared type in words, for the line that says a field is of the wrong kind."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_kind_of(a) for a in args)
+    if origin is list:
+        return f"a list of {_kind_of(args[0]).removeprefix('a ')}s"
+    if origin is dict:
+        return "a mapping"
+    if hint is Status:
+        return "a status (" + ", ".join(s.value for s in Status) + ")"
+    names = {bool: "true or false", int: "a whole number", float: "a number", str: "text"}
+    return names.get(hint, "null" if hint is type(None) else "a mapping")
+
+
+def _json_kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"{str(value).lower()}"
+    if isinstance(value, (int, float)):
+        return f"the number {value}"
+    if isinstance(value, str):
+        return f"the text {value[:40]!r}"
+    return "a list" if isinstance(value, list) else "a mapping"
 
 
 @dataclass(frozen=True)

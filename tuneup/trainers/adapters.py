@@ -155,6 +155,19 @@ class TrainerAdapter:
         """
         raise NotImplementedError(f"trainer {self.name!r} does not implement backend()")
 
+    def refusal(
+        self, values: Mapping[str, Any], world_size: int, *, data: bool = False
+    ) -> str | None:
+        """Why this trainer would refuse to train `values` on `world_size` ranks, in one
+        line with the fix; None when it would start (the default: it refuses nothing).
+
+        A session asks it of its baseline before the first probe (a refusal is the
+        session's one-line error, exit 2) and of each candidate (not tried, and said),
+        so a config the trainer refuses costs no probe and is never recommended. With
+        `data` (the baseline's question) it may read the data files the values name.
+        """
+        return None
+
     def check_section(self, data: Any) -> list[str]:
         """Every problem with this trainer's preset section, one line each ([] when sound).
 

@@ -36,12 +36,15 @@ from tuneup.tuning.control import Reporter, SilentReporter
 from tuneup.tuning.datakeep import data_keeper
 from tuneup.tuning.engine import Engine, build_engine
 from tuneup.tuning.journal import SESSION, ResultsDir, folder_problem, quoted
+from tuneup.tuning.journal_check import new_session_id
 from tuneup.tuning.ladder_record import LadderRecord, machine_tag
 from tuneup.tuning.lock import LOCK_FILE, Owner, ResultsLock
 from tuneup.tuning.planner import plan_ladder
-from tuneup.tuning.preflight import loader_shm_problem
+from tuneup.tuning.preflight import loader_shm_problem, refuse_baseline
 from tuneup.tuning.request import SessionRequest
+from tuneup.tuning.search_records import StagePlan
 from tuneup.tuning.session import ProbeSession
+from tuneup.tuning.setting import Setting, read_setting
 from tuneup.tuning.stage_plans import shm_free_for, stage_plans
 from tuneup.tuning.time_left import prior_costs, stage_shapes
 
@@ -280,15 +283,11 @@ def assemble_new(
     notes.append(describe(job))
     notes += [f"warning: {w}" for w in preset_warnings(preset, machine)]
 
+    # before a synthetic box is made or a folder taken: what needs no data file
+    label = preset.source or preset.name
+    refuse_baseline(load_trainer(trainer), label, preset.train, plan.world_size, data=False)
     results = ResultsDir(out or default_folder(preset.name, clock, simulated=simulated))
-    if results.has_session():
-        raise _already_a_session(results.path)
-    if results.has_journal():
-        raise _a_journal_without_session(results.path)
-    existed = True
-    with contextlib.suppress(OSError):  # a name too long, say: prepare() says what is wrong
-        existed = results.path.exists()
-    results.prepare()
+    existed = _new_folder(results)
     lock = ResultsLock(results.path)
     try:
         take_lock(lock, results, resumed=False)
@@ -317,12 +316,30 @@ def assemble_new(
             time_budget_s=request.time_budget_s,
             monotonic=monotonic,
             made_folder=not existed,
+            setting=read_setting(machine, preset.document),
         )
     except BaseException:
         lock.release()  # nothing to give back when taking it failed
         if not existed:
             discard_if_empty(results.path)
         raise
+
+
+def _new_folder(results: ResultsDir) -> bool:
+    """Make a new session's folder, refused where one is there already; whether it existed.
+
+    Raises:
+        UsageError: the folder holds a session, or a journal, or cannot be made.
+    """
+    if results.has_session():
+        raise _already_a_session(results.path)
+    if results.has_journal():
+        raise _a_journal_without_session(results.path)
+    existed = True
+    with contextlib.suppress(OSError):  # a name too long, say: prepare() says what is wrong
+        existed = results.path.exists()
+    results.prepare()
+    return existed
 
 
 def _a_journal_without_session(folder: Path) -> UsageError:
@@ -337,6 +354,37 @@ def _already_a_session(folder: Path) -> UsageError:
     return UsageError(
         f"{folder} already holds a tuneup session: continue it with "
         f"`tuneup probe --resume {quoted(folder)}`, or give a new folder with --out"
+    )
+
+
+def checked_plans(
+    trainer: str,
+    stages: tuple[str, ...],
+    machine: MachineInfo,
+    base: dict[str, Any],
+    preset: ProbePreset,
+) -> list[StagePlan]:
+    """The ladder's stage plans, once the baseline passed what would kill it for certain
+    (its loader workers in /dev/shm) and what its trainer would refuse; a stage's candidates
+    that would fail either are not tried.
+
+    Raises:
+        UsageError: the baseline fails one of them, in one line with the fix.
+    """
+    shm_free = shm_free_for(trainer)  # the U-Net's loader workers pass batches through it
+    problem = loader_shm_problem(base, machine.ranks_per_node, shm_free)
+    if problem is not None:
+        raise UsageError(f"the baseline's loader cannot run here: {problem}")
+    adapter = load_trainer(trainer)
+    refuse_baseline(adapter, preset.source or preset.name, base, machine.world_size, data=True)
+    return stage_plans(
+        stages,
+        machine,
+        base,
+        preset,
+        shm_free=shm_free,
+        phases=adapter.phases,
+        refusal=adapter.refusal,
     )
 
 
@@ -364,14 +412,13 @@ def build_session(
     monotonic: Callable[[], float] = time.monotonic,
     made_folder: bool = False,
     retry_failed: bool = False,
+    setting: Setting | None = None,
+    baseline_again: str = "",
+    session_id: str = "",
+    keep_costs: bool = True,
 ) -> AssembledSession:
-    shm_free = shm_free_for(trainer)  # the U-Net's loader workers pass batches through it
-    problem = loader_shm_problem(base, machine.ranks_per_node, shm_free)
-    if problem is not None:
-        raise UsageError(f"the baseline's loader cannot run here: {problem}")
-    phases = load_trainer(trainer).phases
-    plans = stage_plans(stages, machine, base, preset, shm_free=shm_free, phases=phases)
-    record = LadderRecord(cache_dir())
+    plans = checked_plans(trainer, stages, machine, base, preset)
+    record = LadderRecord(cache_dir()) if keep_costs else None
     shares = not fresh_processes and machine.world_size == 1
     limit = time_limit(time_budget_s, job.seconds_left() if job.end_time is not None else None)
     costs, habits, _basis = prior_costs(trainer, preset, machine_tag(machine), record, shares)
@@ -414,6 +461,9 @@ def build_session(
         monotonic=monotonic,
         data_check=data_keeper(preset, trainer, base, results.path),
         retry_failed=retry_failed,
+        setting=setting,
+        baseline_again=baseline_again,
+        session_id=session_id or new_session_id(),
     )
     return AssembledSession(
         session, engine, results, lock, resumed, notes, alerts, made_folder=made_folder

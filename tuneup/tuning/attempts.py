@@ -66,6 +66,8 @@ class Replay:
     replacing: dict[Place, list[str]] = field(default_factory=dict)
     again: list[str] = field(default_factory=list)
     failures_kept: bool = False  # failures replayed as they were
+    baselines_again: int = 0  # journaled baselines measured again in a changed setting (the
+    # resume's alert says so)
 
     def note(self, retry_all: bool) -> str:
         """The line that says so ("" when nothing is measured again and none is kept)."""
@@ -82,19 +84,21 @@ class Replay:
         return ""
 
 
-def replay_plan(results: list[ProbeResult], retry_all: bool) -> Replay:
+def replay_plan(results: list[ProbeResult], retry_all: bool, changed: str = "") -> Replay:
     """The journal's probes (`results`, in order) as a resume replays them.
 
     A failed attempt that was run again at once (`retried`) is skipped; a probe measured
-    again on an earlier resume (`replaces`) takes its failure's place; the probes to
-    measure again now (measure_again) are left out of the replay, with why.
+    again on an earlier resume (`replaces`) takes its failure's place, else that of a
+    probe measured in another setting (the machine changed: `ProbeResult.setting`); the
+    probes to measure again now (measure_again, and with `changed`, why the setting
+    differs, the baseline's) are left out of the replay, with why.
     """
     replay = Replay()
     for result in results:
         if result.retried:  # a failed attempt the next line of its probe replaces
             continue
         found = replay.journaled.setdefault(place_of(result.stage, result.config, result.ranks), [])
-        spot = next((i for i, r in enumerate(found) if not ran_uncontended(r)), None)
+        spot = _replaced(found, result)
         if result.replaces and spot is not None:
             found[spot] = result  # measured again on an earlier resume: in the failure's place
         else:
@@ -103,6 +107,10 @@ def replay_plan(results: list[ProbeResult], retry_all: bool) -> Replay:
         keep = []
         for result in found:
             why = measure_again(result, retry_all)
+            if changed and result.stage == BASELINE_STAGE and not why:
+                replay.replacing.setdefault(place, []).append(changed)
+                replay.baselines_again += 1
+                continue
             if why:
                 replay.replacing.setdefault(place, []).append(why)
                 replay.again.append(f"{result.stage} {variant_text(result)} ({why})")
@@ -112,3 +120,12 @@ def replay_plan(results: list[ProbeResult], retry_all: bool) -> Replay:
                 replay.failures_kept |= kept_failure
         found[:] = keep
     return replay
+
+
+def _replaced(found: list[ProbeResult], result: ProbeResult) -> int | None:
+    """Where in `found` a probe measured again belongs: the first failure (or contended
+    run), else the first probe of another setting than its own; None: nowhere."""
+    spot = next((i for i, r in enumerate(found) if not ran_uncontended(r)), None)
+    if spot is None and result.setting:
+        spot = next((i for i, r in enumerate(found) if r.setting != result.setting), None)
+    return spot

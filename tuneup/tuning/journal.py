@@ -2,10 +2,12 @@
 
 The journal is appended and flushed to disk as each probe finishes, so an
 interrupted session loses nothing it measured. Before a resume appends to
-it, `repair` keeps every line it can read, drops a torn last line (power
-lost mid-write) and moves any other unreadable line to
-`journal.damaged.jsonl`, and says which and why: nothing is dropped
-silently, and no probe whose line could be read is measured again.
+it, `repair` keeps every line of this session it can read, drops a torn last
+line (power lost mid-write) and moves any other line it cannot read, or that is
+not this session's (a field of the wrong kind, an unknown stage, another
+session's probe: tuning.journal_check), to `journal.damaged.jsonl` as
+{"line", "why", "text"}, and says which and why: nothing is dropped silently,
+and no probe whose line could be read is measured again.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from tuneup.paths import (
     storage_fault,
 )
 from tuneup.probe.types import ProbeResult
+from tuneup.tuning.journal_check import SessionFacts
 from tuneup.tuning.summary import Summary
 
 SESSION = "session.json"
@@ -58,8 +61,8 @@ class JournalRepair:
             )
         for number, why in self.damaged:
             lines.append(
-                f"journal: line {number} could not be read ({why}): moved to "
-                f"{folder / DAMAGED}; its probe will be measured again"
+                f"journal: line {number} {why}: moved to {folder / DAMAGED}; its probe "
+                "will be measured again"
             )
         return lines
 
@@ -136,6 +139,20 @@ class SessionLost(UsageError):
             f"continue with `tuneup probe --resume {quoted(folder)} --preset NAME` (the "
             "preset it ran; add --trainer and --stages if it ran others): session.json is "
             "rebuilt from the journal"
+        )
+
+
+class SummaryDamaged(UsageError):
+    """summary.json cannot be read: `tuneup export` rebuilds it from the journal, and so
+    does a resume as it goes on."""
+
+    def __init__(self, folder: Path, why: str) -> None:
+        self.folder = folder
+        self.why = why
+        super().__init__(
+            f"{folder / SUMMARY} is damaged ({why}): rebuild it from the journal with "
+            f"`tuneup export {quoted(folder)} --format yaml` or `tuneup probe --resume "
+            f"{quoted(folder)}`"
         )
 
 
@@ -253,6 +270,11 @@ class ResultsDir:
             self._write_json(SESSION, session)
         return kept
 
+    def update_session(self, changes: dict[str, Any]) -> None:
+        """Rewrite session.json with `changes` (a resume's new setting), whole or not at all."""
+        with self.storing(SESSION, "the session record"):
+            self._write_json(SESSION, {**self.session(), **changes})
+
     def append(self, result: ProbeResult) -> None:
         """Journal one finished probe: one line, flushed and synced before returning."""
         line = json.dumps(_finite(result.to_journal()), allow_nan=False, default=_plain) + "\n"
@@ -281,9 +303,9 @@ class ResultsDir:
         file = self.path / JOURNAL
         if not file.is_file():
             return []
-        found = []
+        found, facts = [], self._facts()
         for raw in file.read_text(encoding="utf-8", errors="replace").splitlines():
-            result, _why = _read_line(raw)
+            result, _why = _read_line(raw, facts)
             if result is not None:
                 found.append(result)
         return found
@@ -291,34 +313,36 @@ class ResultsDir:
     def repair(self) -> JournalRepair:
         """Make the journal whole before appending to it, and say what changed.
 
-        Every readable line is kept (a whole last line missing its newline
-        gets one); a torn last line is dropped; an unreadable line elsewhere
-        is moved to DAMAGED. Dropped and moved lines are copied there first.
+        Every readable line of this session is kept (a whole last line missing its
+        newline gets one); a torn last line is dropped; a line elsewhere that cannot be
+        read, or is not this session's (tuning.journal_check), is moved to DAMAGED with
+        its reason. Dropped and moved lines are copied there first.
         """
         file = self.path / JOURNAL
         if not file.is_file():
             return JournalRepair()
+        facts = self._facts()
         text = file.read_text(encoding="utf-8", errors="replace")
         lines = text.split("\n")
         ends_whole = lines[-1] == ""
         if ends_whole:
             lines.pop()
         kept: list[str] = []
-        bad: list[str] = []
+        bad: list[dict[str, Any]] = []  # {"line": N, "why": ..., "text": the line as it was}
         damaged: list[tuple[int, str]] = []
         torn = False
         for number, raw in enumerate(lines, start=1):
             if not raw.strip():
                 continue
-            _result, why = _read_line(raw)
+            _result, why = _read_line(raw, facts)
             if why is None:
                 kept.append(raw)
             elif number == len(lines) and not ends_whole:
                 torn = True
-                bad.append(raw)
+                bad.append({"line": number, "why": "cut short while being written", "text": raw})
             else:
                 damaged.append((number, why))
-                bad.append(raw)
+                bad.append({"line": number, "why": why, "text": raw})
         report = JournalRepair(
             kept=len(kept),
             torn=torn,
@@ -327,12 +351,21 @@ class ResultsDir:
         )
         if bad:
             with (self.path / DAMAGED).open("a", encoding="utf-8") as out:
-                out.write("".join(line + "\n" for line in bad))
+                out.write("".join(json.dumps(entry) + "\n" for entry in bad))
         if bad or report.newline_added:
             tmp = file.with_name(f".{JOURNAL}.tmp")
             tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
             os.replace(tmp, file)
         return report
+
+    def _facts(self) -> SessionFacts | None:
+        """What a journal line must agree with, from session.json; None where it cannot be
+        read (a line is then checked for its own fields alone)."""
+        try:
+            data = json.loads((self.path / SESSION).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return SessionFacts.from_session(data) if isinstance(data, dict) else None
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         with self.storing(SUMMARY, "the summary"):
@@ -342,8 +375,9 @@ class ResultsDir:
         """The finished session's summary.json, typed (tuneup.tuning.summary).
 
         Raises:
-            UsageError: there is none (the session did not finish), or it is not
-                a JSON object.
+            SummaryDamaged: it is not a JSON object (cut short, overwritten): it can be
+                rebuilt from the journal (tuneup.tuning.rebuild).
+            UsageError: there is none (the session did not finish).
         """
         file = self.path / SUMMARY
         if not file.is_file():
@@ -351,10 +385,22 @@ class ResultsDir:
                 f"{self.path} has no {SUMMARY}: the session did not finish "
                 f"(resume it with `tuneup probe --resume {quoted(self.path)}`)"
             )
-        data = json.loads(file.read_text())
+        try:
+            data = json.loads(file.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise SummaryDamaged(self.path, f"not JSON: {exc.msg}, line {exc.lineno}") from None
+        except UnicodeDecodeError:
+            raise SummaryDamaged(self.path, "not text") from None
         if not isinstance(data, dict):
-            raise UsageError(f"{file} is damaged (not a JSON object): run the session again")
+            raise SummaryDamaged(self.path, "not a JSON object")
         return Summary.from_document(data)
+
+    def set_aside_summary(self) -> Path:
+        """Move a damaged summary.json aside (to be written again); where it went."""
+        kept = self.path / f"{SUMMARY}.damaged"
+        with self.storing(SUMMARY, "the damaged summary's copy"):
+            os.replace(self.path / SUMMARY, kept)
+        return kept
 
     def _write_json(self, name: str, data: dict[str, Any]) -> None:
         target = self.path / name
@@ -369,20 +415,23 @@ class ResultsDir:
             raise
 
 
-def _read_line(raw: str) -> tuple[ProbeResult | None, str | None]:
-    """A journal line as a result, or why it cannot be one."""
+def _read_line(raw: str, facts: SessionFacts | None) -> tuple[ProbeResult | None, str | None]:
+    """A journal line as a result, or why it cannot be one of this session's ("could not
+    be read (...)", "is another session's (...)")."""
     try:
         data = json.loads(raw)
     except json.JSONDecodeError as exc:
-        return None, f"not JSON: {exc.msg} at column {exc.colno}"
+        return None, f"could not be read (not JSON: {exc.msg} at column {exc.colno})"
     if not isinstance(data, dict):
-        return None, "not a JSON object"
+        return None, "could not be read (not a JSON object)"
     try:
-        return ProbeResult.from_journal(data), None
+        result = ProbeResult.from_journal(data)
     except KeyError as exc:
-        return None, f"no {exc.args[0]!r} field"
+        return None, f"could not be read (no {exc.args[0]!r} field)"
     except (TypeError, ValueError) as exc:
-        return None, f"a field of the wrong kind: {exc}"
+        return None, f"could not be read (a field of the wrong kind: {exc})"
+    why = facts.problem(result) if facts is not None else None
+    return (None, why) if why else (result, None)
 
 
 def _finite(value: Any) -> Any:

@@ -32,7 +32,8 @@ Hodges-Lehmann estimate, not the median), s = max(sigma,
 for normal noise) and a needed gain g = max(floor, instability):
 
 * **adopt** when n >= min_pairs (or one pair shows more than DECISIVE, 4x, even at
-  its lower bound: no hidden burst explains that), est - z se > ln(1 + floor) (z = 2.4, Pocock's
+  its lower bound: no hidden burst explains that; never one pair whose noise nothing
+  measured, a zero-width interval), est - z se > ln(1 + floor) (z = 2.4, Pocock's
   group-sequential boundary for up to 5 looks: about a 2.5% chance over all
   looks for a configuration with no effect), est > ln(1 + g)
   (nothing smaller than the instability the session saw), and at least three
@@ -172,16 +173,20 @@ def judge(
     agree = sum(1 for x in logs if x > 0) >= math.ceil(0.75 * n)
     low, high = math.exp(est - z * se), math.exp(est + z * se)
     speedup = math.exp(est)
+    # One pair whose noise nothing measured (no repeat, no trials' spread: a zero-width
+    # interval, as a forged journal line gives) decides nothing.
+    known = se > 0 or n >= 2
+    likely = f"likely {low:.2f}-{high:.2f}x" if known else "its noise not measured yet"
     numbers = (
         f"{speedup:.3f}x over {n} pair{'s' if n != 1 else ''} "
-        f"(likely {low:.2f}-{high:.2f}x), needed above {1 + need:.3f}x"
+        f"({likely}), needed above {1 + need:.3f}x"
     )
     # Fewer pairs than min_pairs may decide a gain no hidden burst explains: beyond
     # DECISIVE even at its lower bound.
-    enough = n >= min_pairs or (decisive and est - z * se > math.log(DECISIVE))
+    enough = known and (n >= min_pairs or (decisive and est - z * se > math.log(DECISIVE)))
     if agree and enough and est - z * se > math.log1p(floor) and est > math.log1p(need):
         verdict, why = Verdict.ADOPT, f"faster: {numbers}"
-    elif n >= min_reject and est + Z_FUTILE * se < math.log1p(need):
+    elif known and n >= min_reject and est + Z_FUTILE * se < math.log1p(need):
         verdict, why = Verdict.REJECT, f"not faster: {numbers}"
     elif n >= max_pairs and (n >= EXTEND * max_pairs or est <= math.log1p(need)):
         verdict, why = Verdict.UNRESOLVED, f"unresolved at this machine's noise: {numbers}"

@@ -1,4 +1,5 @@
-"""Checks a probe's config must pass before it starts: what would kill it for certain.
+"""Checks a probe's config must pass before it starts: what would kill it for certain,
+and what the trainer itself would refuse (TrainerAdapter.refusal).
 
 Pure: the machine's facts come in as values (tuneup.cluster.shm reads them).
 """
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from tuneup.cluster.shm import shm_shortfall
 from tuneup.config import build_config, loader, sample_bytes
 from tuneup.errors import UsageError
+from tuneup.trainers.adapters import TrainerAdapter
 from tuneup.unet.distributed import local_batch
 
 if TYPE_CHECKING:
@@ -43,3 +45,18 @@ def loader_shm_problem(
         return None
     workers = cfg.num_data_workers * max(1, ranks_per_node)
     return shm_shortfall(shm_free, per_batch, workers, cfg.prefetch_factor)
+
+
+def refuse_baseline(
+    adapter: TrainerAdapter, preset: str, values: Mapping[str, Any], world_size: int, *, data: bool
+) -> None:
+    """Stop a session whose baseline its trainer would refuse, before anything is made or run.
+
+    Raises:
+        UsageError: the trainer's one line, naming the preset.
+    """
+    refused = adapter.refusal(values, world_size, data=data)
+    if refused is not None:
+        raise UsageError(
+            f"preset {preset}: the {adapter.name} trainer would refuse its config: {refused}"
+        )

@@ -102,6 +102,9 @@ class SessionRequest:
         retry_failed: on a resume, measure again every journaled probe that failed or
             ran contended (`--retry-failed`); without it, only those whose cause may be
             gone (ProbeSession.start says which).
+        accept_changes: on a resume in a setting that differs from the recorded one
+            (tuneup.tuning.setting), keep the journaled baseline; without it the
+            baseline is measured again, and the new probes compare against it.
     """
 
     preset: str | None = setting(None, "--preset", PRESET_HELP, metavar="P")
@@ -160,6 +163,14 @@ class SessionRequest:
         "--retry-failed",
         "with --resume: measure again every journaled probe that failed or ran contended "
         "(once its cause is fixed)",
+        switch=True,
+    )
+    accept_changes: bool = setting(
+        False,
+        "--accept-changes",
+        "with --resume on a machine that changed since the session ran (CPUs, thread "
+        "settings, GPUs, driver, torch, the preset): go on with the journaled baseline "
+        "instead of measuring it again in the new setting",
         switch=True,
     )
 

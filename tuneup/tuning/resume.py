@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tuneup.cluster.job import JobEnv, describe, read_job_env
+from tuneup.cluster.launch import LaunchPlan
 from tuneup.cluster.leftovers import describe as describe_processes
 from tuneup.cluster.leftovers import find_leftovers, stop_leftovers
 from tuneup.errors import UsageError
@@ -35,8 +36,18 @@ from tuneup.tuning.assembly import (
 )
 from tuneup.tuning.control import Reporter
 from tuneup.tuning.engine import build_engine
-from tuneup.tuning.journal import JOURNAL, SESSION, ResultsDir, SessionLost, quoted
+from tuneup.tuning.journal import (
+    JOURNAL,
+    SESSION,
+    SUMMARY,
+    ResultsDir,
+    SessionLost,
+    SummaryDamaged,
+    quoted,
+)
+from tuneup.tuning.journal_check import SESSION_ID
 from tuneup.tuning.lock import ResultsLock
+from tuneup.tuning.setting import SETTING, differences, read_setting
 
 
 def assemble_resume(
@@ -48,13 +59,15 @@ def assemble_resume(
     on_event: EventHandler | None = None,
     job: JobEnv | None = None,
     engine_factory: EngineFactory = build_engine,
+    replay_only: bool = False,
 ) -> AssembledSession:
     """The session of `folder`, rebuilt from its session.json, to continue where it stopped.
 
     The data, base config, budget and preset come from the folder; a given
     preset or trainer must be the recorded one. Before anything runs, the
-    journal is repaired and whatever a dead session left running is stopped;
-    both are said in `alerts`.
+    journal is repaired, a damaged summary.json set aside and whatever a dead
+    session left running is stopped; all are said in `alerts`. `replay_only`
+    (tuning.rebuild): no setting recorded or compared, no ladder costs kept.
 
     Raises:
         UsageError: not a results folder, or a request that contradicts it.
@@ -73,24 +86,13 @@ def assemble_resume(
     try:
         alerts = _recover(results, previous.describe() if previous is not None else None)
         if lost is not None:
-            kept = results.rebuild_session(info)
-            alerts.append(
-                f"{SESSION} was {lost.why}: rebuilt it from the journal's {lost.probes} "
-                f"probe(s) and preset {info['preset']}"
-                + (f" (the damaged file is kept as {quoted(kept)})" if kept else "")
-            )
+            alerts.append(_session_rebuilt(results, info, lost))
         preset, said = _resumed_preset(request, info)
         alerts += said
-        recorded_budget = info.get("budget")
-        if isinstance(recorded_budget, dict):
-            preset = dataclasses.replace(preset, budget=ProbeBudget.from_dict(recorded_budget))
         trainer = str(info.get("trainer") or DEFAULT_TRAINER)
         load_trainer(trainer)
-        launched = info.get("launch") or {}
-        nproc = request.nproc if request.nproc is not None else launched.get("nproc")
-        nodes = request.nodes if request.nodes is not None else launched.get("nodes")
         job = job or read_job_env(gpu_count=machine.gpu_count if machine.cuda else 0)
-        plan = choose_layout(nproc, nodes, preset, job, machine)
+        plan = _resumed_layout(request, info, preset, job, machine)
         machine = dataclasses.replace(machine, world_size=plan.world_size, nodes=plan.nodes)
         recorded_base = info.get("base_config")
         # The journal is keyed by config: resume from the very base the session ran.
@@ -98,6 +100,10 @@ def assemble_resume(
         if base is None:
             base = base_values(preset, trainer, None)
         recorded_stages = tuple(info.get("stages") or preset.stages)
+        setting = read_setting(machine, preset.document)
+        changes = [] if replay_only else differences(info.get(SETTING), setting)
+        alerts += changed_lines(changes, request.accept_changes)
+        again = "" if request.accept_changes else "; ".join(changes)
         return build_session(
             preset=preset,
             trainer=trainer,
@@ -119,10 +125,57 @@ def assemble_resume(
             alerts=alerts,
             time_budget_s=request.time_budget_s,
             retry_failed=request.retry_failed,
+            setting=None if replay_only else setting,
+            keep_costs=not replay_only,
+            session_id=str(info.get(SESSION_ID) or ""),
+            baseline_again=f"the setting changed: {again}" if again else "",
         )
     except BaseException:
         lock.release()
         raise
+
+
+def _session_rebuilt(results: ResultsDir, info: dict[str, Any], lost: SessionLost) -> str:
+    """Write the session.json rebuilt from the journal; what was done, in words."""
+    kept = results.rebuild_session(info)
+    return (
+        f"{SESSION} was {lost.why}: rebuilt it from the journal's {lost.probes} "
+        f"probe(s) and preset {info['preset']}"
+        + (f" (the damaged file is kept as {quoted(kept)})" if kept else "")
+    )
+
+
+def _resumed_layout(
+    request: SessionRequest,
+    info: dict[str, Any],
+    preset: ProbePreset,
+    job: JobEnv,
+    machine: MachineInfo,
+) -> LaunchPlan:
+    """The ranks a resumed session's probes run with: as asked now, else as recorded."""
+    launched = info.get("launch") or {}
+    nproc = request.nproc if request.nproc is not None else launched.get("nproc")
+    nodes = request.nodes if request.nodes is not None else launched.get("nodes")
+    return choose_layout(nproc, nodes, preset, job, machine)
+
+
+def changed_lines(changes: list[str], accepted: bool) -> list[str]:
+    """What a resume says of a setting that changed since the session ran: one line per
+    difference, then what it does about them."""
+    if not changes:
+        return []
+    lines = [f"since this session ran: {change}" for change in changes]
+    if accepted:
+        lines.append(
+            "going on with the journaled baseline (--accept-changes): new probes are compared "
+            "with figures measured in the setting before"
+        )
+    else:
+        lines.append(
+            "the baseline is measured again in this setting, and the new probes compare "
+            "against it (--accept-changes keeps the journaled one)"
+        )
+    return lines
 
 
 def _recover(results: ResultsDir, previous_owner: str | None) -> list[str]:
@@ -137,7 +190,22 @@ def _recover(results: ResultsDir, previous_owner: str | None) -> list[str]:
             f"stopped {len(left)} process(es) a dead session left running: "
             f"{describe_processes(left)}"
         )
-    return alerts + results.repair().notes(results.path)
+    return alerts + results.repair().notes(results.path) + _summary_aside(results)
+
+
+def _summary_aside(results: ResultsDir) -> list[str]:
+    """A damaged summary.json, set aside (the ladder writes it again), in words."""
+    try:
+        results.summary()
+    except SummaryDamaged as damaged:
+        kept = results.set_aside_summary()
+        return [
+            f"{SUMMARY} was damaged ({damaged.why}): kept as {quoted(kept)}; it is written "
+            "again from the journal as the ladder ends"
+        ]
+    except UsageError:
+        pass  # none: the session had not finished
+    return []
 
 
 def _rebuilt_session(
@@ -164,6 +232,7 @@ def _rebuilt_session(
     baseline = next((p for p in probes if p.stage == "baseline"), None)
     base = dict(baseline.config) if baseline is not None else base_values(preset, trainer, None)
     return {
+        SESSION_ID: baseline.session if baseline is not None else "",
         "preset": preset.name,
         "preset_source": preset.source or preset.name,
         "preset_document": preset.document,
@@ -198,8 +267,18 @@ def _summary_fields(results: ResultsDir) -> dict[str, Any]:
 
 
 def _resumed_preset(request: SessionRequest, info: dict[str, Any]) -> tuple[ProbePreset, list[str]]:
-    """The preset a resume runs with: the one given, else the recorded one; when its file
-    has moved away, the copy session.json keeps (said)."""
+    """The preset a resume runs with: the one given, else the recorded one (when its file
+    has moved away, the copy session.json keeps, said), with the recorded probe budget."""
+    preset, said = _given_or_recorded_preset(request, info)
+    recorded_budget = info.get("budget")
+    if isinstance(recorded_budget, dict):
+        preset = dataclasses.replace(preset, budget=ProbeBudget.from_dict(recorded_budget))
+    return preset, said
+
+
+def _given_or_recorded_preset(
+    request: SessionRequest, info: dict[str, Any]
+) -> tuple[ProbePreset, list[str]]:
     source = str(info.get("preset_source") or info.get("preset"))
     if request.preset is not None:
         return load_preset(request.preset), []

@@ -54,11 +54,13 @@ from tuneup.tuning.control import (
 from tuneup.tuning.grid import grid_search
 from tuneup.tuning.guard import loss_verdict
 from tuneup.tuning.journal import ResultsDir
+from tuneup.tuning.journal_check import SESSION_ID, new_session_id
 from tuneup.tuning.ladder_record import LadderRecord, machine_tag
 from tuneup.tuning.planner import LadderPlan
 from tuneup.tuning.scaling_report import scaling_summary
 from tuneup.tuning.search import partial_outcome, staged_search
 from tuneup.tuning.search_records import SearchOutcome, SearchProgress, StageCut, StagePlan
+from tuneup.tuning.setting import SETTING, Setting, record_changes
 from tuneup.tuning.summary_document import summary_dict
 from tuneup.tuning.time_left import LadderClock
 
@@ -112,6 +114,15 @@ class ProbeSession:
     # On a resume: measure again every journaled failure (measure_again); else only those
     # whose cause may be gone.
     retry_failed: bool = False
+    # The machine and software it measures in (tuneup.tuning.setting), recorded in
+    # session.json and stamped on each probe; None: not recorded.
+    setting: Setting | None = None
+    # On a resume in another setting than the recorded one: why (its differences); the
+    # journaled baseline is then measured again. "": replayed as it was.
+    baseline_again: str = ""
+    # Its id (session.json's), stamped on each probe it journals: a resume tells a line
+    # copied from another session's journal apart (tuning.journal_check).
+    session_id: str = field(default_factory=new_session_id)
     _journaled: dict[tuple[str, str], list[ProbeResult]] = field(default_factory=dict)
     _served: Counter = field(default_factory=Counter)
     # Journaled probes measured again on this resume, by place: why, in order
@@ -163,6 +174,9 @@ class ProbeSession:
             "tuneup_version": __version__,
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
+        if self.setting is not None:
+            info[SETTING] = self.setting.to_dict()
+        info[SESSION_ID] = self.session_id
         section = self.preset.sections.get(self.trainer)
         if section is not None and self.trainer not in info:  # the trainer's, as measured
             info[self.trainer] = dict(section)
@@ -180,7 +194,8 @@ class ProbeSession:
                         "start a new session with --out)"
                     )
             self.results.repair()
-            replay = replay_plan(self.results.results(), self.retry_failed)
+            self._update_record(previous)
+            replay = replay_plan(self.results.results(), self.retry_failed, self.baseline_again)
             self._journaled, self._replacing = replay.journaled, replay.replacing
             note = replay.note(self.retry_failed)
             if note:
@@ -196,6 +211,15 @@ class ProbeSession:
             self._say_time_left(None)
         if self.sampler is not None:
             self.sampler.start()
+
+    def _update_record(self, previous: dict[str, Any]) -> None:
+        """session.json as this resume continues it (setting.record_changes); a session that
+        records no setting (a summary rebuilt from the journal) leaves it as it was."""
+        if self.setting is None:
+            return
+        changes = record_changes(previous, self.setting, self.session_id)
+        if changes:
+            self.results.update_session(changes)
 
     def _note(self, line: str) -> None:
         """A line for the user, where the front end has a place for one."""
@@ -275,6 +299,8 @@ class ProbeSession:
             result = self.backend(stage, candidate, values)
         if self.stop_requested() or self.control.stopped:
             raise SessionInterrupted  # the probe was cut short: not journaled
+        stamp = self.setting.digest() if self.setting is not None else ""
+        result = replace(result, setting=stamp, session=self.session_id)
         if result.ranks == 1 and not result.rank_sps:
             # A backend that does not report ranks (a failed launch, a plain command):
             # journal what was asked for, so a resume finds this probe again.

@@ -1,9 +1,10 @@
 """The preset's ladder as the search's stage plans: each stage proposed on the incumbent
 when its turn comes, judged on the phase it declares, and candidates whose loader
-workers would not fit in /dev/shm not tried."""
+workers would not fit in /dev/shm, or that the trainer refuses, not tried."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from tuneup.cluster import shm  # a module, so tests can stand in for /dev/shm
@@ -16,6 +17,9 @@ from tuneup.probe.types import (
 from tuneup.trainers.adapters import load_trainer
 from tuneup.tuning.preflight import loader_shm_problem
 from tuneup.tuning.search_records import StagePlan
+
+Refusal = Callable[[dict[str, Any], int], str | None]
+"""Why the trainer would refuse values on so many ranks (TrainerAdapter.refusal)."""
 
 
 def shm_free_for(trainer: str) -> int | None:
@@ -44,13 +48,15 @@ def stage_plans(
     preset: ProbePreset | None = None,
     shm_free: int | None = None,
     phases: tuple[str, ...] = PHASES,
+    refusal: Refusal | None = None,
 ) -> list[StagePlan]:
     """The preset's ladder as search plans; an unavailable stage carries its reason.
 
     Each plan re-proposes on the incumbent when its turn comes, so a stage sees
     what earlier stages adopted. With `preset`, a stage it gives candidate
     values for proposes those instead of its own. With `shm_free` (bytes in
-    /dev/shm), a candidate whose loader workers would not fit there is not tried.
+    /dev/shm), a candidate whose loader workers would not fit there is not tried; with
+    `refusal` (the trainer's, TrainerAdapter.refusal), neither is one the trainer refuses.
     A stage is judged on the phase it declares where the trainer measures that
     phase apart (`phases`), else on FULL. A loader's stage is judged on FULL where
     the model runs on the CPU: the loader's workers and the model then take turns
@@ -69,17 +75,23 @@ def stage_plans(
     def plan_for(stage: Any, values: dict[str, Any]) -> StagePlan:
         proposal = stage.propose(machine, values)
         not_tried = [f"{label}: {why}" for label, why in proposal.rejected]
-        candidates = []
+        candidates, refused = [], 0
         for cand in proposal.candidates:
             merged = {**values, **cand.values}
             problem = loader_shm_problem(merged, machine.ranks_per_node, shm_free)
+            if problem is None and refusal is not None:
+                problem = refusal(merged, cand.ranks or machine.world_size)
+                refused += problem is not None
             if problem is None:
                 candidates.append(cand)
             else:
                 not_tried.append(f"{cand.label}: {problem}")
         reason = proposal.reason
         if reason is None and not candidates:
-            reason = "no candidate fits in /dev/shm"
+            shm = len(not_tried) - refused
+            reason = (
+                "no candidate fits in /dev/shm" if shm else "the trainer refuses every candidate"
+            )
         return StagePlan(
             name=proposal.stage,
             candidates=candidates,

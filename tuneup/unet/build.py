@@ -27,6 +27,7 @@ from tuneup.unet.model import UNet, count_parameters, init_weights, l1_rho_loss
 from tuneup.unet.optim import build_optimizer
 from tuneup.unet.precision import Precision, build_precision
 from tuneup.unet.ranges import part
+from tuneup.unet.refusals import samples_problem
 from tuneup.unet.runtime import DeviceChoice, apply_backend_flags, apply_threads, choose_device
 from tuneup.unet.schedule import LrSchedule, schedule_for
 from tuneup.unet.step import EagerStep, GraphedStep, LossFn
@@ -199,11 +200,9 @@ def _plan_batches(cfg: TrainConfig, env: DistEnv) -> _BatchPlan:
     global_batch = batch * env.world_size
     per_rank_samples = cfg.Nsamples // env.world_size
     steps_per_epoch = per_rank_samples // batch
-    if steps_per_epoch == 0:
-        raise UsageError(
-            f"Nsamples {cfg.Nsamples} gives no full batch of {global_batch} per step: "
-            f"raise Nsamples or lower the batch size"
-        )
+    problem = samples_problem(cfg.Nsamples, batch, env.world_size)
+    if problem is not None:
+        raise UsageError(problem)
     total_steps = steps_per_epoch * cfg.num_epochs
     if cfg.max_steps is not None:
         total_steps = min(total_steps, cfg.max_steps)

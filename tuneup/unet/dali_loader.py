@@ -31,6 +31,7 @@ from tuneup.errors import UsageError
 from tuneup.unet.boxfile import HYDRO_CHANNELS, NBODY_CHANNELS
 from tuneup.unet.datasets import draw_sample
 from tuneup.unet.geometry import ROTATION_COUNT, SPATIAL_DIMS, rotation_matrix
+from tuneup.unet.refusals import crop_problem
 
 DALI_MISSING = (
     "the dali loader needs NVIDIA DALI: pip install 'tuneup[dali]' "
@@ -370,11 +371,9 @@ def build_dali_loader(
     label_box = _npy_box(label, HYDRO_CHANNELS, h5_path)
     if box != label_box:
         raise UsageError(f"{data} has side {box} but {label} has side {label_box}; reconvert both")
-    if spec.crop > box:
-        raise UsageError(
-            f"crop {spec.crop} is larger than the box side {box} of {data}; "
-            f"choose a crop of at most {box}"
-        )
+    problem = crop_problem(spec.crop, box, str(data))
+    if problem is not None:
+        raise UsageError(problem)
     if use_gpu is None:
         use_gpu = torch.cuda.is_available()
     if use_gpu and device_id is None:

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tuneup.errors import UsageError
+from tuneup.unet.refusals import ranks_problem
 
 
 def exit_skipping_teardown(code: int) -> None:
@@ -103,9 +104,7 @@ def local_batch(global_batch: int, local_override: int | None, world_size: int) 
     """Per-rank batch: the override, else the global batch shared out (as the tutorial)."""
     if local_override is not None:
         return local_override
-    if global_batch < world_size:
-        raise UsageError(
-            f"global_batch_size {global_batch} is smaller than the {world_size} ranks: "
-            f"raise it or set local_batch_size"
-        )
+    problem = ranks_problem(global_batch, local_override, world_size)
+    if problem is not None:
+        raise UsageError(problem)
     return global_batch // world_size

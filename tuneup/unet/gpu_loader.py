@@ -22,6 +22,7 @@ from tuneup.unet.boxfile import DTYPE, HYDRO, NBODY, inspect_box
 from tuneup.unet.datasets import EpochSampler, draw_sample
 from tuneup.unet.geometry import rotate_torch
 from tuneup.unet.loader_spec import LoaderSpec
+from tuneup.unet.refusals import crop_problem
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 _GIB = 2**30
@@ -144,11 +145,9 @@ def build_gpu_loader(
     if spec.path is None:
         raise UsageError("the gpu loader reads an HDF5 box: give the path of a data file")
     info = inspect_box(spec.path)
-    if spec.crop > info.box:
-        raise UsageError(
-            f"crop {spec.crop} is larger than the box side {info.box} of {info.path}; "
-            f"choose a crop of at most {info.box}"
-        )
+    problem = crop_problem(spec.crop, info.box, str(info.path))
+    if problem is not None:
+        raise UsageError(problem)
     channels = info.nbody_shape[0] + info.hydro_shape[0]
     check_fits(channels * info.box**3 * DTYPE.itemsize, device, free_bytes)
     nbody, hydro = upload_box(info.path, device)

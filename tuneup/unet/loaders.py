@@ -30,11 +30,7 @@ from tuneup.unet.datasets import (
 )
 from tuneup.unet.gpu_loader import build_gpu
 from tuneup.unet.loader_spec import LoaderSpec
-
-SYNTHETIC_BOX_MAX = 256
-"""Cap on the synthetic box side: a 1024^3 random box of 9 float32 channels
-would take 36 GiB of host memory, while 256^3 (0.6 GB) already spans many
-64^3 crops, so the crop-and-rotate I/O pattern is the same."""
+from tuneup.unet.refusals import SYNTHETIC_BOX_MAX, crop_problem
 
 
 def loader_bytes_per_sample(crop: int) -> int:
@@ -80,11 +76,9 @@ def _check_spec(spec: LoaderSpec) -> None:
 
 
 def _check_crop_fits(crop: int, box: int, where: str) -> None:
-    if crop > box:
-        raise UsageError(
-            f"crop {crop} is larger than the box side {box} of {where}; "
-            f"choose a crop of at most {box}"
-        )
+    problem = crop_problem(crop, box, where)
+    if problem is not None:
+        raise UsageError(problem)
 
 
 def dataloader_kwargs(spec: LoaderSpec, *, cuda_available: bool) -> dict[str, Any]:
