@@ -36,7 +36,6 @@ from tuneup.tuning.control import Reporter, SilentReporter
 from tuneup.tuning.datakeep import data_keeper
 from tuneup.tuning.engine import Engine, build_engine
 from tuneup.tuning.journal import SESSION, ResultsDir, folder_problem, quoted
-from tuneup.tuning.journal_check import new_session_id
 from tuneup.tuning.ladder_record import LadderRecord, machine_tag
 from tuneup.tuning.lock import LOCK_FILE, Owner, ResultsLock
 from tuneup.tuning.planner import plan_ladder
@@ -414,7 +413,6 @@ def build_session(
     retry_failed: bool = False,
     setting: Setting | None = None,
     baseline_again: str = "",
-    session_id: str = "",
     keep_costs: bool = True,
 ) -> AssembledSession:
     plans = checked_plans(trainer, stages, machine, base, preset)
@@ -463,7 +461,6 @@ def build_session(
         retry_failed=retry_failed,
         setting=setting,
         baseline_again=baseline_again,
-        session_id=session_id or new_session_id(),
     )
     return AssembledSession(
         session, engine, results, lock, resumed, notes, alerts, made_folder=made_folder

@@ -52,7 +52,7 @@ def rebuild_summary(folder: Path, machine: MachineInfo, why: str) -> list[str]:
     through the session (every decision as the ladder made it; a probe the journal lacks
     ends the replay with a partial summary); what was done, one line each."""
     results = ResultsDir(folder)
-    kept = results.set_aside_summary()
+    # the resume sets the damaged file aside once the folder is its own (its lock taken)
     built = assemble_resume(
         folder,
         SessionRequest(accept_changes=True),
@@ -74,7 +74,8 @@ def rebuild_summary(folder: Path, machine: MachineInfo, why: str) -> list[str]:
         if (folder / SUMMARY).is_file()
         else f"the journal's {count} probe(s) hold no baseline to rebuild it from"
     )
+    kept = folder / f"{SUMMARY}.damaged"
     return [
-        *built.alerts,
+        *(line for line in built.alerts if not line.startswith(f"{SUMMARY} was damaged")),
         f"{SUMMARY} was damaged ({why}): {done} (the damaged file is kept as {quoted(kept)})",
     ]

@@ -127,7 +127,6 @@ def assemble_resume(
             retry_failed=request.retry_failed,
             setting=None if replay_only else setting,
             keep_costs=not replay_only,
-            session_id=str(info.get(SESSION_ID) or ""),
             baseline_again=f"the setting changed: {again}" if again else "",
         )
     except BaseException:

@@ -193,6 +193,7 @@ class ProbeSession:
                         f"'{previous.get(key)}' session, not '{mine}' (drop --{key} or "
                         "start a new session with --out)"
                     )
+            self.session_id = str(previous.get(SESSION_ID) or self.session_id)  # the folder's
             self.results.repair()
             self._update_record(previous)
             replay = replay_plan(self.results.results(), self.retry_failed, self.baseline_again)
