@@ -77,12 +77,15 @@ def versus_baseline(result: ProbeResult, baseline: ProbeResult | None) -> str:
 
 def status_text(result: ProbeResult, reused: bool = False) -> str:
     """The status with every reason a reader needs: why it failed, and when it ran ok but
-    was contended (left out of comparisons), throttled, straggling or stopped early."""
+    was contended (left out of comparisons) or under a steady load (kept), throttled,
+    straggling or stopped early."""
     text = result.status.value
     if result.reason and not result.ok:
         text += f": {result.reason}"
     if result.ok and result.contended and result.contention is not None:
         text += f" (contended, left out: {result.contention.note})"
+    elif result.ok and result.under_load and result.contention is not None:
+        text += f" (under a steady load: {result.contention.note})"
     if result.ok and result.throttled:
         text += " (throttled: noisy)"
     if result.ok and result.far_trials:

@@ -16,8 +16,10 @@ def measure_again(result: ProbeResult, retry_all: bool) -> str:
     Always: a failed baseline (nothing is decided without it) and a failure that need not
     happen again (killed by a signal, an NCCL timeout). With `retry_all`
     (`--retry-failed`): every failure but a diverged loss or the user's skip, and a probe
-    that ran contended.
+    that ran contended or under a steady load.
     """
+    if result.ok and retry_all and result.under_load:  # its verdict said so: a quiet one now
+        return "it ran under load"
     if result.ok:
         return "it ran contended" if retry_all and result.contended else ""
     if result.status in (Status.SKIPPED, Status.DIVERGED):
@@ -94,7 +96,9 @@ def replay_plan(results: list[ProbeResult], retry_all: bool) -> Replay:
         if result.retried:  # a failed attempt the next line of its probe replaces
             continue
         found = replay.journaled.setdefault(place_of(result.stage, result.config, result.ranks), [])
-        spot = next((i for i, r in enumerate(found) if not ran_uncontended(r)), None)
+        spot = next(
+            (i for i, r in enumerate(found) if not ran_uncontended(r) or r.under_load), None
+        )
         if result.replaces and spot is not None:
             found[spot] = result  # measured again on an earlier resume: in the failure's place
         else:

@@ -54,6 +54,7 @@ from tuneup.tuning.grid import grid_search
 from tuneup.tuning.guard import loss_verdict
 from tuneup.tuning.journal import ResultsDir
 from tuneup.tuning.ladder_record import LadderRecord, machine_tag
+from tuneup.tuning.load import LoadBound
 from tuneup.tuning.planner import LadderPlan
 from tuneup.tuning.scaling_report import scaling_summary
 from tuneup.tuning.search import partial_outcome, staged_search
@@ -125,6 +126,7 @@ class ProbeSession:
     _total: int = 0
     _deadline: float | None = None
     _progress: SearchProgress = field(default_factory=SearchProgress)
+    _load: LoadBound = field(default_factory=LoadBound)
 
     def __post_init__(self) -> None:
         self.backend = as_backend(self.backend)
@@ -190,6 +192,11 @@ class ProbeSession:
             self._deadline = self._now() + self.time_budget_s
         left = self.clock.left(None, self.clock.costs())
         self._total = left.probes
+        # what a busy machine may spoil: as long again as the ladder's estimate (load.py)
+        estimate = self.ladder_plan.estimate_s if self.ladder_plan is not None else None
+        if estimate is None:
+            estimate = self.clock.seconds_left(None)[0]
+        self._load = LoadBound.for_estimate(estimate, say=self._note)
         self.reporter.session_start(self.session_info(), self._total)
         if not self._journaled:  # a resume's replayed probes take no time: said after a real one
             self._say_time_left(None)
@@ -411,6 +418,7 @@ class ProbeSession:
                     guard=False,  # measure() guards, before journaling
                     progress=self._progress,
                     before_stage=self.stage_gate,
+                    load=self._load,
                 )
         except SessionInterrupted as stop:
             self._write_partial(stop)

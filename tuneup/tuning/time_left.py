@@ -39,6 +39,7 @@ from tuneup.probe.types import BASELINE_STAGE, CONFIRM_STAGE, PHASES, ProbeBudge
 from tuneup.trainers.adapters import load_trainer
 from tuneup.tuning.guard import batch_of
 from tuneup.tuning.ladder_record import LadderCosts, LadderRecord
+from tuneup.tuning.load import LADDER_PROBES
 from tuneup.tuning.search_records import StagePlan
 
 
@@ -212,6 +213,7 @@ def stage_shapes(plans: Sequence[StagePlan]) -> list[StageShape]:
 
 
 MEASURED_HERE = "measured here"
+LOST_RATE_CAP = 0.75  # a busy machine's spoiled share counted on: at most three in four
 
 
 @dataclass
@@ -238,9 +240,13 @@ class LadderClock:
     shares_processes: bool = True
     machine: str = ""
     record: LadderRecord | None = None
+    # Probes a busy machine may still spoil (tuning/load.py's ladder bound): the time left
+    # counts the re-measures the load has cost so far, up to this many.
+    lost_allowance: int = LADDER_PROBES
     _seen: list[_Heard] = field(default_factory=list)
     _stage_probes: Counter = field(default_factory=Counter)
     _keys: set[str] = field(default_factory=set)
+    _lost: int = 0
 
     def __post_init__(self) -> None:
         # Asked after every probe: the trainer and an earlier ladder's record are read once.
@@ -261,7 +267,18 @@ class LadderClock:
         new = key not in self._keys
         self._keys.add(key)
         self._seen.append(_Heard(result, new))
-        self._stage_probes[stage] += 1
+        if result.ok and result.contended:  # spoiled by a load: measured again, no progress
+            self._lost += 1
+        else:
+            self._stage_probes[stage] += 1
+
+    def remeasures(self, probes: float) -> float:
+        """The re-measures `probes` more probes are expected to cost at the rate a busy
+        machine has spoiled this ladder's so far, never more than its bound still allows."""
+        if not self._lost or probes <= 0:
+            return 0.0
+        rate = min(LOST_RATE_CAP, self._lost / len(self._seen))
+        return min(probes * rate / (1.0 - rate), float(max(0, self.lost_allowance - self._lost)))
 
     def costs(self) -> ProbeCosts:
         """What a probe costs here: measured as soon as probes finished."""
@@ -297,7 +314,15 @@ class LadderClock:
 
     def split(self, stage: str | None, costs: ProbeCosts) -> tuple[LadderShape, LadderShape]:
         """The probes left after one of `stage`: of the stage under way (the baseline's
-        included), and of the stages after it with the confirmation."""
+        included) with the re-measures a busy machine is expected to cost (`remeasures`),
+        and of the stages after it with the confirmation."""
+        here, later = self._split(stage, costs)
+        extra = self.remeasures(sum(here.counts.values()) + sum(later.counts.values()))
+        if extra > 0:
+            here = here + self._kinds(LadderShape({ProbeKind(("full",)): extra}), costs)
+        return here, later
+
+    def _split(self, stage: str | None, costs: ProbeCosts) -> tuple[LadderShape, LadderShape]:
         shapes = self._stage_shapes()
         if self.search == "grid":  # the baseline once, then every combination once
             combinations = math.prod(s.candidates + 1 for s in shapes)

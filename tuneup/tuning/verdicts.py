@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tuneup.probe.hostload import under_load_text
 from tuneup.probe.types import CONFIRM_STAGE
 from tuneup.tuning.ddp_verdicts import (
     ddp_figures,
@@ -243,7 +244,14 @@ def speedup(outcome: SearchOutcome) -> dict[str, Any]:
 
 
 def headline(outcome: SearchOutcome) -> str:
-    """One line for the end of a session: what to change and how much faster it is, confirmed."""
+    """One line for the end of a session: what to change and how much faster it is, confirmed;
+    and whether its figures were measured under a steady load (hostload.under_load_text)."""
+    line = _headline(outcome)
+    load = under_load_text(outcome.probes)
+    return f"{line}; {load}" if load else line
+
+
+def _headline(outcome: SearchOutcome) -> str:
     if outcome.partial:
         return _partial_headline(outcome)
     conf = outcome.confirmation
@@ -359,6 +367,11 @@ def not_upheld(outcome: SearchOutcome) -> str:
         else ""
     )
     pick = f"the search's pick ({' + '.join(conf.search_path)}{search})"
+    if first.evidence.why.startswith("stopped (the machine is too busy"):
+        return (
+            f"the machine got too busy before the interleaved confirmation decided on {pick} "
+            f"({_ratio(first)}): a resume on a quiet machine confirms it or rules it out"
+        )
     if first.evidence.why.startswith("cut short"):
         return (
             f"the time budget ran out before the interleaved confirmation decided on {pick} "
