@@ -215,7 +215,7 @@ def read_host(cpus: Iterable[int], root: int, proc: Path = PROC) -> HostReading 
     tree += descendants(root, processes)
     own = frozenset(p.pid for p in tree)
     tasks = {
-        (p.pid, p.start_ticks): (p.comm, p.cpu_ticks)
+        (p.pid, p.start_ticks): (p.comm, p.self_ticks)  # a reaped child's time is its own
         for p in processes.values()
         if p.pid not in own
     }
