@@ -9,10 +9,13 @@ package of its own (tuneup_plugins.command).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from tuneup.probe.estimate import StepModel
-from tuneup.probe.types import PHASES
+from tuneup.hardware.types import MachineInfo
+from tuneup.probe.estimate import ProbeCosts, StepModel
+from tuneup.probe.types import PHASES, ProbeBudget
 from tuneup.trainers.adapters import TrainerAdapter, TrainerContext
 from tuneup.trainers.backends import Backend, WorkerBackend
 
@@ -46,6 +49,13 @@ class SimTrainer(TrainerAdapter):
 
     def backend(self, ctx: TrainerContext) -> Backend:
         return Surface(seed=ctx.seed, world_size=ctx.world_size, budget=ctx.budget)
+
+    def known_costs(
+        self, values: Mapping[str, Any], budget: ProbeBudget, machine: MachineInfo
+    ) -> ProbeCosts | None:
+        """Its probes' costs in its own simulated seconds, as its backend will price them."""
+        surface = Surface(world_size=max(1, machine.world_size), budget=budget)
+        return surface.prior_costs(dict(values))
 
 
 UNET = UnetTrainer(

@@ -422,7 +422,7 @@ def test_a_confirmation_the_time_budget_cuts_short_ends_unresolved_with_the_base
     assert conf is not None and len(conf.attempts) == 1  # no shorter path tried after a cut
     assert conf.attempts[0].evidence.verdict is Verdict.UNRESOLVED
     assert conf.upheld is None and outcome.best_values == {"speed": 100.0}
-    assert "time budget ran out before the interleaved confirmation decided" in headline(outcome)
+    assert "your budget ran out before the interleaved confirmation decided" in headline(outcome)
 
 
 # --- a busy machine: what it may spoil is bounded, and a steady load still compares ----------

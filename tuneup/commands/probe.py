@@ -48,7 +48,9 @@ def run_probe_command(
             built.session.start(resume=built.resumed)
             outcome = built.session.run()
         except OutOfTime as exc:
-            *first, last = where_it_stands(folder, "in a new allocation")
+            # the allocation's end: a resume in the next one; your budget's: a resume with more
+            yours = exc.where != "in the allocation"
+            *first, last = where_it_stands(folder, "" if yours else "in the next allocation")
             for line in first:
                 _say(f"tuneup: stopped; {line}")
             _say(f"tuneup: {exc}; {last}")

@@ -292,6 +292,8 @@ class Candidate:
             differ buys nothing); None: the budget's.
         profile: profile a few of its FULL steps after its trials: where the step's
             time goes (the baseline, an adopted configuration, the recommendation).
+        trial_s: this probe's trial length where the session shortened it to fit its
+            time left (never below the plan's floor); None: the budget's.
     """
 
     label: str
@@ -305,3 +307,4 @@ class Candidate:
     loss: bool = True
     trial_noise: float | None = None
     profile: bool = False
+    trial_s: float | None = None

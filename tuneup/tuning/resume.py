@@ -37,6 +37,7 @@ from tuneup.tuning.control import Reporter
 from tuneup.tuning.engine import build_engine
 from tuneup.tuning.journal import JOURNAL, SESSION, ResultsDir, SessionLost, quoted
 from tuneup.tuning.lock import ResultsLock
+from tuneup.tuning.planner import SHORTEST_TRIAL_SHARE
 
 
 def assemble_resume(
@@ -81,9 +82,7 @@ def assemble_resume(
             )
         preset, said = _resumed_preset(request, info)
         alerts += said
-        recorded_budget = info.get("budget")
-        if isinstance(recorded_budget, dict):
-            preset = dataclasses.replace(preset, budget=ProbeBudget.from_dict(recorded_budget))
+        preset, shortest = _recorded_budget(preset, info)
         trainer = str(info.get("trainer") or DEFAULT_TRAINER)
         load_trainer(trainer)
         launched = info.get("launch") or {}
@@ -119,10 +118,21 @@ def assemble_resume(
             alerts=alerts,
             time_budget_s=request.time_budget_s,
             retry_failed=request.retry_failed,
+            shortest_trial_s=shortest,
         )
     except BaseException:
         lock.release()
         raise
+
+
+def _recorded_budget(preset: ProbePreset, info: dict[str, Any]) -> tuple[ProbePreset, float]:
+    """The preset with the budget the session ran (session.json's), and the floor of its
+    trials: the preset's own, so a budget the plan shortened is not shortened past it."""
+    shortest = preset.budget.trial_s * SHORTEST_TRIAL_SHARE
+    recorded = info.get("budget")
+    if isinstance(recorded, dict):
+        preset = dataclasses.replace(preset, budget=ProbeBudget.from_dict(recorded))
+    return preset, shortest
 
 
 def _recover(results: ResultsDir, previous_owner: str | None) -> list[str]:

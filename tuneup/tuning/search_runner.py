@@ -71,12 +71,16 @@ class SearchRunner:
             cand = dataclasses.replace(cand, loss=False)  # its curve is known: same seed
         if cand.trial_noise is None:
             cand = dataclasses.replace(cand, trial_noise=self.trial_noise(cand, values))
+        result = self._once(stage, cand, values, resume=resume)
         for attempt in range(CONTENDED_RETRIES + 1):
-            result = self._once(stage, cand, values, resume=resume)
             if not (result.ok and result.contended):
                 break
             self.load.lost(stage, result)  # MachineBusy when it was one too many
             if attempt == CONTENDED_RETRIES or self.load.baseline_done():
+                break
+            try:
+                result = self._once(stage, cand, values, resume=resume)
+            except StageCut:  # no time to measure it again: it stays as it ran, contended
                 break
         if result.ok and result.contended:
             self.noise.contended += 1  # it stayed contended: it counts, and says so
@@ -123,18 +127,24 @@ class SearchRunner:
         return result
 
     def baseline(self, values: dict[str, Any], repeats: int) -> ProbeResult:
-        runs = []
-        for repeat in range(repeats):
-            # the first is profiled: where the baseline's step time goes (worker/profile.py)
-            asked = Candidate(BASELINE, {}, profile=repeat == 0)
-            result = self.run(BASELINE, asked, values)
-            if not ran(result):  # a contended baseline still counts: it is all there is
-                raise BaselineFailed(result)  # measure() already tried it again where it could
-            runs.append(result)
-        # Repeats far apart (one of them hit by something nothing reported): measure
-        # again, twice at most, so the median and the noise do not rest on a wild one.
-        while len(runs) < repeats + 2 and len(runs) > 1 and _disagree(runs):
-            runs.append(self.run(BASELINE, Candidate(BASELINE, {}), values))
+        """The baseline, `repeats` times (and up to twice more where they disagree); a repeat
+        the time budget cuts (StageCut, once one ran ok) ends it with the repeats it has."""
+        runs: list[ProbeResult] = []
+        try:
+            for repeat in range(repeats):
+                # the first is profiled: where the baseline's step time goes (worker/profile.py)
+                asked = Candidate(BASELINE, {}, profile=repeat == 0)
+                result = self.run(BASELINE, asked, values)
+                if not ran(result):  # a contended baseline still counts: it is all there is
+                    raise BaselineFailed(result)  # measure() tried it again where it could
+                runs.append(result)
+            # Repeats far apart (one of them hit by something nothing reported): measure
+            # again, twice at most, so the median and the noise do not rest on a wild one.
+            while len(runs) < repeats + 2 and len(runs) > 1 and _disagree(runs):
+                runs.append(self.run(BASELINE, Candidate(BASELINE, {}), values))
+        except StageCut:
+            if not runs:
+                raise
         self.baseline_runs = [r for r in runs if ran(r)]
         first = Series(self.baseline_runs).summary()
         self.reference, self.reference_values = first, dict(values)

@@ -27,6 +27,7 @@ from tuneup.tuning.ddp_verdicts import (
     ranks_text,
 )
 from tuneup.tuning.paired import Verdict
+from tuneup.tuning.planner import limit_words, longer_words
 from tuneup.tuning.search_records import SearchOutcome, StageDecision
 
 # The faster phase must be this many times the slower one for the slower to be "the" bottleneck;
@@ -173,6 +174,11 @@ def unmeasured_text(outcome: SearchOutcome) -> str:
     return "not measured: " + ", ".join(f"{u['stage']} ({u['why']})" for u in items)
 
 
+def _ran_variant(outcome: SearchOutcome) -> bool:
+    """Whether any probe measured a variant (a stage's candidate, not its incumbent)."""
+    return any(p.stage != "baseline" and p.variant and p.ok for p in outcome.probes)
+
+
 def _compared_any(outcome: SearchOutcome) -> bool:
     """Whether any stage compared a variant with its incumbent (a screen or pairs)."""
     return any(d.evidence is not None or d.gain_pct is not None for d in outcome.stage_decisions)
@@ -264,6 +270,8 @@ def _headline(outcome: SearchOutcome) -> str:
             line = "recommendation: keep the baseline (no variant beat it by the noise margin)"
         elif unmeasured(outcome):
             line = "no recommendation: nothing could be compared with the baseline"
+        elif outcome.left_out and not _ran_variant(outcome):
+            line = "recommendation: the baseline as it is (no variant was measured)"
         else:
             line = "recommendation: keep the baseline (no variant could run here to compare)"
         return f"{line}; {pending}" if pending else line
@@ -323,7 +331,7 @@ def _partial_headline(outcome: SearchOutcome) -> str:
             "its stage's pairs, not yet confirmed against the baseline"
         )
     else:
-        line = f"{head}: nothing adopted so far; keep the baseline"
+        line = f"{head}: nothing adopted so far; the baseline stands"
     if outcome.not_run:
         line += f"; not run: {', '.join(outcome.not_run)}"
     pending = "; ".join(
@@ -333,11 +341,13 @@ def _partial_headline(outcome: SearchOutcome) -> str:
 
 
 def left_out_text(outcome: SearchOutcome) -> str:
-    """The stages the time budget left out or cut short, in words ("" for none)."""
+    """The stages the time budget left out or cut short, in words, with whose limit it was
+    and what runs them ("" for none)."""
     if not outcome.left_out:
         return ""
     return (
-        f"left out for the time budget: {', '.join(outcome.left_out)} (a longer --budget runs them)"
+        f"left out for {limit_words(outcome.limit)}: {', '.join(outcome.left_out)} "
+        f"({longer_words(outcome.limit)})"
     )
 
 
@@ -373,9 +383,10 @@ def not_upheld(outcome: SearchOutcome) -> str:
             f"({_ratio(first)}): a resume on a quiet machine confirms it or rules it out"
         )
     if first.evidence.why.startswith("cut short"):
+        longer = longer_words(outcome.limit).replace("runs them", "confirms it or rules it out")
         return (
-            f"the time budget ran out before the interleaved confirmation decided on {pick} "
-            f"({_ratio(first)}): a longer --budget confirms it or rules it out"
+            f"{limit_words(outcome.limit)} ran out before the interleaved confirmation decided "
+            f"on {pick} ({_ratio(first)}): {longer}"
         )
     if first.evidence.verdict is Verdict.UNRESOLVED:
         return (
