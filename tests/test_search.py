@@ -510,3 +510,31 @@ def test_what_a_busy_machine_spoils_moves_the_time_left_within_its_bound():
     for _ in range(20):
         clock.heard("baseline", dataclasses.replace(base, contention=busy))
     assert clock.remeasures(100.0) == 0.0  # ...never past what the ladder may lose
+
+
+def test_a_steady_load_that_slows_every_probe_ends_the_ladder_once_its_time_is_spent():
+    from tuneup.probe.types import Contention
+    from tuneup.tuning.load import LoadBound
+
+    class Slowed(Scripted):
+        def __call__(self, stage, cand, values):
+            result = super().__call__(stage, cand, values)
+            load = Contention(
+                other_cpus=2.0,
+                usable_cpus=2,
+                note="other processes used 2.0 of 2 CPUs",
+                spread=0.1,
+                under_load=True,
+            )
+            return dataclasses.replace(result, contention=load, wall_s=10.0)
+
+    said: list[str] = []
+    fake = Slowed()
+    stages = [StagePlan(f"s{i}", [Candidate(f"s{i}=on", {f"s{i}": True})]) for i in range(8)]
+    bound = LoadBound.for_estimate(40.0, say=said.append)  # two minutes under load at most
+    outcome = staged_search({"speed": 100.0}, stages, fake, load=bound)
+    assert 10.0 * len(fake.calls) <= 120.0 + 2 * 10.0  # the bound, and what crossed it
+    stopped = [d for d in outcome.stage_decisions if d.unmeasured]
+    assert stopped and stopped[-1].stage == "s7"  # every stage left, named
+    assert said and "the ladder stops: other processes used 2.0 of 2 CPUs steadily" in said[-1]
+    assert "of probes slowed under it" in said[-1] and "--retry-failed" in said[-1]

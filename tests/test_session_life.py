@@ -466,15 +466,26 @@ def test_a_time_budget_is_kept_on_the_real_cpu_smoke_ladder(tmp_path: Path) -> N
     # the whole cpu-smoke ladder takes about a minute on 2 cores: 30 s cannot hold it
     out, budget = tmp_path / "budgeted", 30.0
     began = time.monotonic()
-    done = tuneup_run("probe", "--preset", "cpu-smoke", "--budget", "30s", "--out", str(out))
+    done = tuneup_run(
+        "probe", "--preset", "cpu-smoke", "--budget", "30s", "--out", str(out), timeout=400
+    )
     wall = time.monotonic() - began
-    assert done.returncode == 0, done.stderr
+    probes = [json.loads(line) for line in (out / "journal.jsonl").read_text().splitlines()]
+    # Other processes loading this machine (measured, on the probes) slow every probe and
+    # may end stages for the load (exit 4, which names it); nothing else excuses an end.
+    loaded = any((p.get("contention") or {}).get("note") for p in probes)
+    busy = done.returncode == 4 and loaded and "too busy to measure" in done.stderr
+    assert done.returncode == 0 or busy, done.stderr
     assert "time budget 30 s:" in done.stderr  # the plan, said before the first probe
     summary = json.loads((out / "summary.json").read_text())
     said = json.dumps(summary["time_budget"]) + done.stderr[-2000:]
     assert summary["time_budget"]["limit_s"] == budget and summary["partial"] is None, said
-    probes = [json.loads(line) for line in (out / "journal.jsonl").read_text().splitlines()]
-    assert sum(p["wall_s"] for p in probes) <= budget, said  # none started past the budget
-    # start-up, the synthetic box and the summary come on top of the probes
-    assert wall <= budget + 30, wall
+    started = 0.0  # none started past the budget (a busy machine's may end past it)
+    for probe in probes:
+        assert started < budget, said
+        started += probe["wall_s"]
+    assert loaded or started <= budget, said
+    # start-up, the synthetic box and the summary come on top of the probes; a loaded
+    # machine's last probe may run long
+    assert wall <= budget + (90 if loaded else 30), wall
     assert summary["time_budget"]["left_out"] or summary["time_budget"]["planned_out"], said

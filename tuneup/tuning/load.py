@@ -1,24 +1,23 @@
-"""How much of a ladder a busy machine may spoil, and the line that says it is too busy.
+"""How much of a ladder a busy machine may take, and the line that says it is too busy.
 
 A probe another process's burst got in the way of (contended: hostload.py) is
 measured again, since its figure says more about the burst than about the
-configuration. On a machine that stays busy in bursts that never ends: every
-probe is measured again and again, and a pair whose probes stay contended
-never counts. So the probes a load spoils are bounded, in probes and in
-seconds (their own wall time):
+configuration; a probe under a steady load is kept (its pair saw the same
+load), but it runs slower, often many times slower where the load fights the
+probe's threads. On a machine that stays busy neither ends: every probe is
+measured again and again, or every probe takes ten times its estimate. So
+what a load takes is bounded, in probes spoiled (contended ones) and in
+seconds (the walls of the contended and the loaded probes):
 
-* a stage stops, unmeasured, once it has lost STAGE_PROBES probes or
-  STAGE_SHARE of the ladder's allowance in seconds; the stage says why, and
+* a stage stops, unmeasured, once it has lost STAGE_PROBES probes or spent
+  STAGE_SHARE of the ladder's allowance under load; the stage says why, and
   the ladder goes on;
 * the ladder stops every stage left the same way once it has lost
-  LADDER_PROBES probes or its allowance in seconds (as long as its own
-  estimate, at least MIN_LADDER_S): the answer keeps what was measured, and
-  names the load, how much, and the fix;
+  LADDER_PROBES probes or spent its allowance under load (LADDER_SHARE of its
+  own estimate, at least MIN_LADDER_S): the answer keeps what was measured,
+  and names the load, how much, and the fix;
 * the baseline, which everything needs, keeps its latest contended probe once
-  its stage's bound is reached (its figure then says so).
-
-A steady load (hostload.steady_load) spoils nothing: its probes are kept and
-compared with their neighbours, which ran under the same load.
+  its stage's bound is reached, and is never stopped.
 
 Pure: results in, a verdict out. The session says the line as it happens (`say`).
 """
@@ -34,9 +33,9 @@ from tuneup.tuning.search_records import StageCut
 
 STAGE_PROBES = 4  # contended probes a stage may lose before it stops
 LADDER_PROBES = 12  # ... and the whole ladder
-LADDER_SHARE = 1.0  # the ladder's lost seconds: as long again as its estimate...
+LADDER_SHARE = 2.0  # the ladder's seconds under load: twice its estimate...
 MIN_LADDER_S = 120.0  # ...and never under two minutes
-STAGE_SHARE = 0.5  # a stage's lost seconds: half the ladder's allowance
+STAGE_SHARE = 0.5  # a stage's seconds under load: half the ladder's allowance
 
 FIX = (
     "measure it again later with --resume DIR --retry-failed, on a quiet node, or bound "
@@ -55,11 +54,13 @@ class MachineBusy(StageCut):
 
 @dataclass
 class LoadBound:
-    """The probes and seconds a busy machine may spoil, per stage and per ladder.
+    """The probes a busy machine may spoil and the seconds it may take, per stage and per
+    ladder (the module docstring).
 
     Attributes:
         ladder_s: the ladder's allowance in seconds (None: probes alone bound it).
         say: told the line when a bound is reached (the session's note), at once.
+        spoiled: the contended probes, in order; `loaded`: the steady load's.
     """
 
     ladder_s: float | None = None
@@ -67,8 +68,10 @@ class LoadBound:
     ladder_probes: int = LADDER_PROBES
     say: Callable[[str], None] | None = None
     spoiled: list[ProbeResult] = field(default_factory=list)
+    loaded: list[ProbeResult] = field(default_factory=list)
     _stage: str | None = None
-    _in_stage: list[ProbeResult] = field(default_factory=list)
+    _in_stage: list[ProbeResult] = field(default_factory=list)  # spoiled, this stage
+    _loaded_in_stage: list[ProbeResult] = field(default_factory=list)
 
     @classmethod
     def for_estimate(
@@ -85,9 +88,9 @@ class LoadBound:
     @property
     def ladder_spent(self) -> bool:
         """The ladder lost all it may: no stage left is run."""
-        lost_s = _seconds(self.spoiled)
+        under_load = _seconds(self.spoiled + self.loaded)
         return len(self.spoiled) >= self.ladder_probes or (
-            self.ladder_s is not None and lost_s >= self.ladder_s
+            self.ladder_s is not None and under_load >= self.ladder_s
         )
 
     @property
@@ -96,29 +99,44 @@ class LoadBound:
         return max(0, self.ladder_probes - len(self.spoiled))
 
     def lost(self, stage: str, result: ProbeResult) -> None:
-        """`result` ran contended: it counts against `stage` and the ladder.
+        """`result` ran contended: it counts against `stage` and the ladder, in probes and
+        seconds.
 
         Raises:
             MachineBusy: that was the last the stage (or the ladder) may lose; never in the
                 baseline, which keeps its latest probe (`baseline_done` says when).
         """
-        if stage != self._stage:
-            self._stage, self._in_stage = stage, []
+        self._enter(stage)
         self.spoiled.append(result)
         self._in_stage.append(result)
+        self._check(stage)
+
+    def under_load(self, stage: str, result: ProbeResult) -> None:
+        """`result` ran under a steady load and counts: its seconds count against `stage`
+        and the ladder. Raises MachineBusy as `lost` does."""
+        self._enter(stage)
+        self.loaded.append(result)
+        self._loaded_in_stage.append(result)
+        self._check(stage)
+
+    def baseline_done(self) -> bool:
+        """The baseline lost as many probes as a stage may: it keeps the one it has."""
+        return self._stage == BASELINE_STAGE and len(self._in_stage) >= self.stage_probes
+
+    def _enter(self, stage: str) -> None:
+        if stage != self._stage:
+            self._stage, self._in_stage, self._loaded_in_stage = stage, [], []
+
+    def _check(self, stage: str) -> None:
         if stage == BASELINE_STAGE:
             return
         if self.ladder_spent:
             self._stop(self.line(ladder=True), ladder=True)
         stage_s = self.stage_s
         if len(self._in_stage) >= self.stage_probes or (
-            stage_s is not None and _seconds(self._in_stage) >= stage_s
+            stage_s is not None and _seconds(self._in_stage + self._loaded_in_stage) >= stage_s
         ):
             self._stop(self.line(ladder=False), ladder=False)
-
-    def baseline_done(self) -> bool:
-        """The baseline lost as many probes as a stage may: it keeps the one it has."""
-        return self._stage == BASELINE_STAGE and len(self._in_stage) >= self.stage_probes
 
     def _stop(self, line: str, *, ladder: bool) -> None:
         if self.say is not None:
@@ -126,12 +144,17 @@ class LoadBound:
         raise MachineBusy(line, ladder=ladder)
 
     def line(self, *, ladder: bool) -> str:
-        """What used the CPUs, how much, and what it cost: the line a stop says."""
+        """What used the CPUs, how much, and what it took: the line a stop says."""
         lost = self.spoiled if ladder else self._in_stage
+        loaded = self.loaded if ladder else self._loaded_in_stage
         where = "the ladder stops" if ladder else f"stage {self._stage} stops"
-        return (
-            f"the machine is too busy, {where}: {load_words(lost)}; {len(lost)} probe(s) "
-            f"({duration_text(_seconds(lost))}) spoiled by it"
+        took = []
+        if lost:
+            took.append(f"{len(lost)} probe(s) spoiled ({duration_text(_seconds(lost))})")
+        if loaded:
+            took.append(f"{duration_text(_seconds(loaded))} of probes slowed under it")
+        return f"the machine is too busy, {where}: {load_words(lost + loaded)}; " + " and ".join(
+            took
         )
 
 
@@ -149,7 +172,9 @@ def load_words(results: list[ProbeResult]) -> str:
     of = f" of {usable} CPUs" if usable else " CPUs"
     busiest = next((c.busiest for c in reversed(seen) if c.busiest), "")
     named = f" ({busiest})" if busiest else ""
-    return f"other processes used {used}{of} in bursts{named}"
+    bursts = [r.contended for r in results if r.contention is not None]
+    how = " in bursts" if all(bursts) else " steadily" if not any(bursts) else ""
+    return f"other processes used {used}{of}{how}{named}"
 
 
 def _seconds(results: list[ProbeResult]) -> float:

@@ -84,6 +84,8 @@ class SearchRunner:
                 break
         if result.ok and result.contended:
             self.noise.contended += 1  # it stayed contended: it counts, and says so
+        elif result.ok and result.under_load:
+            self.load.under_load(stage, result)  # kept; its time counts against the bound
         self.last_key = probe_key(values, cand.ranks)
         if not cand.reference and result.ok and not result.contended:
             rates = {p: r for p in PHASES if (r := result.rate(p)) is not None}

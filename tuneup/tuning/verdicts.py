@@ -171,7 +171,12 @@ def unmeasured_text(outcome: SearchOutcome) -> str:
     items = unmeasured(outcome)
     if not items:
         return ""
-    return "not measured: " + ", ".join(f"{u['stage']} ({u['why']})" for u in items)
+    by_why: dict[str, list[str]] = {}  # stages that share a reason are named together
+    for u in items:
+        by_why.setdefault(u["why"], []).append(u["stage"])
+    return "not measured: " + ", ".join(
+        f"{', '.join(stages)} ({why})" for why, stages in by_why.items()
+    )
 
 
 def _ran_variant(outcome: SearchOutcome) -> bool:
