@@ -301,6 +301,21 @@ class SimTrainer(SimSurface, ProbeBackend):
             plan={**plan.to_dict(), "steps": {p: plan.trial_steps(costs.step(p)) for p in trials}},
         )
 
+    def prior_costs(self, values: dict[str, Any]) -> ProbeCosts:
+        """What its probes of `values` cost, in its simulated seconds, before any has run: the
+        steps, start and first steps `measure` prices; as many trials as its noise takes
+        (the budget's most where trials vary by more than the budget's trial_noise)."""
+        ranks = self.world_size
+        k = self.knobs(values)
+        sps = self.expected_sps(values, ranks)
+        steps = {p: _batch(k, ranks) * ranks / max(r, 1e-9) for p, r in sps.items()}
+        once = self.one_time(k, fresh=True, new=True)
+        first = sum(v for n, v in once.items() if n not in ("spawn", "setup"))
+        noisy = self.noise > self.budget.trial_noise
+        count = float(self.budget.max_trials if noisy else self.budget.min_trials)
+        costs = self.costs.probe_costs(steps, {p: count for p in sps}, first_s=first)
+        return self.probe_costs_for(costs, k)
+
     def _draw(
         self,
         plan: MeasurementPlan,

@@ -16,8 +16,9 @@ from typing import Any
 from tuneup.bundled import cache_dir
 from tuneup.config import TrainConfig, build_config, loader
 from tuneup.errors import UsageError
-from tuneup.probe.estimate import StepModel
-from tuneup.probe.types import PHASES
+from tuneup.hardware.types import MachineInfo
+from tuneup.probe.estimate import ProbeCosts, StepModel
+from tuneup.probe.types import PHASES, ProbeBudget
 from tuneup.trainers.adapters import TrainerAdapter, TrainerContext
 from tuneup.trainers.backends import Backend, WorkerBackend
 from tuneup.unet.datacheck import data_paths
@@ -98,6 +99,13 @@ class SimTrainer(TrainerAdapter):
 
     def backend(self, ctx: TrainerContext) -> Backend:
         return Surface(seed=ctx.seed, world_size=ctx.world_size, budget=ctx.budget)
+
+    def known_costs(
+        self, values: Mapping[str, Any], budget: ProbeBudget, machine: MachineInfo
+    ) -> ProbeCosts | None:
+        """Its probes' costs in its own simulated seconds, as its backend will price them."""
+        surface = Surface(world_size=max(1, machine.world_size), budget=budget)
+        return surface.prior_costs(dict(values))
 
 
 UNET = UnetTrainer(

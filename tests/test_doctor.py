@@ -12,7 +12,8 @@ from tuneup.doctor.checks import FAIL, OK, WARN, failed, honesty_checks, run_che
 from tuneup.doctor.facts import Facts, TorchFacts, gather_facts
 from tuneup.doctor.honesty import Honesty
 from tuneup.hardware.toolchain import Toolchain
-from tuneup.testing.fake_nvml import NOT_SUPPORTED, FakeGpu, FakeNvml
+from tuneup.probe.types import Contention
+from tuneup.testing.fake_nvml import NOT_SUPPORTED, FakeGpu, FakeNvml, FakeProcess
 
 GB = 10**9
 H100 = "NVIDIA H100 80GB HBM3"
@@ -44,6 +45,7 @@ def read_node(**sources) -> Facts:
         "cpu_count": lambda: 128,
         "module_available": lambda name: True,
         "apex_available": lambda: False,
+        "host_load": lambda: Contention(other_cpus=0.2, usable_cpus=64),
     }
     return gather_facts(**{**fakes, **sources})
 
@@ -240,7 +242,7 @@ def test_doctor_quick_json_on_this_machine_is_consistent_with_its_exit(capsys) -
     code = main(["doctor", "--quick", "--json"])
     report = json.loads(capsys.readouterr().out)
     levels = [c["level"] for c in report["checks"]]
-    assert set(levels) <= {OK, WARN, FAIL} and len(levels) == 14
+    assert set(levels) <= {OK, WARN, FAIL} and len(levels) == 15
     assert report["honesty"] is None and report["failed"] == levels.count(FAIL)
     assert code == (1 if FAIL in levels else 0)
 
@@ -363,3 +365,34 @@ def test_the_doctor_times_the_picked_presets_baseline_on_the_gpu() -> None:
     )
     report = json.loads(done.stdout)
     assert report["honesty"]["case"].startswith("preset ") and "batch" in report["honesty"]["case"]
+
+
+def test_other_processes_on_the_cpus_and_the_gpus_are_measured_and_warned_with_the_figure() -> None:
+    assert by_name(gpu_node())["load"][:2] == (OK, "other processes used 0.2 of 64 usable CPUs")
+    busy = Contention(
+        other_cpus=1.9,
+        usable_cpus=2,
+        note="other processes used 1.9 of 2 CPUs",
+        busiest="python3 1.0, python3 0.9",
+    )
+    level, detail, fix = by_name(gpu_node(host_load=busy, cpus_usable=2))["load"]
+    assert level == WARN and "other processes used 1.9 of 2 usable CPUs" in detail
+    assert "(python3 1.0, python3 0.9)" in detail and "quiet node" in fix
+    gpu = FakeGpu(name=H100, processes=[FakeProcess(4242, 1024.0)])
+    nvml = FakeNvml(devices=[gpu], cuda_driver=12040)
+    level, detail, _ = by_name(read_node(nvml=nvml))["load"]
+    assert level == WARN and "GPU 0: 1 other process(es)" in detail, detail
+
+
+def test_the_honesty_warning_names_the_load_it_was_timed_under() -> None:
+    busy = Contention(other_cpus=1.9, usable_cpus=2, note="other processes used 1.9 of 2 CPUs")
+    level, detail, fix = rows_under(measured(ratio=1.12, ratios=(1.1, 1.12, 1.2)), busy)["honesty"]
+    assert level == WARN and "may flatter this node" in detail
+    assert "likely cause: other processes used 1.9 of 2 CPUs while it was timed" in detail
+    assert "load row" in fix
+    quiet = rows_under(measured(ratio=1.12, ratios=(1.1, 1.12, 1.2)), None)["honesty"]
+    assert "likely cause" not in quiet[1]
+
+
+def rows_under(h: Honesty, load: Contention | None) -> dict[str, tuple[str, str, str]]:
+    return {c.name: (c.level, c.detail, c.fix) for c in honesty_checks(h, None, load)}

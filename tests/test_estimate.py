@@ -209,7 +209,21 @@ def test_a_tight_budget_shortens_the_trials_then_leaves_out_the_least_gain_per_s
 def test_a_budget_too_small_for_the_baseline_says_so() -> None:
     plan = plan_ladder(STAGES, BUDGET, COSTS, 10.0)
     assert not plan.fits and plan.stages == ()
-    assert "stops at the budget" in plan.lines(4)[-1]
+    assert not plan.baseline_fits and plan.baseline_s > 10.0  # refused before any probe
+    alone = plan.baseline_s
+    just = plan_ladder(STAGES, BUDGET, COSTS, alone * 1.01)
+    assert just.baseline_fits and just.stages == () and just.fits  # the baseline, nothing else
+    assert "left out to fit your" in (just.reason("workers") or "")
+
+
+def test_trials_are_never_shortened_below_the_floor_they_are_given() -> None:
+    whole = plan_ladder(STAGES, BUDGET, COSTS, None).estimate_s
+    # a resume's recorded budget is already shortened: its floor is still the preset's
+    shortened = dataclasses.replace(BUDGET, trial_s=BUDGET.trial_s / 4)
+    again = plan_ladder(STAGES, shortened, COSTS, whole * 0.3, shortest_trial_s=BUDGET.trial_s / 4)
+    assert again.budget.trial_s == pytest.approx(BUDGET.trial_s / 4)
+    alone = plan_ladder(STAGES, shortened, COSTS, whole * 0.3)  # no floor given: its own
+    assert alone.budget.trial_s < BUDGET.trial_s / 4
 
 
 def test_a_kind_is_priced_by_the_plan_it_stands_for() -> None:

@@ -350,7 +350,7 @@ def test_the_synthetic_cache_deleted_mid_ladder_is_made_again_and_the_answer_sta
     stdout, stderr = proc.communicate(timeout=300)
     # 4 only where other processes loaded this machine: then it says so, and why
     assert proc.returncode == 0 or (
-        proc.returncode == ExitCode.UNMEASURED and "stop what else runs here" in stderr
+        proc.returncode == ExitCode.UNMEASURED and "too busy to measure" in stderr
     ), stderr
     assert "was gone" in stderr and "made it again" in stderr
     # a probe cut by the deletion was run again at once, on the box made again
@@ -406,16 +406,9 @@ def test_an_out_folder_with_a_newline_runs_every_probe(tmp_path: Path) -> None:
     assert [p["status"] for p in journal(out)] == ["ok"] * len(journal(out))
 
 
-def test_a_worker_stopped_inside_its_trials_has_that_trial_measured_again(
-    tiny_values: dict[str, Any], tmp_path: Path
-) -> None:
-    from tuneup.probe.plan import plan_probe
-    from tuneup.probe.types import ProbeBudget
-
-    budget = ProbeBudget(trial_s=0.05, min_trials=3, max_trials=4, warmup_cap_s=0.5, loss_steps=2)
-    plan = plan_probe(budget, available=("full",)).to_dict()
-    spec = tmp_path / "spec.json"
-    spec.write_text(json.dumps({"config": tiny_values, "plan": plan}))
+def _stopped_worker(spec: Path, lead_s: float, stop_s: float) -> tuple[list[dict[str, Any]], float]:
+    """A worker run on `spec`, stopped (SIGSTOP) for `stop_s`, `lead_s` after its first trial
+    is heard of: its events, and when the stop began (epoch seconds)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "tuneup.worker", str(spec)],
         stdout=subprocess.PIPE,
@@ -424,20 +417,48 @@ def test_a_worker_stopped_inside_its_trials_has_that_trial_measured_again(
         env={**os.environ, "OMP_NUM_THREADS": "1"},
     )
     assert proc.stdout is not None
-    events = []
+    events, stopped = [], 0.0
     for raw in proc.stdout:
         event = json.loads(raw)
         events.append(event)
         if event.get("event") == "trial" and event.get("index") == 1:
-            proc.send_signal(signal.SIGSTOP)  # inside the second trial: they run back to back
-            time.sleep(1.0)  # twenty trials' time
+            # half a trial on: inside the next one (at once, it may land between the two)
+            time.sleep(lead_s)
+            stopped = time.time()
+            proc.send_signal(signal.SIGSTOP)
+            time.sleep(stop_s)
             proc.send_signal(signal.SIGCONT)
-    assert proc.wait(timeout=60) == 0
+    assert proc.wait(timeout=180) == 0
+    return events, stopped
+
+
+def test_a_worker_stopped_inside_its_trials_has_that_trial_measured_again(
+    tiny_values: dict[str, Any], tmp_path: Path
+) -> None:
+    from tuneup.probe.plan import plan_probe
+    from tuneup.probe.types import ProbeBudget
+
+    # Trials of a second, the stop half a trial after the first is heard of: on a loaded
+    # machine this reader hears late, and the stop must still land inside a trial. Where it
+    # did not (the trials' own times say), the fault is dealt again, three times at most: a
+    # stop that never lands fails.
+    budget = ProbeBudget(trial_s=1.0, min_trials=3, max_trials=4, warmup_cap_s=0.5, loss_steps=2)
+    plan = plan_probe(budget, available=("full",)).to_dict()
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"config": tiny_values, "plan": plan}))
+    for _ in range(3):
+        events, stopped = _stopped_worker(spec, lead_s=0.5, stop_s=8.0)
+        trials = [e for e in events if e.get("event") == "trial"]
+        if any(e["time"] - e["seconds"] < stopped < e["time"] for e in trials):
+            break  # the stop landed inside a trial
+    else:
+        pytest.fail(f"the stop never landed inside the trials: {trials}")
     result = next(e for e in events if e.get("event") == "result")
-    slowest = min(e["samples_per_s"] for e in events if e.get("event") == "trial")
-    assert slowest < 0.2 * result["full_sps"]  # the stopped trial was seen...
-    assert min(result["full_sps_trials"]) > 0.5 * result["full_sps"]  # ...and measured again
-    assert result["trials_discarded"] >= 1 and result["far_trials"] == 0
+    slowest = min(e["samples_per_s"] for e in trials)
+    seen = [(round(e["time"] - stopped, 2), round(e["seconds"], 2)) for e in trials]
+    assert slowest < 0.2 * result["full_sps"], seen  # the stopped trial was seen...
+    assert min(result["full_sps_trials"]) > 0.5 * result["full_sps"], trials  # ...measured again
+    assert result["trials_discarded"] >= 1 and result["far_trials"] == 0, result
 
 
 # ---- the rule for far trials, and the words of an end --------------------------------

@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from tuneup.probe.describe import status_text
 from tuneup.probe.events import TrialEvent
 from tuneup.probe.hostload import (
     ContentionWatch,
@@ -16,6 +17,7 @@ from tuneup.probe.hostload import (
     contention_note,
     parse_cpu_times,
     read_host,
+    steady_load,
 )
 from tuneup.probe.types import Candidate, ProbeResult, Status
 
@@ -101,9 +103,99 @@ def test_the_cpu_time_of_tuneups_own_children_counts_as_its_own():
 
     hz = float(os.sysconf("SC_CLK_TCK"))
     before = read_host(usable_cpus(), os.getpid())
-    spin = "import time\nend=time.time()+1.0\nwhile time.time()<end: pass\n"
+    # a second of CPU time, however long a loaded machine takes to give it
+    spin = "import time\nwhile time.process_time() < 1.0: pass\n"
     subprocess.run([sys.executable, "-c", spin], check=True)  # reaped: into our cutime
     after = read_host(usable_cpus(), os.getpid())
     assert before is not None and after is not None
     assert (after.own_ticks - before.own_ticks) / hz >= 0.7
     assert after.cpus.busy - before.cpus.busy >= after.own_ticks - before.own_ticks - 0.2 * hz
+
+
+def steady_script(other: list[float], own: float = 1.0, step: float = 0.5) -> list[HostReading]:
+    """Readings every `step` seconds from t=100: other processes take `other[i]` CPUs over
+    the i-th step, tuneup `own`; each reading names who took the others' time."""
+    readings, busy, mine, others = [], 0, 0, 0
+    readings.append(HostReading(100.0, CpuTimes(0, 0, 10_000), 0))
+    for i, cpus in enumerate(other):
+        busy += round((cpus + own) * 100 * step)
+        mine += round(own * 100 * step)
+        others += round(cpus * 100 * step)
+        took = {"python3": round(cpus * 100 * step)}
+        readings.append(
+            HostReading(100.0 + step * (i + 1), CpuTimes(busy, 0, 10_000 + busy), mine, others=took)
+        )
+    return readings
+
+
+def watched(readings: list[HostReading], windows: list[tuple[float, float]]) -> list[ProbeResult]:
+    """A probe per FULL window, judged in turn by one watch over `readings`."""
+    sampler = HostLoadSampler(read=lambda: None)
+    sampler.readings.extend(readings)
+    sampler.usable, sampler.hz = 2, 100.0
+    spans = iter(windows)
+
+    def backend(stage: str, cand: Candidate, values: dict) -> ProbeResult:
+        start, end = next(spans)
+        watch.on_event(TrialEvent(phase="full", time=end, seconds=end - start))
+        return ProbeResult(stage, {}, values, Status.OK, full_sps=10.0)
+
+    watch = ContentionWatch(backend, sampler)
+    return [watch("s", Candidate("c", {}), {}) for _ in windows]
+
+
+def test_a_steady_load_is_kept_under_load_and_a_bursty_one_stays_contended():
+    windows = [(101.0, 104.0), (105.0, 108.0), (109.0, 112.0)]
+    steady = watched(steady_script([1.0] * 26), windows)
+    first, second, third = steady
+    assert first.contended  # nothing to hold it against yet: measured again
+    assert second.under_load and third.under_load and not third.contended
+    assert third.contention is not None and third.contention.busiest == "python3 1.0"
+    assert "under a steady load: other processes used 1.0 of 2 CPUs" in status_text(third)
+    bursts = [(0.1 if (i // 2) % 2 else 1.9) for i in range(26)]  # 1.9 and 0.1 CPUs by turns
+    bursty = watched(steady_script(bursts), windows)
+    assert all(r.contended and not r.under_load for r in bursty)
+    assert bursty[-1].contention is not None and (bursty[-1].contention.spread or 0) > 1.0
+
+
+def test_steadiness_needs_neighbours_that_agree_and_a_window_that_held():
+    assert steady_load([1.0, 1.2, 0.9], spread=0.3)
+    assert steady_load([1.0, 1.3], spread=0.2)  # two at the start
+    assert not steady_load([1.1], spread=0.0)  # alone: nothing to pair it with
+    assert not steady_load([0.2, 1.5], spread=0.1)  # a neighbour ran under another load
+    assert not steady_load([1.0, 1.0, 1.0], spread=1.2)  # bursts within its window
+    assert not steady_load([1.0, 1.0], spread=None)
+    assert steady_load([12.0, 14.0, 15.0], spread=3.0)  # a big machine's band is its share
+
+
+def test_the_busiest_other_processes_are_named_from_what_they_took():
+    first = HostReading(10.0, CpuTimes(0, 0, 1000), 0, tasks={(7, 1): ("pytest", 100)})
+    second = HostReading(
+        12.0,
+        CpuTimes(500, 0, 1500),
+        100,
+        tasks={(7, 1): ("pytest", 140), (8, 5): ("python3", 200), (9, 5): ("python3", 160)},
+    )
+    script = iter([first, second])
+    sampler = HostLoadSampler(read=lambda: next(script))
+    sampler.usable, sampler.hz = 2, 100.0
+    sampler.sample()
+    sampler.sample()
+    found = sampler.contention(10.0, 12.0)
+    assert found is not None and found.busiest == "python3 1.8, pytest 0.2"
+    assert all(r.tasks is None for r in sampler.readings)  # only what each took is kept
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="reads /proc")
+def test_a_busy_loop_beside_tuneup_is_measured_and_named_now():
+    import subprocess
+    import sys
+
+    spin = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        found = HostLoadSampler().now(seconds=1.5)
+    finally:
+        spin.kill()
+        spin.wait()
+    assert found is not None and (found.other_cpus or 0.0) >= 0.5, found
+    assert "python" in found.busiest, found

@@ -286,11 +286,37 @@ def test_a_time_budget_is_kept_and_says_what_it_left_out(tmp_path: Path, capsys)
     assert _walls(out) <= budget  # no probe started that the budget could not hold
     assert kept["left_out"], "half the time cannot hold the whole ladder"
     reasons = {s["stage"]: s["reason"] for s in summary["stages"]}
-    assert all("time budget" in reasons[name] for name in kept["left_out"])
-    assert "left out for the time budget: " + ", ".join(kept["left_out"]) in " ".join(
-        said.out.split()
-    )
+    assert all("your" in reasons[name] for name in kept["left_out"]), reasons
+    assert "left out for your budget: " + ", ".join(kept["left_out"]) in " ".join(said.out.split())
+    assert "(a longer --budget runs them)" in said.out and "allocation" not in said.out
     assert summary["partial"] is None  # it ended with an answer, not a stopped ladder
+
+
+def test_the_sim_plans_a_budget_in_its_own_seconds_and_spends_what_it_said(
+    tmp_path: Path, capsys
+) -> None:
+    from tuneup.cli import main
+
+    out = tmp_path / "ten"
+    assert main(["probe", "--trainer", "sim", "--budget", "10m", "--out", str(out)]) == 0
+    said = capsys.readouterr().err
+    kept = json.loads((out / "summary.json").read_text())["time_budget"]
+    spent = _walls(out)
+    assert spent <= 600  # simulated seconds: the budget is kept on the sim's own clock
+    assert abs(kept["estimate_s"] - spent) <= 0.25 * spent, (kept, spent)
+    assert "time budget 10 min:" in said
+
+
+def test_a_budget_not_even_the_baseline_fits_is_refused_before_anything_runs(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "short"
+    done = tuneup("probe", "--trainer", "sim", "--budget", "30s", "--out", str(out))
+    assert done.returncode == 2, done.stderr
+    line = done.stderr.strip()
+    assert line.count("\n") == 0 and "--budget 30 s is shorter than the baseline" in line
+    assert "give --budget" in line and "allocation" not in line
+    assert not (out / "journal.jsonl").exists()
 
 
 def test_a_budget_that_is_not_a_duration_is_a_one_line_error(tmp_path: Path) -> None:
@@ -336,3 +362,18 @@ def test_on_a_terminal_a_replayed_probe_still_says_it_came_from_the_journal() ->
     reporter.probe_done(probe, reused=True)
     reporter.close()
     assert "[from journal]" in reporter.console.file.getvalue()
+
+
+def test_a_resume_under_a_budget_never_shortens_trials_past_a_quarter(tmp_path: Path) -> None:
+    from tuneup.cli import main
+    from tuneup.preset.load import load_preset
+
+    out = tmp_path / "short"
+    argv = ["probe", "--trainer", "sim", "--budget", "5m"]
+    assert main([*argv, "--out", str(out)]) == 0
+    floor = load_preset("cpu-smoke").budget.trial_s / 4
+    first = json.loads((out / "summary.json").read_text())["time_budget"]["trial_s"]
+    assert first == pytest.approx(floor)  # shortened as far as it goes
+    assert main([*argv, "--resume", str(out)]) == 0
+    again = json.loads((out / "summary.json").read_text())["time_budget"]["trial_s"]
+    assert again == pytest.approx(floor)  # not a quarter of the quarter

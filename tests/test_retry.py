@@ -30,9 +30,11 @@ class Scripted:
     def __init__(self, failures: dict[str, list[tuple[Status, str, bool]]]) -> None:
         self.failures = {k: list(v) for k, v in failures.items()}
         self.calls: list[str] = []
+        self.trials: list[float | None] = []  # each probe's trial length, where shortened
 
     def __call__(self, stage: str, candidate: Candidate, values: dict[str, Any]) -> ProbeResult:
         self.calls.append(stage)
+        self.trials.append(candidate.trial_s)
         variant = dict(candidate.values)
         if self.failures.get(stage):
             status, reason, is_transient = self.failures[stage].pop(0)
@@ -136,10 +138,17 @@ def test_no_probe_starts_that_the_time_left_cannot_hold(tmp_path: Path) -> None:
 
     left["s"] = 17.6  # 1.25 x 2 s + the 15 s margin = 17.5: it fits
     run.measure("amp", Candidate("bf16", {"amp_mode": "bf16"}), {**values, "amp_mode": "bf16"})
-    left["s"] = 17.4
-    with pytest.raises(OutOfTime, match="17 s left in the allocation"):
-        run.measure("amp", Candidate("fp16", {"amp_mode": "fp16"}), {**values, "amp_mode": "fp16"})
-    assert backend.calls == ["baseline", "amp"]
+    assert backend.trials[-1] is None  # as planned
+    left["s"] = 17.4  # a shorter trial meets it: the probe runs with it, not below the floor
+    run.measure("amp", Candidate("fp16", {"amp_mode": "fp16"}), {**values, "amp_mode": "fp16"})
+    floor = run.preset.budget.trial_s / 4
+    assert (
+        backend.trials[-1] is not None and floor <= backend.trials[-1] < run.preset.budget.trial_s
+    )
+    left["s"] = 16.0  # not even the floor's trials fit
+    with pytest.raises(OutOfTime, match="16 s left in the allocation"):
+        run.measure("amp", Candidate("fp32", {"amp_mode": "none"}), {**values, "amp_mode": "none"})
+    assert backend.calls == ["baseline", "amp", "amp"]
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 from tuneup_plugins.sim import SimTrainer, sim_stage_plans
@@ -421,4 +422,119 @@ def test_a_confirmation_the_time_budget_cuts_short_ends_unresolved_with_the_base
     assert conf is not None and len(conf.attempts) == 1  # no shorter path tried after a cut
     assert conf.attempts[0].evidence.verdict is Verdict.UNRESOLVED
     assert conf.upheld is None and outcome.best_values == {"speed": 100.0}
-    assert "time budget ran out before the interleaved confirmation decided" in headline(outcome)
+    assert "your budget ran out before the interleaved confirmation decided" in headline(outcome)
+
+
+# --- a busy machine: what it may spoil is bounded, and a steady load still compares ----------
+
+
+def _bursty(n: int) -> float:
+    """Every probe hit by a burst of another job, each burst a different size."""
+    return (0.4, 0.7, 0.5, 0.9, 0.6)[n % 5]
+
+
+def test_a_machine_busy_in_bursts_ends_each_stage_and_then_the_ladder_saying_why():
+    from tuneup.probe.types import Contention
+
+    class Busy(Scripted):
+        def __call__(self, stage, cand, values):
+            result = super().__call__(stage, cand, values)
+            other = 2 * (1 - _bursty(len(self.calls) - 1))
+            load = Contention(
+                other_cpus=other,
+                usable_cpus=2,
+                note=f"other processes used {other:.1f} of 2 CPUs",
+                busiest="python3 1.1",
+            )
+            return dataclasses.replace(result, contention=load, wall_s=5.0)
+
+    stages = [speed_stage(f"s{i}", 150.0) for i in range(6)]
+    fake = Busy(machine=_bursty)
+    outcome = staged_search({"speed": 100.0}, stages, fake)
+    # the baseline keeps what it has after a stage's worth of re-measures; every stage after
+    # it loses at most a stage's worth; the ladder stops once it has lost its bound
+    assert len(fake.calls) <= 2 * 4 + 12 + 2, fake.calls
+    decisions = {d.stage: d for d in outcome.stage_decisions}
+    assert set(decisions) == {f"s{i}" for i in range(6)}
+    assert all(d.unmeasured and d.winner is None for d in decisions.values())
+    for decision in decisions.values():  # each names the load, how much and what it took
+        said = decision.unmeasured
+        assert "too busy" in said or "every probe ran contended" in said, said
+        assert "not run" in said or "other processes used" in said, said
+    said = next(d.unmeasured for d in decisions.values() if "spoiled" in d.unmeasured)
+    assert re.search(r"other processes used 0\.\d-1\.\d of 2 CPUs in bursts", said), said
+    assert "(python3 1.1)" in said, said
+    assert any(d.reason.startswith("not run: the machine was too busy") for d in decisions.values())
+    assert outcome.path == [] and "nothing could be compared" in headline(outcome)
+
+
+def test_a_steady_load_compares_its_pairs_and_says_the_verdict_was_measured_under_load():
+    from tuneup.probe.types import Contention
+
+    class Loaded(Scripted):
+        def __call__(self, stage, cand, values):
+            result = super().__call__(stage, cand, values)
+            load = Contention(
+                other_cpus=1.0,
+                usable_cpus=2,
+                note="other processes used 1.0 of 2 CPUs",
+                spread=0.1,
+                under_load=True,  # as the host watch marks a steady load's probes
+            )
+            return dataclasses.replace(result, contention=load)
+
+    fake = Loaded(machine=lambda n: 0.5)  # everything at half speed, alike
+    outcome = staged_search({"speed": 100.0}, [speed_stage("s", 150.0)], fake)
+    assert outcome.path == ["s=150.0"]  # the pairs compare fairly under the same load
+    decision = outcome.stage_decisions[0]
+    said = "measured under load (other processes used 1.0 of 2 CPUs)"
+    assert said in decision.reason and said in headline(outcome)
+    assert not any(p.contended for p in outcome.probes) and len(fake.calls) < 12
+
+
+def test_what_a_busy_machine_spoils_moves_the_time_left_within_its_bound():
+    from tuneup.preset.load import load_preset
+    from tuneup.probe.types import Contention
+    from tuneup.tuning.time_left import LadderClock
+
+    plans = [speed_stage("s", 150.0), speed_stage("t", 150.0)]
+    clock = LadderClock("unet", load_preset("cpu-smoke"), plans)
+    base = ProbeResult("baseline", {}, {"speed": 1}, Status.OK, full_sps=1.0, wall_s=5.0)
+    clock.heard("baseline", base)
+    quiet = clock.left("baseline", clock.costs()).probes
+    busy = Contention(other_cpus=1.0, usable_cpus=2, note="other processes used 1.0 of 2 CPUs")
+    for _ in range(3):
+        clock.heard("baseline", dataclasses.replace(base, contention=busy))
+    loaded = clock.left("baseline", clock.costs()).probes
+    assert loaded > quiet  # the re-measures are counted...
+    for _ in range(20):
+        clock.heard("baseline", dataclasses.replace(base, contention=busy))
+    assert clock.remeasures(100.0) == 0.0  # ...never past what the ladder may lose
+
+
+def test_a_steady_load_that_slows_every_probe_ends_the_ladder_once_its_time_is_spent():
+    from tuneup.probe.types import Contention
+    from tuneup.tuning.load import LoadBound
+
+    class Slowed(Scripted):
+        def __call__(self, stage, cand, values):
+            result = super().__call__(stage, cand, values)
+            load = Contention(
+                other_cpus=2.0,
+                usable_cpus=2,
+                note="other processes used 2.0 of 2 CPUs",
+                spread=0.1,
+                under_load=True,
+            )
+            return dataclasses.replace(result, contention=load, wall_s=10.0)
+
+    said: list[str] = []
+    fake = Slowed()
+    stages = [StagePlan(f"s{i}", [Candidate(f"s{i}=on", {f"s{i}": True})]) for i in range(8)]
+    bound = LoadBound.for_estimate(40.0, say=said.append)  # two minutes under load at most
+    outcome = staged_search({"speed": 100.0}, stages, fake, load=bound)
+    assert 10.0 * len(fake.calls) <= 120.0 + 2 * 10.0  # the bound, and what crossed it
+    stopped = [d for d in outcome.stage_decisions if d.unmeasured]
+    assert stopped and stopped[-1].stage == "s7"  # every stage left, named
+    assert said and "the ladder stops: other processes used 2.0 of 2 CPUs steadily" in said[-1]
+    assert "of probes slowed under it" in said[-1] and "--retry-failed" in said[-1]

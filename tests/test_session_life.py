@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import signal
 import socket
@@ -370,7 +371,9 @@ def test_a_cli_session_resumed_in_the_app_reuses_every_probe(tmp_path: Path) -> 
 # ---- SLURM's time limit, transient failures ---------------------------------------
 
 
-def test_no_probe_starts_that_the_allocation_could_not_let_finish(tmp_path: Path) -> None:
+def test_an_allocation_too_short_for_the_baseline_is_said_before_anything_runs(
+    tmp_path: Path,
+) -> None:
     preset = tmp_path / "slow.yaml"
     preset.write_text(
         yaml.safe_dump(
@@ -386,17 +389,25 @@ def test_no_probe_starts_that_the_allocation_could_not_let_finish(tmp_path: Path
         "SLURM_JOB_ID": "4242",
         "SLURM_JOB_NUM_NODES": "1",
         "SLURM_JOB_NODELIST": socket.gethostname(),
-        "SLURM_JOB_END_TIME": str(int(time.time()) + 90),
+        "SLURM_JOB_END_TIME": str(int(time.time()) + 40),
     }
     out = tmp_path / "short"
     argv = ["probe", "--trainer", "sim", "--preset", str(preset), "--out", str(out)]
     done = tuneup_run(*argv, env=slurm)
-    assert done.returncode == 75, done.stderr
+    assert done.returncode == 2, done.stderr
     last = done.stderr.splitlines()[-1]
-    assert "s left in the allocation" in last and "may take 300 s" in last
-    assert "continue in a new allocation" in last
-    assert last.endswith(f"or with: tuneup probe --resume {quoted(out)}")
+    assert re.search(r"the allocation has 3\d s left, and the baseline's first probe", last)
+    assert "a longer allocation" in last and "--budget" not in last  # a budget cannot help
     assert not (out / "journal.jsonl").exists()
+
+    # an allocation the plan says the baseline fits: its first probe is not refused
+    slurm["SLURM_JOB_END_TIME"] = str(int(time.time()) + 100)
+    fits = tmp_path / "fits"
+    done = tuneup_run(*argv[:-2], "--out", str(fits), env=slurm)
+    assert done.returncode == 0, done.stderr
+    assert "time left in the allocation" in done.stderr and (fits / "summary.json").exists()
+    assert "keep the baseline" not in done.stdout  # nothing was measured against it
+    assert "a longer allocation, or --resume in the next one, runs them" in done.stdout
 
     slurm["SLURM_JOB_END_TIME"] = str(int(time.time()) + 3600)
     assert tuneup_run(*argv[:-2], "--out", str(tmp_path / "long"), env=slurm).returncode == 0
@@ -476,15 +487,26 @@ def test_a_time_budget_is_kept_on_the_real_cpu_smoke_ladder(tmp_path: Path) -> N
     # the whole cpu-smoke ladder takes about a minute on 2 cores: 30 s cannot hold it
     out, budget = tmp_path / "budgeted", 30.0
     began = time.monotonic()
-    done = tuneup_run("probe", "--preset", "cpu-smoke", "--budget", "30s", "--out", str(out))
+    done = tuneup_run(
+        "probe", "--preset", "cpu-smoke", "--budget", "30s", "--out", str(out), timeout=400
+    )
     wall = time.monotonic() - began
-    assert done.returncode == 0, done.stderr
+    probes = [json.loads(line) for line in (out / "journal.jsonl").read_text().splitlines()]
+    # Other processes loading this machine (measured, on the probes) slow every probe and
+    # may end stages for the load (exit 4, which names it); nothing else excuses an end.
+    loaded = any((p.get("contention") or {}).get("note") for p in probes)
+    busy = done.returncode == 4 and loaded and "too busy to measure" in done.stderr
+    assert done.returncode == 0 or busy, done.stderr
     assert "time budget 30 s:" in done.stderr  # the plan, said before the first probe
     summary = json.loads((out / "summary.json").read_text())
     said = json.dumps(summary["time_budget"]) + done.stderr[-2000:]
     assert summary["time_budget"]["limit_s"] == budget and summary["partial"] is None, said
-    probes = [json.loads(line) for line in (out / "journal.jsonl").read_text().splitlines()]
-    assert sum(p["wall_s"] for p in probes) <= budget, said  # none started past the budget
-    # start-up, the synthetic box and the summary come on top of the probes
-    assert wall <= budget + 30, wall
+    started = 0.0  # none started past the budget (a busy machine's may end past it)
+    for probe in probes:
+        assert started < budget, said
+        started += probe["wall_s"]
+    assert loaded or started <= budget, said
+    # start-up, the synthetic box and the summary come on top of the probes; a loaded
+    # machine's last probe may run long
+    assert wall <= budget + (90 if loaded else 30), wall
     assert summary["time_budget"]["left_out"] or summary["time_budget"]["planned_out"], said

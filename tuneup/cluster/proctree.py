@@ -36,6 +36,7 @@ class ProcStat:
     sid: int
     start_ticks: int  # since boot, in clock ticks: with the pid, names the process
     cpu_ticks: int = 0  # utime + stime + cutime + cstime: its CPU time and its reaped children's
+    self_ticks: int = 0  # utime + stime: its own CPU time alone
 
     @property
     def key(self) -> tuple[int, int]:
@@ -70,6 +71,7 @@ def parse_stat(text: str) -> ProcStat | None:
             sid=int(fields[3]),
             start_ticks=int(fields[19]),
             cpu_ticks=sum(int(x) for x in fields[11:15]),
+            self_ticks=sum(int(x) for x in fields[11:13]),
         )
     except ValueError:
         return None

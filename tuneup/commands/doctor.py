@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from typing import Any, TextIO
 
 from tuneup.doctor import facts  # a module, so tests can stand in for the machine
@@ -12,6 +13,7 @@ from tuneup.doctor.render import report_dict, write_json, write_table
 from tuneup.preset.autopick import auto_pick, gpu_inventory
 from tuneup.preset.load import load_preset
 from tuneup.preset.types import ProbePreset
+from tuneup.probe.hostload import HostLoadSampler
 
 
 def run_doctor_command(
@@ -37,11 +39,20 @@ def run_doctor_command(
         case = _case(chosen, found)
     honesty, honesty_error = None, None
     if not quick:
+        host = HostLoadSampler()  # what else ran while it was timed: the likely cause of a WARN
+        host.sample()
+        began = time.time()
+        host.start()
         try:
             honesty = run_honesty(cpu=cpu, case=case)
         except Exception as exc:  # a failed row: the rest of the report stands
             honesty_error = f"{type(exc).__name__}: {exc}"
-        checks += honesty_checks(honesty, honesty_error)
+        finally:
+            ended = time.time()
+            host.stop()
+            host.sample()
+        load = host.contention(began, ended) or found.host_load
+        checks += honesty_checks(honesty, honesty_error, load)
     if as_json:
         write_json(stream, report_dict(checks, honesty))
     else:

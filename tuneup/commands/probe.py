@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -53,7 +54,9 @@ def run_probe_command(
             built.session.start(resume=built.resumed)
             outcome = built.session.run()
         except OutOfTime as exc:
-            *first, last = where_it_stands(folder, "in a new allocation")
+            # the allocation's end: a resume in the next one; your budget's: a resume with more
+            yours = exc.where != "in the allocation"
+            *first, last = where_it_stands(folder, "" if yours else "in the next allocation")
             for line in first:
                 _say(f"tuneup: stopped; {line}")
             _say(f"tuneup: {exc}; {last}")
@@ -102,16 +105,23 @@ def unmeasured_remedy(gone: list[dict[str, str]], folder: Path) -> str:
     """What to do about the stages a ladder could not measure: the cause first, then the
     resume that measures them again."""
     names = ", ".join(u.get("stage", "?") for u in gone)
-    contended = all("contended" in u.get("why", "") for u in gone)
-    first = (
-        "stop what else runs here (or wait for a quiet moment)"
-        if contended
-        else "fix what made their probes fail (their reasons are above)"
-    )
+    whys = [u.get("why", "") for u in gone]
+    if all("contended" in why or "too busy" in why for why in whys):
+        load = next((m.group(0) for w in whys if (m := _LOAD.search(w))), "")
+        said = f" ({load})" if load else ""
+        return (
+            f"the answer leaves out {names}: the machine was too busy to measure them{said}; "
+            "measure them later, or on a quiet node, with: tuneup probe --resume "
+            f"{quoted(folder)} --retry-failed (a --budget bounds the time it may take)"
+        )
     return (
-        f"the answer leaves out {names}: they could not be measured; {first}, then measure "
-        f"them with: tuneup probe --resume {quoted(folder)} --retry-failed"
+        f"the answer leaves out {names}: they could not be measured; fix what made their "
+        "probes fail (their reasons are above), then measure them with: tuneup probe "
+        f"--resume {quoted(folder)} --retry-failed"
     )
+
+
+_LOAD = re.compile(r"other processes used [^;]*")
 
 
 def _say(line: str) -> None:

@@ -10,6 +10,7 @@ from tuneup.config import build_config
 from tuneup.doctor.facts import Facts
 from tuneup.doctor.honesty import HONEST, Honesty
 from tuneup.hardware.toolchain import compile_blocker
+from tuneup.probe.types import Contention
 from tuneup.tuning.preflight import batch_bytes
 
 OK, WARN, FAIL = "OK", "WARN", "FAIL"
@@ -50,6 +51,7 @@ def run_checks(facts: Facts) -> list[Check]:
         _nccl(facts),
         _mig(facts),
         _cpus(facts),
+        _load(facts),
         _shm(facts),
         _memory(facts),
         _slurm(facts),
@@ -183,6 +185,35 @@ def _cpus(f: Facts) -> Check:
     return Check("CPUs", OK, detail)
 
 
+LOAD_FIX = (
+    "tune on a quiet node, or stop what else runs here: tuneup compares a steady load's "
+    "pairs (its verdicts say 'measured under load') and stops a bursty one's stages"
+)
+
+
+def _load(f: Facts) -> Check:
+    """What other processes take of the usable CPUs and of the GPUs, as the doctor looks:
+    probes measured beside them are slower and noisier."""
+    load = f.host_load
+    if load is None or load.other_cpus is None:
+        said, busy = "other processes' CPU time not read (no /proc)", False
+    else:
+        said = f"other processes used {load.other_cpus:.1f} of {f.cpus_usable} usable CPUs"
+        said += f" ({load.busiest})" if load.busiest else ""
+        busy = bool(load.note)
+    for gpu in f.gpu_use:
+        if gpu.processes:
+            util = f", {gpu.util_pct:.0f}% busy" if gpu.util_pct is not None else ""
+            said += (
+                f"; GPU {gpu.index}: {len(gpu.processes)} other process(es) "
+                f"({', '.join(gpu.processes[:3])}){util}"
+            )
+            busy = True
+    if not busy:
+        return Check("load", OK, said)
+    return Check("load", WARN, f"{said}: probes run slower and noisier beside them", LOAD_FIX)
+
+
 def _shm(f: Facts) -> Check:
     if f.shm_free is None:
         return Check(
@@ -285,16 +316,20 @@ def _version(text: str | None) -> tuple[int, ...] | None:
         return None
 
 
-def honesty_checks(h: Honesty | None, error: str | None) -> list[Check]:
-    """The timed check's rows: trainer vs bare loop, compute achieved, host-to-device copies."""
+def honesty_checks(
+    h: Honesty | None, error: str | None, load: Contention | None = None
+) -> list[Check]:
+    """The timed check's rows: trainer vs bare loop, compute achieved, host-to-device copies;
+    `load` is what other processes took while it was timed (named as the likely cause of a
+    ratio off 1)."""
     if error is not None:
         return [Check("honesty", FAIL, f"the timed check failed: {error}", "--quick skips it")]
     if h is None:
         return []
-    return [_honesty(h), _compute(h), _h2d(h)]
+    return [_honesty(h, load), _compute(h), _h2d(h)]
 
 
-def _honesty(h: Honesty) -> Check:
+def _honesty(h: Honesty, load: Contention | None = None) -> Check:
     spread = f"pairs {min(h.ratios):.3f}-{max(h.ratios):.3f}"
     detail = (
         f"trainer SYNTHETIC {h.trainer_sps:.1f} vs bare loop {h.bare_sps:.1f} samples/s "
@@ -303,15 +338,21 @@ def _honesty(h: Honesty) -> Check:
     if h.honest:
         return Check("honesty", OK, detail)
     slower = h.ratio < HONEST[0]
+    detail += (
+        ": tuneup's step is slower than a bare loop, so its rates understate this node"
+        if slower
+        else ": tuneup's step beats the bare loop, so its rates may flatter this node"
+    )
+    if load is not None and load.note:
+        busiest = f" ({load.busiest})" if load.busiest else ""
+        detail += f"; likely cause: {load.note} while it was timed{busiest}"
+        return Check(
+            "honesty", WARN, detail, "rerun when nothing else runs here (see the load row)"
+        )
     return Check(
         "honesty",
         WARN,
-        detail
-        + (
-            ": tuneup's step is slower than a bare loop, so its rates understate this node"
-            if slower
-            else ": tuneup's step beats the bare loop, so its rates may flatter this node"
-        ),
+        detail,
         "rerun on an idle node; if it stays outside "
         f"{HONEST[0]:.2f}-{HONEST[1]:.2f}, report it with `tuneup doctor --json`",
     )

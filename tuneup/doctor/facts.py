@@ -18,8 +18,12 @@ from typing import Any
 from tuneup.cluster.job import describe, read_job_env
 from tuneup.cluster.shm import shm_free_bytes
 from tuneup.hardware.machine import apex_fused_adam_available, has_module, usable_cpus
-from tuneup.hardware.nvml import DriverGpu, read_driver_facts
+from tuneup.hardware.nvml import DriverGpu, NvmlBackend, read_driver_facts
 from tuneup.hardware.toolchain import Toolchain, find_toolchain
+from tuneup.probe.hostload import HostLoadSampler
+from tuneup.probe.types import Contention
+
+HOST_LOAD_S = 1.5  # the doctor's look at what other processes take of the CPUs
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,15 @@ class TorchFacts:
 
 
 @dataclass(frozen=True)
+class GpuUse:
+    """What others run on one GPU as the doctor looks (it runs nothing there yet)."""
+
+    index: int
+    util_pct: float | None = None
+    processes: tuple[str, ...] = ()  # the compute processes' names (their pids where unnamed)
+
+
+@dataclass(frozen=True)
 class Facts:
     gpus: tuple[GpuFact, ...] = ()
     nvml_error: str | None = None  # why NVML could not be read; None when it was
@@ -75,6 +88,10 @@ class Facts:
     apex: bool = False
     toolchain: Toolchain = field(default_factory=lambda: Toolchain(None, False, None))
     tf32_override: str | None = None  # NVIDIA_TF32_OVERRIDE
+    # What other processes took of the usable CPUs over HOST_LOAD_S (None: not readable),
+    # and what runs on each GPU (NVML's compute processes, its utilisation).
+    host_load: Contention | None = None
+    gpu_use: tuple[GpuUse, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -171,6 +188,32 @@ def read_torch_here() -> TorchFacts:
     return TorchFacts(**facts)
 
 
+def read_host_load() -> Contention | None:
+    """Other processes' share of the usable CPUs over the next HOST_LOAD_S (hostload.py)."""
+    return HostLoadSampler().now(HOST_LOAD_S)
+
+
+def read_gpu_use(nvml: Any = None) -> tuple[GpuUse, ...]:
+    """Each GPU's utilisation and compute processes, as NVML says now; () where it cannot."""
+    backend = NvmlBackend(nvml)
+    try:
+        if not backend.available()[0]:
+            return ()
+        return tuple(
+            GpuUse(
+                s.index,
+                s.util_gpu_pct,
+                tuple(p.name or str(p.pid) for p in s.processes),
+            )
+            for s in backend.sample()
+        )
+    except Exception:  # a reading NVML refuses is no fact: the load row says "not read"
+        return ()
+    finally:
+        with contextlib.suppress(Exception):
+            backend.close()
+
+
 def read_meminfo(path: str = "/proc/meminfo") -> tuple[int | None, int | None]:
     """(total, available) host memory in bytes; None where /proc/meminfo is not there."""
     values: dict[str, int] = {}
@@ -204,6 +247,8 @@ def gather_facts(
     cpu_count: Callable[[], int | None] = os.cpu_count,
     module_available: Callable[[str], bool] = has_module,
     apex_available: Callable[[], bool] = apex_fused_adam_available,
+    host_load: Callable[[], Contention | None] = read_host_load,
+    gpu_use: Callable[[Any], tuple[GpuUse, ...]] = read_gpu_use,
 ) -> Facts:
     """Read everything the checks judge; pass fakes for any source (tests do for all)."""
     env = os.environ if environ is None else environ
@@ -226,6 +271,8 @@ def gather_facts(
         apex=apex_available(),
         toolchain=toolchain(),
         tf32_override=env.get("NVIDIA_TF32_OVERRIDE"),
+        host_load=host_load(),
+        gpu_use=gpu_use(nvml) if reading.gpus else (),
     )
 
 

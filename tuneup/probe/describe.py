@@ -92,8 +92,9 @@ def versus_baseline(result: ProbeResult, baseline: ProbeResult | None) -> str:
 
 def status_text(result: ProbeResult, reused: bool = False, *, brief: bool = False) -> str:
     """The status with every reason a reader needs: why it failed, and when it ran ok but
-    was contended (left out of comparisons), throttled, straggling or stopped early.
-    `brief` leaves out the contention's note (a table of many probes says it once)."""
+    was contended (left out of comparisons) or under a steady load (kept), throttled,
+    straggling or stopped early. `brief` leaves out the load's note (a table of many
+    probes says it once)."""
     text = result.status.value
     if result.reason and not result.ok:
         text += f": {result.reason}"
@@ -102,6 +103,12 @@ def status_text(result: ProbeResult, reused: bool = False, *, brief: bool = Fals
             " (contended, left out)"
             if brief
             else (f" (contended, left out: {result.contention.note})")
+        )
+    elif result.ok and result.under_load and result.contention is not None:
+        text += (
+            " (under a steady load)"
+            if brief
+            else f" (under a steady load: {result.contention.note})"
         )
     if result.ok and result.throttled:
         text += " (throttled: noisy)"

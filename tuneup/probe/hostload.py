@@ -8,11 +8,20 @@ their children already reaped), is what other processes took. /proc/stat's
 `steal` column is what the hypervisor gave to other guests of a shared VM.
 
 Pure: parsing (`parse_cpu_times`), the arithmetic between two readings
-(`between`) and the verdict (`contention_note`). Side effects: `read_host`
-reads /proc, and `HostLoadSampler` does so from a thread every half second.
-`ContentionWatch` joins a probe's window (its FULL trials, else its whole
-run) to the readings and puts a `Contention` on its result. Off Linux (no
-/proc) nothing is read and no probe is ever called contended.
+(`between`), the verdict (`contention_note`) and whether a load held steady
+(`steady_load`). Side effects: `read_host` reads /proc, and `HostLoadSampler`
+does so from a thread every half second, keeping which other processes took
+the CPU time (`busiest`). `ContentionWatch` joins a probe's window (its FULL
+trials, else its whole run) to the readings and puts a `Contention` on its
+result. Off Linux (no /proc) nothing is read and no probe is ever called
+contended.
+
+A steady load (two busy loops beside the ladder, a neighbour's long job) slows
+both probes of an interleaved pair alike, so they still compare fairly: a
+contended probe whose load matched its neighbours' and held steady within its
+window is kept, marked `under_load`, and every verdict it enters says so. A
+bursty load does not slow a pair alike: such a probe stays contended, and the
+search measures it again (within its bounds, tuning/load.py).
 """
 
 from __future__ import annotations
@@ -22,8 +31,8 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +47,16 @@ OTHER_CPU_SHARE = 0.25
 OTHER_CPU_MIN = 0.5
 STEAL_PCT = 10.0  # hypervisor steal above this: the VM's neighbours were busy
 MIN_WINDOW_S = 0.4  # a shorter window has too few clock ticks to judge
+# A load is steady when its figure over a probe and its neighbours (STEADY_PROBES in all,
+# two at the start), and its per-second figures within the probe's window, stay within a
+# band of STEADY_BAND CPUs or STEADY_SHARE of the load, whichever is wider: the share
+# other processes get moves a little with tuneup's own demand (one loader worker or
+# two) even when theirs is constant.
+STEADY_PROBES = 3
+STEADY_BAND = 0.5
+STEADY_SHARE = 0.35
+SPREAD_STEP_S = 1.0  # per-second figures: readings grouped over at least this long
+BUSIEST = 3  # other processes named in a note
 
 
 @dataclass(frozen=True)
@@ -51,12 +70,19 @@ class CpuTimes:
 
 @dataclass(frozen=True)
 class HostReading:
-    """One reading: when, the usable CPUs' ticks, and the ticks of tuneup's process tree."""
+    """One reading: when, the usable CPUs' ticks, and the ticks of tuneup's process tree.
+
+    `tasks` is every other process's CPU ticks as read ((pid, start) -> (name, ticks));
+    the sampler turns it into `others`, the ticks each name took since the reading before,
+    and keeps only that.
+    """
 
     time: float
     cpus: CpuTimes
     own_ticks: int
     own_pids: frozenset[int] = frozenset()
+    tasks: Mapping[tuple[int, int], tuple[str, int]] | None = field(default=None, repr=False)
+    others: Mapping[str, int] = field(default_factory=dict)
 
 
 def parse_cpu_times(text: str, cpus: Iterable[int] | None = None) -> CpuTimes | None:
@@ -124,10 +150,47 @@ def contention_note(
 
 
 def with_gpu_processes(contention: Contention | None, count: int) -> Contention:
-    """The contention with the other processes seen on the probe's GPUs added."""
+    """The contention with the other processes seen on the probe's GPUs added (another
+    process on the probe's GPU is never a steady load: the GPU is not shared fairly)."""
     base = contention or Contention()
     note = contention_note(base.other_cpus, base.usable_cpus, base.steal_pct, count)
-    return dataclasses.replace(base, gpu_processes=count, note=note)
+    steady = base.under_load and not count
+    return dataclasses.replace(base, gpu_processes=count, note=note, under_load=steady)
+
+
+def steady_load(recent: Sequence[float], spread: float | None) -> bool:
+    """Whether other processes' load held steady: over the latest probes' figures (`recent`,
+    CPUs' worth, the probe judged last; STEADY_PROBES of them, or two at the start) and
+    within the latest probe's window (`spread`, None: not known)."""
+    window = list(recent[-STEADY_PROBES:])
+    if len(window) < 2 or spread is None:
+        return False
+    middle = sorted(window)[len(window) // 2]
+    band = max(STEADY_BAND, STEADY_SHARE * middle)
+    return max(window) - min(window) <= band and spread <= band
+
+
+def busiest_text(ticks: Mapping[str, int], hz: float, seconds: float) -> str:
+    """The other processes that took the most CPU time, with their CPUs' worth
+    ("python3 1.0, pytest 0.3"); those under a tenth of a CPU are left out."""
+    if hz <= 0 or seconds <= 0:
+        return ""
+    shares = sorted(((t / hz / seconds, name) for name, t in ticks.items()), reverse=True)
+    return ", ".join(f"{name} {cpus:.1f}" for cpus, name in shares[:BUSIEST] if cpus >= 0.1)
+
+
+def under_load_text(results: Iterable[ProbeResult]) -> str:
+    """ "measured under load (other processes used 0.9-1.2 of 2 CPUs)" for the probes that
+    ran under a steady load; "" when none did."""
+    loads = [r.contention for r in results if r.under_load and r.contention is not None]
+    figures = sorted(c.other_cpus for c in loads if c.other_cpus is not None)
+    if not figures:
+        return ""
+    usable = next((c.usable_cpus for c in loads if c.usable_cpus), None)
+    low, high = figures[0], figures[-1]
+    used = f"{low:.1f}" if f"{low:.1f}" == f"{high:.1f}" else f"{low:.1f}-{high:.1f}"
+    of = f" of {usable} CPUs" if usable else " CPUs"
+    return f"measured under load (other processes used {used}{of})"
 
 
 def usable_cpus() -> list[int]:
@@ -150,9 +213,28 @@ def read_host(cpus: Iterable[int], root: int, proc: Path = PROC) -> HostReading 
     processes = read_processes(proc)
     tree = [processes[root]] if root in processes else []
     tree += descendants(root, processes)
-    return HostReading(
-        time.time(), times, sum(p.cpu_ticks for p in tree), frozenset(p.pid for p in tree)
-    )
+    own = frozenset(p.pid for p in tree)
+    tasks = {
+        (p.pid, p.start_ticks): (p.comm, p.self_ticks)  # a reaped child's time is its own
+        for p in processes.values()
+        if p.pid not in own
+    }
+    return HostReading(time.time(), times, sum(p.cpu_ticks for p in tree), own, tasks)
+
+
+def _took(
+    before: Mapping[tuple[int, int], tuple[str, int]],
+    now: Mapping[tuple[int, int], tuple[str, int]],
+) -> dict[str, int]:
+    """The CPU ticks each name took between two readings of the other processes (a process
+    born between them took all of its own)."""
+    took: dict[str, int] = {}
+    for key, (name, ticks) in now.items():
+        earlier = before.get(key)
+        spent = ticks - earlier[1] if earlier is not None else ticks
+        if spent > 0:
+            took[name] = took.get(name, 0) + spent
+    return took
 
 
 class HostLoadSampler:
@@ -177,6 +259,7 @@ class HostLoadSampler:
         self.read = read or (lambda: read_host(cpus, root))
         self.interval_s = interval_s
         self.readings: deque[HostReading] = deque(maxlen=keep)
+        self._tasks: Mapping[tuple[int, int], tuple[str, int]] | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -196,9 +279,14 @@ class HostLoadSampler:
     def sample(self) -> None:
         """Take one reading now (the thread does this; tests call it directly)."""
         reading = self.read()
-        if reading is not None:
-            with self._lock:
-                self.readings.append(reading)
+        if reading is None:
+            return
+        with self._lock:
+            if reading.tasks is not None:  # kept as who took what since the last reading
+                took = _took(self._tasks, reading.tasks) if self._tasks is not None else {}
+                self._tasks = reading.tasks
+                reading = dataclasses.replace(reading, tasks=None, others=took)
+            self.readings.append(reading)
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -217,17 +305,54 @@ class HostLoadSampler:
         after = [r for r in readings if r.time >= end]
         if not before or not after:
             return None
-        found = between(before[-1], after[0], self.usable, self.hz)
+        first, last = before[-1], after[0]
+        found = between(first, last, self.usable, self.hz)
         if found is None:
             return None
         other, steal, seconds = found
+        inside = [r for r in readings if first.time <= r.time <= last.time]
+        took: dict[str, int] = {}
+        for r in inside[1:]:
+            for name, ticks in r.others.items():
+                took[name] = took.get(name, 0) + ticks
         return Contention(
             other_cpus=round(other, 2),
             usable_cpus=self.usable,
             steal_pct=None if steal is None else round(steal, 1),
             seconds=round(seconds, 2),
             note=contention_note(other, self.usable, steal, None),
+            busiest=busiest_text(took, self.hz, seconds),
+            spread=self._spread(inside),
         )
+
+    def _spread(self, readings: Sequence[HostReading]) -> float | None:
+        """The largest less the smallest of other processes' per-second figures over
+        `readings` (None: fewer than two seconds to compare)."""
+        figures, start = [], readings[0] if readings else None
+        for r in readings[1:]:
+            if start is None or r.time - start.time < SPREAD_STEP_S:
+                continue
+            found = between(start, r, self.usable, self.hz)
+            if found is not None:
+                figures.append(found[0])
+            start = r
+        return round(max(figures) - min(figures), 2) if len(figures) >= 2 else None
+
+    def now(
+        self, seconds: float = 1.5, sleep: Callable[[float], None] = time.sleep
+    ) -> Contention | None:
+        """What other processes take of the usable CPUs over the next `seconds`, read now
+        (`tuneup doctor`; no thread); None where nothing can be read."""
+        self.sample()
+        steps = max(2, round(2 * seconds / SPREAD_STEP_S))
+        for _ in range(steps):
+            sleep(seconds / steps)
+            self.sample()
+        with self._lock:
+            readings = list(self.readings)
+        if len(readings) < 2:
+            return None
+        return self.contention(readings[0].time, readings[-1].time)
 
 
 class ContentionWatch(ProbeBackend):
@@ -243,6 +368,7 @@ class ContentionWatch(ProbeBackend):
         self.sampler = sampler
         self._lock = threading.Lock()
         self._full: list[tuple[float, float]] = []
+        self._recent: deque[float] = deque(maxlen=STEADY_PROBES)  # ok probes' other CPUs
 
     def on_event(self, event: Event) -> None:
         """Remember FULL trial windows (called from the runner's reader thread; never raises)."""
@@ -270,6 +396,12 @@ class ContentionWatch(ProbeBackend):
         if host is None or (result.contended and not host.contended):
             return result  # nothing read, or the backend's own note says more
         gpu = result.contention.gpu_processes if result.contention is not None else None
+        if host.other_cpus is not None:
+            self._recent.append(host.other_cpus)
+        cpus_only = not gpu and (host.steal_pct or 0.0) < STEAL_PCT
+        if host.contended and cpus_only:
+            steady = steady_load(list(self._recent), host.spread)
+            host = dataclasses.replace(host, under_load=steady)
         return dataclasses.replace(
             result, contention=with_gpu_processes(host, gpu) if gpu else host
         )

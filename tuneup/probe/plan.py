@@ -228,7 +228,9 @@ def plan_for(
     available: Sequence[str] = PHASES,
 ) -> MeasurementPlan:
     """The plan of the probe the search asks for with `candidate` (its judged phase, whether
-    it wants every phase, its bar)."""
+    it wants every phase, its bar, its trial length where the session shortened it)."""
+    if candidate.trial_s is not None:
+        budget = dataclasses.replace(budget, trial_s=candidate.trial_s)
     return plan_probe(
         budget,
         judged=candidate.judged,

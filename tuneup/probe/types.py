@@ -100,7 +100,14 @@ class Contention:
             of the usable CPUs' time (a shared VM's noisy neighbours).
         gpu_processes: compute processes of others on the probe's GPUs (NVML).
         seconds: the window the figures cover.
-        note: why the probe counts as contended; empty when it does not.
+        note: what got in the probe's way, in words; empty when nothing did.
+        busiest: the other processes that took the most CPU time in the window, with
+            their CPUs' worth ("python3 1.0, pytest 0.3"); empty when none is known.
+        spread: how far other processes' share moved within the window (the largest
+            less the smallest of its per-second figures, in CPUs); None: not known.
+        under_load: the load that got in its way was steady (hostload.steady_load): its
+            neighbours in time ran under the same load, so it is compared with them, and
+            every verdict it enters says "measured under load".
     """
 
     other_cpus: float | None = None
@@ -109,10 +116,15 @@ class Contention:
     gpu_processes: int | None = None
     seconds: float | None = None
     note: str = ""
+    busiest: str = ""
+    spread: float | None = None
+    under_load: bool = False
 
     @property
     def contended(self) -> bool:
-        return bool(self.note)
+        """Something got in its way that its neighbours may not have seen: left out of
+        comparisons (a steady load, `under_load`, is not)."""
+        return bool(self.note) and not self.under_load
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Contention:
@@ -231,6 +243,11 @@ class ProbeResult:
     def user_skipped(self) -> bool:
         """The user dropped it (the rest of its stage was skipped): it never ran."""
         return self.status is Status.SKIPPED and self.reason == USER_SKIP
+
+    @property
+    def under_load(self) -> bool:
+        """It ran under a steady load other processes put on the machine, and counts."""
+        return self.contention is not None and self.contention.under_load
 
     def rate(self, phase: str) -> float | None:
         """The phase's median samples/s as measured by this probe (None: not measured here;
@@ -386,6 +403,8 @@ class Candidate:
             differ buys nothing); None: the budget's.
         profile: profile a few of its FULL steps after its trials: where the step's
             time goes (the baseline, an adopted configuration, the recommendation).
+        trial_s: this probe's trial length where the session shortened it to fit its
+            time left (never below the plan's floor); None: the budget's.
     """
 
     label: str
@@ -399,3 +418,4 @@ class Candidate:
     loss: bool = True
     trial_noise: float | None = None
     profile: bool = False
+    trial_s: float | None = None

@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tuneup.errors import UsageError
+from tuneup.hardware.types import MachineInfo
 from tuneup.plugin_registry import PLUGIN_API_VERSION, PluginInfo, Registry
 from tuneup.probe.backend import Backend, ProbeBackend
-from tuneup.probe.estimate import StepModel
+from tuneup.probe.estimate import ProbeCosts, StepModel
 from tuneup.probe.events import EventHandler
 from tuneup.probe.types import ProbeBudget
 
@@ -166,6 +167,15 @@ class TrainerAdapter:
         so a config the trainer refuses costs no probe and is never recommended. With
         `data` (the baseline's question) it may read the data files the values name.
         """
+        return None
+
+    def known_costs(
+        self, values: Mapping[str, Any], budget: ProbeBudget, machine: MachineInfo
+    ) -> ProbeCosts | None:
+        """What this trainer's probes of `values` cost on `machine`, where it knows before any
+        has run: a simulated trainer prices its own probes in its simulated seconds, so a
+        time budget plans in them. None (the default): the estimate goes by an earlier
+        ladder's record, the preset's `probe.costs`, or `step_model`."""
         return None
 
     def check_section(self, data: Any) -> list[str]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import sys
 import time
 from collections.abc import Callable
@@ -28,7 +29,7 @@ from tuneup.hardware.types import MachineInfo
 from tuneup.paths import is_storage_error
 from tuneup.preset.autopick import auto_pick, gpu_inventory
 from tuneup.preset.load import ProbePreset, load_preset, preset_warnings
-from tuneup.probe.estimate import time_limit
+from tuneup.probe.estimate import duration_text, time_limit
 from tuneup.probe.events import EventHandler
 from tuneup.probe.stages import stage_names
 from tuneup.trainers.adapters import DEFAULT_TRAINER, load_trainer
@@ -38,14 +39,21 @@ from tuneup.tuning.engine import Engine, build_engine
 from tuneup.tuning.journal import SESSION, ResultsDir, folder_problem, quoted
 from tuneup.tuning.ladder_record import LadderRecord, machine_tag
 from tuneup.tuning.lock import LOCK_FILE, Owner, ResultsLock
-from tuneup.tuning.planner import plan_ladder
+from tuneup.tuning.planner import (
+    ALLOCATION,
+    BUDGET,
+    SHORTEST_TRIAL_SHARE,
+    TIME_MARGIN_S,
+    LadderPlan,
+    plan_ladder,
+)
 from tuneup.tuning.preflight import loader_shm_problem, refuse_baseline
 from tuneup.tuning.request import SessionRequest
 from tuneup.tuning.search_records import StagePlan
 from tuneup.tuning.session import ProbeSession
 from tuneup.tuning.setting import Setting, read_setting
 from tuneup.tuning.stage_plans import shm_free_for, stage_plans
-from tuneup.tuning.time_left import prior_costs, stage_shapes
+from tuneup.tuning.time_left import known_costs, prior_costs, stage_shapes
 
 DEFAULT_ROOT = Path("tuneup-results")
 EngineFactory = Callable[..., Engine]  # build_engine's signature
@@ -386,6 +394,74 @@ def checked_plans(
         refusal=adapter.refusal,
     )
 
+@dataclass(frozen=True)
+class TimeFit:
+    """A ladder fitted to its time limit: the plan, whose limit it is (time_gate.BUDGET or
+    ALLOCATION), and the floor of its trials."""
+
+    plan: LadderPlan
+    whose: str
+    shortest_trial_s: float
+
+
+def fit_to_time(
+    trainer: str,
+    preset: ProbePreset,
+    plans: list[StagePlan],
+    base: dict[str, Any],
+    machine: MachineInfo,
+    job: JobEnv,
+    record: LadderRecord,
+    shares: bool,
+    time_budget_s: float | None,
+    shortest_trial_s: float | None,
+) -> TimeFit:
+    """The plan that fits the tighter of the user's --budget and the allocation's time left,
+    priced as the trainer knows its probes, else as this machine's record, the preset's
+    costs or the trainer's guess say.
+
+    Raises:
+        UsageError: not even the baseline fits the limit (said before anything runs).
+    """
+    allocation = job.seconds_left() if job.end_time is not None else None
+    # the last probe ends TIME_MARGIN_S before the allocation does (time_gate.py)
+    usable = None if allocation is None else max(0.0, allocation - TIME_MARGIN_S)
+    limit = time_limit(time_budget_s, usable)
+    yours = time_budget_s is not None and (usable is None or time_budget_s <= usable)
+    whose = BUDGET if yours or usable is None else ALLOCATION
+    known = known_costs(trainer, base, preset.budget, machine)
+    costs, habits, basis = prior_costs(trainer, preset, machine_tag(machine), record, shares, known)
+    shortest = shortest_trial_s or preset.budget.trial_s * SHORTEST_TRIAL_SHARE
+    plan = plan_ladder(
+        stage_shapes(plans),
+        preset.budget,
+        costs,
+        limit,
+        habits=habits,
+        shortest_trial_s=shortest,
+        whose=whose,
+    )
+    if not plan.baseline_fits:
+        given = allocation if whose == ALLOCATION else limit
+        raise UsageError(too_short(whose, given or 0.0, plan.baseline_s, basis))
+    return TimeFit(plan, whose, shortest)
+
+
+def too_short(whose: str, limit_s: float, baseline_s: float, basis: str) -> str:
+    """The one line that refuses a limit not even the baseline fits, with its remedy."""
+    need = duration_text(baseline_s)
+    if whose == ALLOCATION:
+        return (
+            f"the allocation has {duration_text(limit_s)} left, and the baseline's first probe "
+            f"alone takes about {need} ({basis}): nothing would be answered; ask for a longer "
+            "allocation"
+        )
+    more = duration_text(60 * math.ceil(baseline_s * 1.5 / 60))
+    return (
+        f"--budget {duration_text(limit_s)} is shorter than the baseline's first probe alone "
+        f"(about {need}, {basis}): nothing would be answered; give --budget {more} or more"
+    )
+
 
 def build_session(
     *,
@@ -414,17 +490,22 @@ def build_session(
     setting: Setting | None = None,
     baseline_again: str = "",
     keep_costs: bool = True,
+    shortest_trial_s: float | None = None,
 ) -> AssembledSession:
+    """A session on what the caller resolved; `shortest_trial_s` is its trials' floor (a
+    resume's preset's); `keep_costs` False: a replay that records no ladder's costs.
+    UsageError: a baseline that cannot run, or a limit it cannot fit."""
     plans = checked_plans(trainer, stages, machine, base, preset)
-    record = LadderRecord(cache_dir()) if keep_costs else None
+    record = LadderRecord(cache_dir())
     shares = not fresh_processes and machine.world_size == 1
-    limit = time_limit(time_budget_s, job.seconds_left() if job.end_time is not None else None)
-    costs, habits, _basis = prior_costs(trainer, preset, machine_tag(machine), record, shares)
-    ladder_plan = plan_ladder(stage_shapes(plans), preset.budget, costs, limit, habits=habits)
+    fit = fit_to_time(
+        trainer, preset, plans, base, machine, job, record, shares, time_budget_s, shortest_trial_s
+    )
+    limit = fit.plan.limit_s
     if limit is not None:
-        preset = dataclasses.replace(preset, budget=ladder_plan.budget)
+        preset = dataclasses.replace(preset, budget=fit.plan.budget)
         runnable = sum(1 for p in plans if p.candidates and not p.skip_reason)
-        notes = notes + ladder_plan.lines(runnable)
+        notes = notes + fit.plan.lines(runnable)
     engine = engine_factory(
         trainer,
         machine,
@@ -453,9 +534,11 @@ def build_session(
         job=job.to_dict(),
         launch=launch_info(plan),
         time_left=job.seconds_left if job.end_time is not None else None,
-        record=record,
+        record=record if keep_costs else None,
         time_budget_s=limit,
-        ladder_plan=ladder_plan if limit is not None else None,
+        ladder_plan=fit.plan if limit is not None else None,
+        limit_by=fit.whose,
+        shortest_trial_s=fit.shortest_trial_s,
         monotonic=monotonic,
         data_check=data_keeper(preset, trainer, base, results.path),
         retry_failed=retry_failed,

@@ -16,8 +16,10 @@ def measure_again(result: ProbeResult, retry_all: bool) -> str:
     Always: a failed baseline (nothing is decided without it) and a failure that need not
     happen again (killed by a signal, an NCCL timeout). With `retry_all`
     (`--retry-failed`): every failure but a diverged loss or the user's skip, and a probe
-    that ran contended.
+    that ran contended or under a steady load.
     """
+    if result.ok and retry_all and result.under_load:  # its verdict said so: a quiet one now
+        return "it ran under load"
     if result.ok:
         return "it ran contended" if retry_all and result.contended else ""
     if result.status in (Status.SKIPPED, Status.DIVERGED):
@@ -124,8 +126,9 @@ def replay_plan(results: list[ProbeResult], retry_all: bool, changed: str = "") 
 
 def _replaced(found: list[ProbeResult], result: ProbeResult) -> int | None:
     """Where in `found` a probe measured again belongs: the first failure (or contended
-    run), else the first probe of another setting than its own; None: nowhere."""
-    spot = next((i for i, r in enumerate(found) if not ran_uncontended(r)), None)
+    run, or one under a steady load), else the first probe of another setting than its
+    own; None: nowhere."""
+    spot = next((i for i, r in enumerate(found) if not ran_uncontended(r) or r.under_load), None)
     if spot is None and result.setting:
         spot = next((i for i, r in enumerate(found) if r.setting != result.setting), None)
     return spot

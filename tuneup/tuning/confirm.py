@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from tuneup.probe.hostload import under_load_text
 from tuneup.probe.types import Candidate, ProbeResult
 from tuneup.tuning.search_records import BASELINE, CONFIRM, Confirmation, ConfirmAttempt
 from tuneup.tuning.search_runner import SearchRunner, Series
@@ -85,6 +86,7 @@ def _confirm_one(
     variant = {k: v for k, v in values.items() if base_values.get(k, _NOTHING) != v}
     at_least = max(2, pairs)
     best = Series([])
+    first = len(runner.probes)
     found = runner.compare(
         CONFIRM,
         Candidate(BASELINE, {}, whole=False),
@@ -105,10 +107,14 @@ def _confirm_one(
         resume=False,
         cut_decides=True,
     )
+    evidence = found.evidence
+    load = under_load_text(runner.probes[first:])
+    if load:  # its pairs ran under a steady load: the verdict says so
+        evidence = dataclasses.replace(evidence, why=f"{evidence.why}; {load}")
     attempt = ConfirmAttempt(
         path=labels,
         values=dict(values),
-        evidence=found.evidence,
+        evidence=evidence,
         baseline_sps=tuple(a for a, _ in found.pairs),
         best_sps=tuple(b for _, b in found.pairs),
         failed=found.failed,

@@ -75,7 +75,7 @@ def quoted(path: Path | str) -> str:
 def where_it_stands(folder: Path, where: str = "") -> list[str]:
     """What every front end says as it leaves a session: where its results are, and how to
     go on (export a finished one; resume a stopped one, in the app or from the command line,
-    `where` it may: "in a new allocation"). The last words are a command to paste."""
+    `where` it may: "in the next allocation"). The last words are a command to paste."""
     summary_file, here = folder / SUMMARY, quoted(folder)
     how = (
         f"{' ' + where if where else ''} in the app (tuneup tui --results {here}, then r) "

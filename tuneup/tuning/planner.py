@@ -13,8 +13,10 @@ in the allocation):
    400 samples/s, goes last).
 
 The baseline and the confirmation are always kept: without them there is no
-answer. The plan says what fits and what it leaves out before the first probe
-(`LadderPlan.lines`), and the session keeps to it (session.py).
+answer. A limit that not even the baseline's first probe fits at the shortest
+trials (`LadderPlan.baseline_fits`) is refused before anything runs. The plan says
+what fits and what it leaves out before the first probe (`LadderPlan.lines`),
+and the session keeps to it (session.py).
 
 Pure: values in, values out.
 """
@@ -40,6 +42,31 @@ from tuneup.probe.types import ProbeBudget
 SHORTEST_TRIAL_SHARE = 0.25
 """Trials are never shortened below this share of the preset's trial length."""
 
+# A probe is started only with this much time to spare before the allocation's end (SLURM
+# then sends SIGTERM and, KillWait later, SIGKILL); a probe's price is stretched by
+# TIME_STRETCH before it is held against what is left (time_gate.py).
+TIME_MARGIN_S = 15.0
+TIME_STRETCH = 1.25
+
+BUDGET = "budget"  # the limit is the user's --budget
+ALLOCATION = "allocation"  # the limit is the allocation's end (SLURM's time limit)
+
+
+def limit_words(whose: str, seconds: float | None = None) -> str:
+    """ "your 10 min budget", or "the allocation" (with its time left, where given)."""
+    if whose == ALLOCATION:
+        return "the allocation" + (
+            f" ({duration_text(seconds)} left)" if seconds is not None else ""
+        )
+    return f"your {duration_text(seconds)} budget" if seconds is not None else "your budget"
+
+
+def longer_words(whose: str) -> str:
+    """What runs what a limit left out: a longer --budget, or a longer allocation."""
+    if whose == ALLOCATION:
+        return "a longer allocation, or --resume in the next one, runs them"
+    return "a longer --budget runs them"
+
 
 @dataclass(frozen=True)
 class LadderPlan:
@@ -52,7 +79,11 @@ class LadderPlan:
         budget: the probe budget to run with (its trials maybe shortened).
         estimate_s: the kept ladder's estimated wall time.
         limit_s: the time it had to fit (None: no limit).
+        whose: BUDGET (the user's --budget) or ALLOCATION (the allocation's time left).
         shortened: the trials were shortened to fit.
+        baseline_s: the baseline's first probe at the shortest trials, stretched as the
+            session prices a probe: what no limit may be under (the session refuses
+            before any probe; its repeats go where they do not fit).
     """
 
     stages: tuple[str, ...]
@@ -61,6 +92,12 @@ class LadderPlan:
     estimate_s: float
     limit_s: float | None
     shortened: bool = False
+    baseline_s: float = 0.0
+    whose: str = BUDGET
+
+    @property
+    def baseline_fits(self) -> bool:
+        return self.limit_s is None or self.baseline_s <= self.limit_s
 
     @property
     def fits(self) -> bool:
@@ -71,7 +108,7 @@ class LadderPlan:
         for name, gain, seconds in self.left_out:
             if name == stage:
                 return (
-                    f"left out to fit the {duration_text(self.limit_s or 0)} time budget "
+                    f"left out to fit {limit_words(self.whose, self.limit_s or 0)} "
                     f"(expected {100 * gain:+.0f}%, about {duration_text(seconds)})"
                 )
         return None
@@ -83,7 +120,8 @@ class LadderPlan:
                 f"ladder: {len(self.stages)} stage(s), estimated {duration_text(self.estimate_s)}"
             ]
         said = (
-            f"time budget {duration_text(self.limit_s)}: {len(self.stages)} of "
+            f"{'time budget' if self.whose == BUDGET else 'time left in the allocation'} "
+            f"{duration_text(self.limit_s)}: {len(self.stages)} of "
             f"{total_stages} stage(s) fit, estimated {duration_text(self.estimate_s)}"
         )
         if self.shortened:
@@ -97,10 +135,10 @@ class LadderPlan:
                     for name, gain, seconds in self.left_out
                 )
             )
-        if not self.fits:
+        if not self.fits and self.stages:
             lines.append(
                 "even the baseline and the confirmation alone take longer: the session stops "
-                "at the budget with the best configuration confirmed by then"
+                f"at {limit_words(self.whose)}'s end with the best configuration confirmed by then"
             )
         return lines
 
@@ -114,9 +152,17 @@ def plan_ladder(
     habits: Habits | None = None,
     baseline_repeats: int = BASELINE_REPEATS,
     confirm_pairs: int = CONFIRM_PAIRS,
+    shortest_trial_s: float | None = None,
+    whose: str = BUDGET,
 ) -> LadderPlan:
-    """Fit the ladder to `limit_s` (the module docstring's rules); None keeps everything."""
+    """Fit the ladder to `limit_s` (the module docstring's rules); None keeps everything.
+
+    `shortest_trial_s`: the floor of the trials (default: SHORTEST_TRIAL_SHARE of
+    `budget`'s); a resumed session, whose recorded budget may be shortened already, gives
+    its preset's floor, so its trials never go below it.
+    """
     habits = habits or Habits()
+    floor = budget.trial_s * SHORTEST_TRIAL_SHARE if shortest_trial_s is None else shortest_trial_s
 
     def cost(kept: Sequence[StageShape], b: ProbeBudget) -> float:
         shape = ladder_shape(
@@ -125,12 +171,23 @@ def plan_ladder(
         return shape.seconds(b, costs)
 
     kept = [s for s in stages if s.candidates > 0]
+    shortest = dataclasses.replace(budget, trial_s=min(budget.trial_s, floor))
+    first = ladder_shape([], baseline_repeats=1, confirm_pairs=0, habits=habits)
+    baseline_s = TIME_STRETCH * first.seconds(shortest, costs)
     if limit_s is None or cost(kept, budget) <= limit_s:
-        return LadderPlan(_names(stages, kept), (), budget, cost(kept, budget), limit_s)
+        return LadderPlan(
+            _names(stages, kept),
+            (),
+            budget,
+            cost(kept, budget),
+            limit_s,
+            baseline_s=baseline_s,
+            whose=whose,
+        )
     shortened = budget
     while cost(kept, shortened) > limit_s:
         shorter = dataclasses.replace(shortened, trial_s=shortened.trial_s / 2)
-        if shorter.trial_s < budget.trial_s * SHORTEST_TRIAL_SHARE - 1e-12:
+        if shorter.trial_s < floor - 1e-12:
             break
         shortened = shorter
     left: list[StageShape] = []
@@ -153,6 +210,8 @@ def plan_ladder(
         cost(kept, shortened),
         limit_s,
         shortened=shortened != budget,
+        baseline_s=baseline_s,
+        whose=whose,
     )
 
 

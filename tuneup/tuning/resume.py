@@ -47,6 +47,7 @@ from tuneup.tuning.journal import (
 )
 from tuneup.tuning.journal_check import SESSION_ID
 from tuneup.tuning.lock import ResultsLock
+from tuneup.tuning.planner import SHORTEST_TRIAL_SHARE
 from tuneup.tuning.setting import SETTING, differences, read_setting
 
 
@@ -89,6 +90,7 @@ def assemble_resume(
             alerts.append(_session_rebuilt(results, info, lost))
         preset, said = _resumed_preset(request, info)
         alerts += said
+        preset, shortest = _recorded_budget(preset, info)
         trainer = str(info.get("trainer") or DEFAULT_TRAINER)
         load_trainer(trainer)
         job = job or read_job_env(gpu_count=machine.gpu_count if machine.cuda else 0)
@@ -128,6 +130,7 @@ def assemble_resume(
             setting=None if replay_only else setting,
             keep_costs=not replay_only,
             baseline_again=f"the setting changed: {again}" if again else "",
+            shortest_trial_s=shortest,
         )
     except BaseException:
         lock.release()
@@ -175,6 +178,16 @@ def changed_lines(changes: list[str], accepted: bool) -> list[str]:
             "against it (--accept-changes keeps the journaled one)"
         )
     return lines
+
+
+def _recorded_budget(preset: ProbePreset, info: dict[str, Any]) -> tuple[ProbePreset, float]:
+    """The preset with the budget the session ran (session.json's), and the floor of its
+    trials: the preset's own, so a budget the plan shortened is not shortened past it."""
+    shortest = preset.budget.trial_s * SHORTEST_TRIAL_SHARE
+    recorded = info.get("budget")
+    if isinstance(recorded, dict):
+        preset = dataclasses.replace(preset, budget=ProbeBudget.from_dict(recorded))
+    return preset, shortest
 
 
 def _recover(results: ResultsDir, previous_owner: str | None) -> list[str]:

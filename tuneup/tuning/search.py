@@ -16,8 +16,12 @@ clearly worse loss at equal samples seen marks it `diverged`), and cleared
 the session's needed gain (the floor, or the instability repeats showed)
 with confidence; otherwise the incumbent, the simpler configuration, stays.
 
-A probe measured while something else loaded the machine (its `contention`
-note) is measured again, up to `CONTENDED_RETRIES` times, before it counts.
+A probe measured while something else loaded the machine in bursts (its
+`contention` note) is measured again, up to `CONTENDED_RETRIES` times, before
+it counts; a steady load's probes count as they are, and their verdicts say
+"measured under load". What a busy machine may spoil is bounded per stage and
+per ladder (load.py): past it the stage, or every stage left, stops unmeasured
+with the line that names the load.
 
 At the end the **confirmation decides**: baseline and the search's pick run
 in alternating pairs, judged by the same rule with at least `confirm_pairs`
@@ -55,6 +59,7 @@ from typing import Any
 from tuneup.errors import UsageError
 from tuneup.probe.types import PHASES, USER_SKIP, ProbeResult, probe_key
 from tuneup.tuning.confirm import confirm
+from tuneup.tuning.load import LoadBound, MachineBusy
 from tuneup.tuning.paired import FLOOR, PhaseNoise
 from tuneup.tuning.search_records import (
     BASELINE,
@@ -87,6 +92,7 @@ def staged_search(
     guard: bool = True,
     progress: SearchProgress | None = None,
     before_stage: Callable[[StagePlan], str | None] | None = None,
+    load: LoadBound | None = None,
 ) -> SearchOutcome:
     """Greedy search, one stage at a time, each on top of the best configuration so far.
 
@@ -120,6 +126,7 @@ def staged_search(
             the caller stops the search).
         before_stage: asked before each stage with candidates: a reason to leave it
             out (the time budget), or None to run it.
+        load: what a busy machine may spoil (load.py; default: its probe bounds alone).
 
     Raises:
         BaselineFailed: the baseline did not run ok, so no variant can be judged.
@@ -127,7 +134,7 @@ def staged_search(
     if baseline_repeats < 1:
         raise UsageError(f"baseline_repeats must be at least 1, got {baseline_repeats}")
     noise = PhaseNoise(floor=floor)
-    runner = SearchRunner(measure, already, noise, guard)
+    runner = SearchRunner(measure, already, noise, guard, load)
     progress = progress if progress is not None else SearchProgress()
     progress.base_values, progress.values = dict(base_values), dict(base_values)
     progress.noise, progress.probes = noise, runner.probes
@@ -228,6 +235,11 @@ def _climb(
         progress.stage = plan.name
         progress.started.append(plan.name)
         reason = plan.skip_reason
+        if reason is None and plan.candidates and runner.load.ladder_spent:
+            busy = "not run: the machine was too busy (the ladder stopped)"
+            runner.skip(dataclasses.replace(plan, skip_reason=busy), values)
+            progress.decisions.append(StageDecision(plan.name, None, None, busy, unmeasured=busy))
+            continue
         if reason is None and before_stage is not None:
             reason = before_stage(plan)
             if reason is not None:
@@ -242,6 +254,11 @@ def _climb(
             dropped = sum(1 for p in runner.probes[start:] if p.user_skipped)
             if dropped:  # the user skipped the rest: no verdict, and no failure either
                 decision, winner = _skipped_by_user(decision, runner.probes[start:]), None
+        except MachineBusy as busy:
+            progress.decisions.append(
+                StageDecision(plan.name, None, None, f"stopped: {busy}", unmeasured=str(busy))
+            )
+            continue
         except StageCut as cut:
             progress.left_out.append(plan.name)
             progress.decisions.append(

@@ -164,8 +164,10 @@ class SearchOutcome:
     # stages' pairs upheld so far; `not_run` names the stages it did not finish.
     partial: str = ""
     not_run: list[str] = field(default_factory=list)
-    # The stages the time budget left out (before_stage's reason) or cut short (StageCut).
+    # The stages the time budget left out (before_stage's reason) or cut short (StageCut),
+    # and whose the limit was: "budget" (the user's --budget) or "allocation" (its end).
     left_out: list[str] = field(default_factory=list)
+    limit: str = "budget"
 
     @property
     def measured(self) -> int:

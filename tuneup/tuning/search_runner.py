@@ -20,6 +20,7 @@ from typing import Any
 from tuneup.probe.stats import iqr_pct, median
 from tuneup.probe.types import PHASES, Candidate, ProbeResult, Status, probe_key
 from tuneup.tuning.guard import loss_verdict
+from tuneup.tuning.load import LoadBound, MachineBusy
 from tuneup.tuning.paired import EXTEND, WILD, PairedEvidence, PhaseNoise, Verdict, judge
 from tuneup.tuning.search_records import (
     BASELINE,
@@ -38,16 +39,24 @@ class SearchRunner:
     """Runs probes through `measure` (or takes them from `already`), guards and records them.
 
     Every comparable measurement is told to its phases' noise; one that ran
-    under contention is measured again first (CONTENDED_RETRIES times at most).
+    under contention is measured again first (CONTENDED_RETRIES times at most),
+    and every contended probe counts against the load's bound (load.py), which
+    stops the stage, or the ladder, when a busy machine has spoiled too many.
     """
 
     def __init__(
-        self, measure: Measure, already: Already | None, noise: PhaseNoise, guard: bool = True
+        self,
+        measure: Measure,
+        already: Already | None,
+        noise: PhaseNoise,
+        guard: bool = True,
+        load: LoadBound | None = None,
     ) -> None:
         self.measure = measure
         self.already = already
         self.noise = noise
         self.guard = guard  # False: `measure` applies the loss guard itself (ProbeSession)
+        self.load = load or LoadBound()
         self.probes: list[ProbeResult] = []
         self.reference: ProbeResult | None = None
         self.reference_values: dict[str, Any] = {}
@@ -62,12 +71,21 @@ class SearchRunner:
             cand = dataclasses.replace(cand, loss=False)  # its curve is known: same seed
         if cand.trial_noise is None:
             cand = dataclasses.replace(cand, trial_noise=self.trial_noise(cand, values))
+        result = self._once(stage, cand, values, resume=resume)
         for attempt in range(CONTENDED_RETRIES + 1):
-            result = self._once(stage, cand, values, resume=resume)
-            if not (result.ok and result.contended) or attempt == CONTENDED_RETRIES:
+            if not (result.ok and result.contended):
+                break
+            self.load.lost(stage, result)  # MachineBusy when it was one too many
+            if attempt == CONTENDED_RETRIES or self.load.baseline_done():
+                break
+            try:
+                result = self._once(stage, cand, values, resume=resume)
+            except StageCut:  # no time to measure it again: it stays as it ran, contended
                 break
         if result.ok and result.contended:
             self.noise.contended += 1  # it stayed contended: it counts, and says so
+        elif result.ok and result.under_load:
+            self.load.under_load(stage, result)  # kept; its time counts against the bound
         self.last_key = probe_key(values, cand.ranks)
         if not cand.reference and result.ok and not result.contended:
             rates = {p: r for p in PHASES if (r := result.rate(p)) is not None}
@@ -111,18 +129,24 @@ class SearchRunner:
         return result
 
     def baseline(self, values: dict[str, Any], repeats: int) -> ProbeResult:
-        runs = []
-        for repeat in range(repeats):
-            # the first is profiled: where the baseline's step time goes (worker/profile.py)
-            asked = Candidate(BASELINE, {}, profile=repeat == 0)
-            result = self.run(BASELINE, asked, values)
-            if not ran(result):  # a contended baseline still counts: it is all there is
-                raise BaselineFailed(result)  # measure() already tried it again where it could
-            runs.append(result)
-        # Repeats far apart (one of them hit by something nothing reported): measure
-        # again, twice at most, so the median and the noise do not rest on a wild one.
-        while len(runs) < repeats + 2 and len(runs) > 1 and _disagree(runs):
-            runs.append(self.run(BASELINE, Candidate(BASELINE, {}), values))
+        """The baseline, `repeats` times (and up to twice more where they disagree); a repeat
+        the time budget cuts (StageCut, once one ran ok) ends it with the repeats it has."""
+        runs: list[ProbeResult] = []
+        try:
+            for repeat in range(repeats):
+                # the first is profiled: where the baseline's step time goes (worker/profile.py)
+                asked = Candidate(BASELINE, {}, profile=repeat == 0)
+                result = self.run(BASELINE, asked, values)
+                if not ran(result):  # a contended baseline still counts: it is all there is
+                    raise BaselineFailed(result)  # measure() tried it again where it could
+                runs.append(result)
+            # Repeats far apart (one of them hit by something nothing reported): measure
+            # again, twice at most, so the median and the noise do not rest on a wild one.
+            while len(runs) < repeats + 2 and len(runs) > 1 and _disagree(runs):
+                runs.append(self.run(BASELINE, Candidate(BASELINE, {}), values))
+        except StageCut:
+            if not runs:
+                raise
         self.baseline_runs = [r for r in runs if ran(r)]
         first = Series(self.baseline_runs).summary()
         self.reference, self.reference_values = first, dict(values)
@@ -184,9 +208,10 @@ class SearchRunner:
             max_failed: pairs that may fail (a probe not ok, or contended) before the
                 comparison gives up; None: the candidate failing ends it at once, as a
                 stage's does (its failure is the answer), and a failed incumbent costs a pair.
-            cut_decides: a StageCut (the time budget ran short) ends the comparison with
-                the pairs it has, unresolved, and `Comparison.cut` says why (the
-                confirmation's answer); otherwise it ends the stage.
+            cut_decides: a StageCut (the time budget ran short, or the machine was too
+                busy: load.MachineBusy) ends the comparison with the pairs it has,
+                unresolved, and `Comparison.cut` says why (the confirmation's answer);
+                otherwise it ends the stage.
         """
         noise = self.noise.of(phase, base_values)
 
@@ -215,8 +240,9 @@ class SearchRunner:
                     raise
                 said = found.evidence.why.removeprefix("undecided: ")
                 found.cut = str(cut)
+                how = "stopped" if isinstance(cut, MachineBusy) else "cut short"
                 found.evidence = dataclasses.replace(
-                    found.evidence, verdict=Verdict.UNRESOLVED, why=f"cut short ({cut}): {said}"
+                    found.evidence, verdict=Verdict.UNRESOLVED, why=f"{how} ({cut}): {said}"
                 )
                 return found
             if max_failed is None and not ran(b, phase):

@@ -25,15 +25,6 @@ from tuneup.errors import UsageError
 from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import ProbePreset
 from tuneup.probe.backend import ProbeBackend, as_backend
-from tuneup.probe.estimate import (
-    LadderShape,
-    ProbeKind,
-    StageShape,
-    confirmation_pairs,
-    duration_text,
-    stage_shape,
-)
-from tuneup.probe.stats import median
 from tuneup.probe.types import (
     BASELINE_STAGE,
     CONFIRM_STAGE,
@@ -56,18 +47,15 @@ from tuneup.tuning.guard import loss_verdict
 from tuneup.tuning.journal import ResultsDir
 from tuneup.tuning.journal_check import SESSION_ID, new_session_id
 from tuneup.tuning.ladder_record import LadderRecord, machine_tag
-from tuneup.tuning.planner import LadderPlan
+from tuneup.tuning.load import LoadBound
+from tuneup.tuning.planner import SHORTEST_TRIAL_SHARE, LadderPlan
 from tuneup.tuning.scaling_report import scaling_summary
 from tuneup.tuning.search import partial_outcome, staged_search
-from tuneup.tuning.search_records import SearchOutcome, SearchProgress, StageCut, StagePlan
+from tuneup.tuning.search_records import SearchOutcome, SearchProgress, StagePlan
 from tuneup.tuning.setting import SETTING, Setting, record_changes
 from tuneup.tuning.summary_document import summary_dict
-from tuneup.tuning.time_left import LadderClock
-
-# A probe is started only with this much time to spare (SLURM then sends SIGTERM and,
-# KillWait later, SIGKILL); the slowest probe so far is stretched by TIME_STRETCH.
-TIME_MARGIN_S = 15.0
-TIME_STRETCH = 1.25
+from tuneup.tuning.time_gate import BUDGET, TimeGate
+from tuneup.tuning.time_left import LadderClock, known_costs
 
 
 @dataclass
@@ -101,10 +89,14 @@ class ProbeSession:
     # finish in them is not started (OutOfTime).
     time_left: Callable[[], float | None] | None = None
     # The ladder's time budget in seconds from start() (the user's --budget, or the
-    # allocation's time left; None: none), and the plan fitted to it (planner.py): stages
-    # left out before the first probe, and kept to as the ladder goes (stage_gate).
+    # allocation's time left; None: none), whose it is (time_gate.BUDGET or ALLOCATION), and
+    # the plan fitted to it (planner.py): stages left out before the first probe, and kept
+    # to as the ladder goes (stage_gate). Trials are never shortened below
+    # `shortest_trial_s` (None: the plan's floor of the session's budget).
     time_budget_s: float | None = None
     ladder_plan: LadderPlan | None = None
+    limit_by: str = BUDGET
+    shortest_trial_s: float | None = None
     # Why the ladder was stopped (a signal), for a partial summary; set by the front end.
     stop_reason: str = ""
     monotonic: Callable[[], float] = time.monotonic
@@ -131,12 +123,10 @@ class ProbeSession:
     # Where this machine's ladder costs are kept for the next estimate (None: nowhere).
     record: LadderRecord | None = None
     _walls: list[float] = field(default_factory=list)
-    # (knob, value) pairs with a first-use cost some probe of this session has paid
-    _used: set[tuple[str, Any]] = field(default_factory=set)
     _done: int = 0
     _total: int = 0
-    _deadline: float | None = None
     _progress: SearchProgress = field(default_factory=SearchProgress)
+    _load: LoadBound = field(default_factory=LoadBound)
 
     def __post_init__(self) -> None:
         self.backend = as_backend(self.backend)
@@ -152,6 +142,19 @@ class ProbeSession:
             shares_processes=not self.fresh_processes and self.machine.world_size == 1,
             machine=machine_tag(self.machine),
             record=self.record,
+            known=known_costs(self.trainer, self.base_values, self.preset.budget, self.machine),
+        )
+        budget = self.preset.budget
+        shortest = self.shortest_trial_s
+        self.gate = TimeGate(
+            self.clock,
+            budget,
+            budget.trial_s * SHORTEST_TRIAL_SHARE if shortest is None else shortest,
+            confirm_pairs=self.confirm_pairs,
+            time_left=self.time_left,
+            whose=self.limit_by,
+            now=self._now,
+            walls=self._walls,
         )
 
     def session_info(self) -> dict[str, Any]:
@@ -203,10 +206,14 @@ class ProbeSession:
                 self._note(note)
         else:
             self.results.create(self.session_info())
-        if self.time_budget_s is not None:
-            self._deadline = self._now() + self.time_budget_s
+        self.gate.start(self.time_budget_s)
         left = self.clock.left(None, self.clock.costs())
         self._total = left.probes
+        # what a busy machine may spoil: as long again as the ladder's estimate (load.py)
+        estimate = self.ladder_plan.estimate_s if self.ladder_plan is not None else None
+        if estimate is None:
+            estimate = self.clock.seconds_left(None)[0]
+        self._load = LoadBound.for_estimate(estimate, say=self._note)
         self.reporter.session_start(self.session_info(), self._total)
         if not self._journaled:  # a resume's replayed probes take no time: said after a real one
             self._say_time_left(None)
@@ -254,7 +261,7 @@ class ProbeSession:
         self.control.wait_if_paused()
         if self.stop_requested() or self.control.stopped:
             raise SessionInterrupted
-        self._check_time(stage, values)
+        candidate = self._timed(stage, candidate, values)
         self.control.current_stage = stage
         if self.control.skipping(stage):
             result = ProbeResult(
@@ -276,13 +283,13 @@ class ProbeSession:
             failed = replace(attempts[-1], retried=True)
             self.results.append(failed)
             self._report(stage, failed, reused=False)
-            self._check_time(stage, values)
+            candidate = self._timed(stage, candidate, values)
             attempts.append(self._run(stage, candidate, values, ranks, again=failed.reason))
         result = attempts[-1]
         replacing = self._replacing.get(key)
         if replacing:
             result = replace(result, replaces=replacing.pop(0))
-        self._used.update(first_uses(values))
+        self.gate.used.update(first_uses(values))
         if not candidate.reference:  # noddp changes the arithmetic on purpose
             result = self._guard(stage, result, values)
         self._remember_baseline(stage, result)
@@ -309,44 +316,11 @@ class ProbeSession:
         self._walls.append(result.wall_s)
         return result
 
-    def _check_time(self, stage: str = "", values: dict[str, Any] | None = None) -> None:
-        """Refuse to start a probe the allocation's time limit or the time budget would cut
-        short. Under the time budget a stage's probe ends its stage (StageCut: the
-        confirmation keeps its time), the confirmation's ends the confirmation with the pairs
-        it has (StageCut: unresolved), the baseline's ends the ladder (OutOfTime); so does any
-        probe the allocation's end would cut (a resume in a new allocation goes on)."""
-        measured = [w for w in self._walls if w > 0]
-        left = self.time_left() if self.time_left is not None else None
-        if left is not None:
-            # The backend's own limit where it has one (the command trainer's command.limit_s).
-            limit = self.backend.limit_s or self.preset.budget.limit_s
-            need = TIME_STRETCH * max(measured) if measured else limit
-            if left < need + TIME_MARGIN_S:
-                raise OutOfTime(max(left, 0.0), need, bool(measured))
-        if self._deadline is None or not measured:
-            return
-        budget_left = self._deadline - self._now()
-        # A value whose first use costs extra (a cold torch.compile) and that no probe of
-        # this session used yet: its cost, as its knob declares it, on top of a probe's.
-        fresh = {k: s for k, s in first_uses(values or {}).items() if k not in self._used}
-        need = TIME_STRETCH * median(measured[-5:]) + sum(fresh.values())
-        if stage == BASELINE_STAGE:
-            if budget_left < need:
-                raise OutOfTime(max(budget_left, 0.0), need, True, "in the time budget")
-            return
-        if stage == CONFIRM_STAGE:
-            if budget_left < need:
-                raise StageCut(
-                    f"{duration_text(max(budget_left, 0.0))} left in the time budget, a probe "
-                    f"takes about {duration_text(need)}"
-                )
-            return
-        reserve = self._confirmation_s()
-        if budget_left < need + reserve:
-            raise StageCut(
-                f"the time budget has {duration_text(max(budget_left, 0.0))} left, kept for "
-                f"the confirmation (about {duration_text(reserve)})"
-            )
+    def _timed(self, stage: str, candidate: Candidate, values: dict[str, Any]) -> Candidate:
+        """The candidate with the trials its time left allows (time_gate.py: shorter ones
+        where only they fit; raises OutOfTime or StageCut where none does)."""
+        trial = self.gate.trials_for(stage, candidate, values)
+        return candidate if trial is None else replace(candidate, trial_s=trial)
 
     def _now(self) -> float:
         """The time-budget clock: a simulated trainer's is its probes' own simulated time
@@ -355,38 +329,14 @@ class ProbeSession:
             return sum(self._walls)
         return self.monotonic()
 
-    def _confirmation_s(self) -> float:
-        """The confirmation's expected time, kept back from the stages under a time budget."""
-        costs = self.clock.costs()
-        pairs = confirmation_pairs(self.confirm_pairs, self.clock.habits(CONFIRM_STAGE))
-        shape = LadderShape({ProbeKind(("full",)): 2.0 * pairs})
-        return shape.seconds(self.preset.budget, costs)
-
     def stage_gate(self, plan: StagePlan) -> str | None:
-        """Why a stage is left out when its turn comes: it does not fit the time budget's
-        remainder, less the confirmation's time (or the plan made before the first probe
-        left it out); None to run it."""
+        """Why a stage is left out when its turn comes: the plan made before the first probe
+        left it out, or it does not fit the time budget's remainder less the confirmation's
+        time (time_gate.py); None to run it."""
         planned = self.ladder_plan.reason(plan.name) if self.ladder_plan is not None else None
         if planned is not None:
             return planned
-        if self._deadline is None or not self._walls:
-            return None
-        left = self._deadline - self._now()
-        costs = self.clock.costs()
-        shape = StageShape(plan.name, len(plan.candidates), plan.judged, plan.expected_gain)
-        need = stage_shape(shape, self.clock.habits(plan.name)).seconds(self.preset.budget, costs)
-        firsts: dict[tuple[str, Any], float] = {}
-        for cand in plan.candidates:
-            firsts.update(first_uses(cand.values))
-        need += sum(s for k, s in firsts.items() if k not in self._used)
-        reserve = self._confirmation_s()
-        if left >= need + reserve:
-            return None
-        return (
-            f"left out: the time budget has {duration_text(max(left, 0.0))} left, and the "
-            f"stage needs about {duration_text(need)} besides the confirmation's "
-            f"{duration_text(reserve)}"
-        )
+        return self.gate.stage_gate(plan)
 
     def _report(self, stage: str, result: ProbeResult, reused: bool) -> None:
         self._done += 1
@@ -419,8 +369,10 @@ class ProbeSession:
         return replace(result, status=Status.DIVERGED, reason=reason)
 
     def _remember_baseline(self, stage: str, result: ProbeResult) -> None:
-        if stage == "baseline" and result.ok and self._baseline_losses is None:
-            self._baseline_losses = list(result.losses)
+        if stage == "baseline" and result.ok:
+            self.gate.have_baseline = True  # the answer has its baseline: repeats may go
+            if self._baseline_losses is None:
+                self._baseline_losses = list(result.losses)
 
     def run(self) -> SearchOutcome:
         """Run the ladder and write summary.json; a ladder stopped before its end (a signal,
@@ -439,6 +391,7 @@ class ProbeSession:
                     guard=False,  # measure() guards, before journaling
                     progress=self._progress,
                     before_stage=self.stage_gate,
+                    load=self._load,
                 )
         except SessionInterrupted as stop:
             self._write_partial(stop)
@@ -455,6 +408,7 @@ class ProbeSession:
         return outcome
 
     def _write_summary(self, outcome: SearchOutcome) -> None:
+        outcome.limit = self.limit_by  # the words of what the limit left out
         summary = summary_dict(outcome)
         summary["preset"] = self.preset.name
         summary["preset_source"] = self.preset.source or self.preset.name  # a resume finds it
@@ -473,6 +427,7 @@ class ProbeSession:
                 "left_out": list(outcome.left_out),
                 "planned_out": [name for name, _, _ in self.ladder_plan.left_out],
                 "trial_s": self.ladder_plan.budget.trial_s,
+                "limited_by": self.limit_by,
             }
         self.results.write_summary(summary)
 

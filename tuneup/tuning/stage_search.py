@@ -24,8 +24,10 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tuneup.probe.hostload import under_load_text
 from tuneup.probe.types import Candidate, ProbeResult, Status, probe_key
 from tuneup.tuning.composition import beyond_reach, check_adoption
+from tuneup.tuning.load import load_words
 from tuneup.tuning.paired import PairedEvidence, Verdict
 from tuneup.tuning.screening import Screen, by_promise, close_screen, hopeless, screen_again
 from tuneup.tuning.search_records import INCUMBENT, ReferenceRun, StageDecision, StagePlan
@@ -53,6 +55,7 @@ class _Stage:
     runner: SearchRunner
     failed: list[str] = field(default_factory=list)
     references: list[ReferenceRun] = field(default_factory=list)
+    first: int = 0  # the stage's first probe among the runner's
 
     @property
     def phase(self) -> str:
@@ -73,11 +76,12 @@ class _Stage:
         composition: str = "",
         compared: str = "",
     ) -> StageDecision:
+        load = under_load_text(self.runner.probes[self.first :])
         return StageDecision(
             self.plan.name,
             winner,
             gain,
-            reason,
+            f"{reason}; {load}" if load else reason,
             self.failed,
             self.references,
             self.incumbent.summary() if self.incumbent.results else None,
@@ -113,7 +117,7 @@ def run_stage(
     speed during the screen: the screen runs once more, and if the anchors
     disagree again no candidate is given up on its screen alone.
     """
-    stage = _Stage(plan, values, incumbent, runner)
+    stage = _Stage(plan, values, incumbent, runner, first=len(runner.probes))
     phase = stage.phase
     if runner.last_key != probe_key(values) or incumbent.latest_of(phase) is None:
         incumbent.add(runner.run(plan.name, stage.ask(INCUMBENT), values))
@@ -383,7 +387,7 @@ def unmeasured_why(results: list[ProbeResult], phase: str) -> str:
     if not results or all(r.status in KNOB_VERDICTS for r in results):
         return ""
     if all(ran(r, phase) for r in results):
-        return "every probe ran contended: other processes loaded the machine"
+        return f"every probe ran contended: {load_words(results)}"
     failed = [r for r in results if not r.ok and r.status not in KNOB_VERDICTS]
     first = failed[0] if failed else results[0]
     detail = f": {first.reason}" if first.reason else ""

@@ -15,7 +15,9 @@ import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
+from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import ProbePreset
 from tuneup.probe.estimate import (
     Habits,
@@ -33,12 +35,20 @@ from tuneup.probe.estimate import (
     scale_of,
     stage_shape,
 )
-from tuneup.probe.plan import MeasurementPlan, plan_probe
+from tuneup.probe.plan import MeasurementPlan, plan_for, plan_probe
 from tuneup.probe.stats import median
-from tuneup.probe.types import BASELINE_STAGE, CONFIRM_STAGE, PHASES, ProbeBudget, ProbeResult
+from tuneup.probe.types import (
+    BASELINE_STAGE,
+    CONFIRM_STAGE,
+    PHASES,
+    Candidate,
+    ProbeBudget,
+    ProbeResult,
+)
 from tuneup.trainers.adapters import load_trainer
 from tuneup.tuning.guard import batch_of
 from tuneup.tuning.ladder_record import LadderCosts, LadderRecord
+from tuneup.tuning.load import LADDER_PROBES
 from tuneup.tuning.search_records import StagePlan
 
 
@@ -163,17 +173,24 @@ def _as_run(result: ProbeResult, budget: ProbeBudget, costs: ProbeCosts) -> floa
     return probe_seconds(result_plan(result, budget), own, fresh=fresh, new=firsts > 0)
 
 
+SIMULATED = "the simulated trainer's own seconds"
+
+
 def prior_costs(
     trainer: str,
     preset: ProbePreset,
     machine: str,
     record: LadderRecord | None,
     shares: bool,
+    known: ProbeCosts | None = None,
 ) -> tuple[ProbeCosts, Habits, str]:
-    """What probes cost here before any has run, and what that rests on in words: an earlier
-    ladder's record of this trainer, preset and machine (`measured`), else the figures the
-    preset recorded on the machine it is for (`probe.costs`), else the trainer's StepModel
-    guess."""
+    """What probes cost here before any has run, and what that rests on in words: what the
+    trainer knows of its own probes (`known`: a simulated trainer's seconds,
+    TrainerAdapter.known_costs), else an earlier ladder's record of this trainer, preset and
+    machine (`measured`), else the figures the preset recorded on the machine it is for
+    (`probe.costs`), else the trainer's StepModel guess."""
+    if known is not None:  # its costs are known; how its decisions go, as the preset's did
+        return replace(known, shares=known.shares and shares), _habits(preset), SIMULATED
     adapter = load_trainer(trainer)
     kept = None
     if record is not None and not adapter.simulated:
@@ -191,16 +208,31 @@ def prior(
         return costs, kept.habits, f"from this machine's last ladder{when}"
     if preset.costs is not None:
         recorded = preset.costs
-        habits = Habits(
-            float(recorded.get("pairs_per_stage", Habits.pairs_per_stage)),
-            float(recorded.get("adopt_rate", Habits.adopt_rate)),
-        )
+        habits = _habits(preset)
         # where the preset recorded them (its `source`) is in `tuneup presets show`
         basis = f"from preset {preset.name}'s recorded costs"
         return recorded_costs(recorded, preset.budget, shares), habits, basis
     costs = guess_costs(preset.budget, step_model)
     basis = "a guess from the trainer's step model"
     return (costs if shares else replace(costs, shares=False)), Habits(), basis
+
+
+def _habits(preset: ProbePreset) -> Habits:
+    """How decisions went where the preset recorded its costs (its pairs per stage and
+    adopt rate), else the model's prior."""
+    recorded = preset.costs or {}
+    return Habits(
+        float(recorded.get("pairs_per_stage", Habits.pairs_per_stage)),
+        float(recorded.get("adopt_rate", Habits.adopt_rate)),
+    )
+
+
+def known_costs(
+    trainer: str, values: dict[str, Any], budget: ProbeBudget, machine: MachineInfo
+) -> ProbeCosts | None:
+    """What `trainer` knows its probes of `values` cost on `machine` (a simulated trainer's
+    seconds); None: nothing before its probes run."""
+    return load_trainer(trainer).known_costs(values, budget, machine)
 
 
 def stage_shapes(plans: Sequence[StagePlan]) -> list[StageShape]:
@@ -212,6 +244,7 @@ def stage_shapes(plans: Sequence[StagePlan]) -> list[StageShape]:
 
 
 MEASURED_HERE = "measured here"
+LOST_RATE_CAP = 0.75  # a busy machine's spoiled share counted on: at most three in four
 
 
 @dataclass
@@ -238,15 +271,21 @@ class LadderClock:
     shares_processes: bool = True
     machine: str = ""
     record: LadderRecord | None = None
+    # Probes a busy machine may still spoil (tuning/load.py's ladder bound): the time left
+    # counts the re-measures the load has cost so far, up to this many.
+    lost_allowance: int = LADDER_PROBES
+    # What the trainer knows its probes cost (TrainerAdapter.known_costs): a simulated one's.
+    known: ProbeCosts | None = None
     _seen: list[_Heard] = field(default_factory=list)
     _stage_probes: Counter = field(default_factory=Counter)
     _keys: set[str] = field(default_factory=set)
+    _lost: int = 0
 
     def __post_init__(self) -> None:
         # Asked after every probe: the trainer and an earlier ladder's record are read once.
         self.simulated = load_trainer(self.trainer).simulated  # no time worth telling
         self._prior, self._prior_habits, self.basis = prior_costs(
-            self.trainer, self.preset, self.machine, self.record, self.shares_processes
+            self.trainer, self.preset, self.machine, self.record, self.shares_processes, self.known
         )
 
     @property
@@ -261,7 +300,32 @@ class LadderClock:
         new = key not in self._keys
         self._keys.add(key)
         self._seen.append(_Heard(result, new))
-        self._stage_probes[stage] += 1
+        if result.ok and result.contended:  # spoiled by a load: measured again, no progress
+            self._lost += 1
+        else:
+            self._stage_probes[stage] += 1
+
+    @property
+    def heard_any(self) -> bool:
+        """Whether any probe was heard (run, or taken from the journal)."""
+        return bool(self._seen)
+
+    def probe_s(self, candidate: Candidate, values: dict[str, Any], budget: ProbeBudget) -> float:
+        """What the next probe (`candidate` on `values`, measured by `budget`) is expected to
+        take at this ladder's costs: in a process of its own before any probe (or where none
+        is shared), its first steps where its configuration is new."""
+        costs = self.costs()
+        fresh = not self._seen or not (costs.shares and self.shares_processes)
+        new = repr(sorted(values.items())) not in self._keys
+        return probe_seconds(plan_for(budget, candidate), costs, fresh=fresh, new=new)
+
+    def remeasures(self, probes: float) -> float:
+        """The re-measures `probes` more probes are expected to cost at the rate a busy
+        machine has spoiled this ladder's so far, never more than its bound still allows."""
+        if not self._lost or probes <= 0:
+            return 0.0
+        rate = min(LOST_RATE_CAP, self._lost / len(self._seen))
+        return min(probes * rate / (1.0 - rate), float(max(0, self.lost_allowance - self._lost)))
 
     def costs(self) -> ProbeCosts:
         """What a probe costs here: measured as soon as probes finished."""
@@ -297,7 +361,15 @@ class LadderClock:
 
     def split(self, stage: str | None, costs: ProbeCosts) -> tuple[LadderShape, LadderShape]:
         """The probes left after one of `stage`: of the stage under way (the baseline's
-        included), and of the stages after it with the confirmation."""
+        included) with the re-measures a busy machine is expected to cost (`remeasures`),
+        and of the stages after it with the confirmation."""
+        here, later = self._split(stage, costs)
+        extra = self.remeasures(sum(here.counts.values()) + sum(later.counts.values()))
+        if extra > 0:
+            here = here + self._kinds(LadderShape({ProbeKind(("full",)): extra}), costs)
+        return here, later
+
+    def _split(self, stage: str | None, costs: ProbeCosts) -> tuple[LadderShape, LadderShape]:
         shapes = self._stage_shapes()
         if self.search == "grid":  # the baseline once, then every combination once
             combinations = math.prod(s.candidates + 1 for s in shapes)
@@ -392,6 +464,7 @@ def _remainder(shape: LadderShape, done: int) -> LadderShape:
 
 __all__ = [
     "LadderClock",
+    "known_costs",
     "measured_costs",
     "prior_costs",
     "result_plan",

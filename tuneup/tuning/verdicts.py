@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tuneup.probe.hostload import under_load_text
 from tuneup.probe.types import CONFIRM_STAGE
 from tuneup.tuning.ddp_verdicts import (
     ddp_figures,
@@ -26,6 +27,7 @@ from tuneup.tuning.ddp_verdicts import (
     ranks_text,
 )
 from tuneup.tuning.paired import Verdict
+from tuneup.tuning.planner import limit_words, longer_words
 from tuneup.tuning.search_records import SearchOutcome, StageDecision
 
 # The faster phase must be this many times the slower one for the slower to be "the" bottleneck;
@@ -169,7 +171,17 @@ def unmeasured_text(outcome: SearchOutcome) -> str:
     items = unmeasured(outcome)
     if not items:
         return ""
-    return "not measured: " + ", ".join(f"{u['stage']} ({u['why']})" for u in items)
+    by_why: dict[str, list[str]] = {}  # stages that share a reason are named together
+    for u in items:
+        by_why.setdefault(u["why"], []).append(u["stage"])
+    return "not measured: " + ", ".join(
+        f"{', '.join(stages)} ({why})" for why, stages in by_why.items()
+    )
+
+
+def _ran_variant(outcome: SearchOutcome) -> bool:
+    """Whether any probe measured a variant (a stage's candidate, not its incumbent)."""
+    return any(p.stage != "baseline" and p.variant and p.ok for p in outcome.probes)
 
 
 def _compared_any(outcome: SearchOutcome) -> bool:
@@ -243,7 +255,14 @@ def speedup(outcome: SearchOutcome) -> dict[str, Any]:
 
 
 def headline(outcome: SearchOutcome) -> str:
-    """One line for the end of a session: what to change and how much faster it is, confirmed."""
+    """One line for the end of a session: what to change and how much faster it is, confirmed;
+    and whether its figures were measured under a steady load (hostload.under_load_text)."""
+    line = _headline(outcome)
+    load = under_load_text(outcome.probes)
+    return f"{line}; {load}" if load else line
+
+
+def _headline(outcome: SearchOutcome) -> str:
     if outcome.partial:
         return _partial_headline(outcome)
     conf = outcome.confirmation
@@ -256,6 +275,8 @@ def headline(outcome: SearchOutcome) -> str:
             line = "recommendation: keep the baseline (no variant beat it by the noise margin)"
         elif unmeasured(outcome):
             line = "no recommendation: nothing could be compared with the baseline"
+        elif outcome.left_out and not _ran_variant(outcome):
+            line = "recommendation: the baseline as it is (no variant was measured)"
         else:
             line = "recommendation: keep the baseline (no variant could run here to compare)"
         return f"{line}; {pending}" if pending else line
@@ -315,7 +336,7 @@ def _partial_headline(outcome: SearchOutcome) -> str:
             "its stage's pairs, not yet confirmed against the baseline"
         )
     else:
-        line = f"{head}: nothing adopted so far; keep the baseline"
+        line = f"{head}: nothing adopted so far; the baseline stands"
     if outcome.not_run:
         line += f"; not run: {', '.join(outcome.not_run)}"
     pending = "; ".join(
@@ -325,11 +346,13 @@ def _partial_headline(outcome: SearchOutcome) -> str:
 
 
 def left_out_text(outcome: SearchOutcome) -> str:
-    """The stages the time budget left out or cut short, in words ("" for none)."""
+    """The stages the time budget left out or cut short, in words, with whose limit it was
+    and what runs them ("" for none)."""
     if not outcome.left_out:
         return ""
     return (
-        f"left out for the time budget: {', '.join(outcome.left_out)} (a longer --budget runs them)"
+        f"left out for {limit_words(outcome.limit)}: {', '.join(outcome.left_out)} "
+        f"({longer_words(outcome.limit)})"
     )
 
 
@@ -359,10 +382,16 @@ def not_upheld(outcome: SearchOutcome) -> str:
         else ""
     )
     pick = f"the search's pick ({' + '.join(conf.search_path)}{search})"
-    if first.evidence.why.startswith("cut short"):
+    if first.evidence.why.startswith("stopped (the machine is too busy"):
         return (
-            f"the time budget ran out before the interleaved confirmation decided on {pick} "
-            f"({_ratio(first)}): a longer --budget confirms it or rules it out"
+            f"the machine got too busy before the interleaved confirmation decided on {pick} "
+            f"({_ratio(first)}): a resume on a quiet machine confirms it or rules it out"
+        )
+    if first.evidence.why.startswith("cut short"):
+        longer = longer_words(outcome.limit).replace("runs them", "confirms it or rules it out")
+        return (
+            f"{limit_words(outcome.limit)} ran out before the interleaved confirmation decided "
+            f"on {pick} ({_ratio(first)}): {longer}"
         )
     if first.evidence.verdict is Verdict.UNRESOLVED:
         return (
