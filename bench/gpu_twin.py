@@ -54,11 +54,11 @@ from tuneup.probe.backend import ProbeBackend
 from tuneup.probe.costmodel import ENDS, End, FirstUse, conv_key
 from tuneup.probe.estimate import duration_text, parse_duration
 from tuneup.probe.types import BASELINE_STAGE, CONFIRM_STAGE, Candidate, ProbeResult
-from tuneup.tuning import paired
-from tuneup.tuning.assembly import SessionRequest, assemble_new
-from tuneup.tuning.control import OutOfTime, SessionInterrupted
-from tuneup.tuning.engine import Engine
-from tuneup.tuning.search_records import StagePlan
+from tuneup.tuning.search import paired
+from tuneup.tuning.search.search_records import StagePlan
+from tuneup.tuning.session.assembly import SessionRequest, assemble_new
+from tuneup.tuning.session.control import OutOfTime, SessionInterrupted
+from tuneup.tuning.session.engine import Engine
 
 # The measurement before issue 24 (presets/h200.yaml at 33c6488).
 LEGACY = {"trial_steps": 20, "trials": 5, "warmup_max_steps": 60, "loss_steps": 20}

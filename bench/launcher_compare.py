@@ -37,7 +37,7 @@ def main() -> None:
     from tuneup.probe.plan import ProbeSpec, plan_probe
     from tuneup.probe.runner import ProbeRunner
     from tuneup.trainers.backends import probe_config
-    from tuneup.tuning.assembly import base_values
+    from tuneup.tuning.session.assembly import base_values
 
     preset = load_preset(args.preset)
     values = base_values(preset, "unet", None)

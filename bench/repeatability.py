@@ -35,9 +35,9 @@ from tuneup_plugins.sim import Disturbance, SimTrainer, sim_stage_plans
 
 from tuneup.hardware.types import MachineInfo
 from tuneup.probe.types import Candidate
-from tuneup.tuning.search import staged_search
-from tuneup.tuning.search_records import StagePlan
-from tuneup.tuning.verdicts import unresolved as unresolved_knobs
+from tuneup.tuning.results.verdicts import unresolved as unresolved_knobs
+from tuneup.tuning.search.search_records import StagePlan
+from tuneup.tuning.search.staged import staged_search
 
 GPU = MachineInfo(cuda=True, gpu_count=1, cpus_usable=16, dali=True)
 NULL_KNOBS = ("null_a", "null_b", "null_c")

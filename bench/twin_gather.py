@@ -36,8 +36,8 @@ from typing import Any
 
 from tuneup.hardware.machine import machine_info
 from tuneup.probe.types import BASELINE_STAGE, Candidate, ProbeResult
-from tuneup.tuning.assembly import SessionRequest, assemble_new
-from tuneup.tuning.control import SilentReporter
+from tuneup.tuning.session.assembly import SessionRequest, assemble_new
+from tuneup.tuning.session.control import SilentReporter
 from tuneup.worker.main import process_start_time
 
 REPEATS = 3

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from tuneup.hardware.types import MachineInfo
 from tuneup.probe.types import Candidate
-from tuneup.tuning.search_records import StagePlan
+from tuneup.tuning.search.search_records import StagePlan
 
 
 def sim_stage_plans(machine: MachineInfo) -> list[StagePlan]:

@@ -443,8 +443,8 @@ def test_the_command_trainer_needs_a_command_section(tmp_path):
 
 
 def test_a_workers_ladder_on_the_tutorial_script_recommends_eight_workers(scripts, tmp_path):
-    from tuneup.tuning.search import staged_search
-    from tuneup.tuning.stage_plans import stage_plans
+    from tuneup.tuning.search.staged import staged_search
+    from tuneup.tuning.session.stage_plans import stage_plans
 
     ctx = TrainerContext(
         tmp_path / "probes",

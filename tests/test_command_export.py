@@ -23,7 +23,7 @@ import yaml
 from tuneup.cli import main
 from tuneup.commands.export import run_export_command
 from tuneup.errors import UsageError
-from tuneup.tuning.journal import ResultsDir
+from tuneup.tuning.results.journal import ResultsDir
 
 # Its own default is 1 worker, where tuneup's default is 2: a tuned value of 2 must
 # still be passed. Throughput peaks at 2 workers, x1.5 with bf16 (read from a variable).

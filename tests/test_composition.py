@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from tuneup.probe.types import Candidate, ProbeResult, Status
-from tuneup.tuning.composition import beyond_reach, overlap, tolerance
-from tuneup.tuning.paired import NoiseTracker
-from tuneup.tuning.search import staged_search
-from tuneup.tuning.search_records import StagePlan
+from tuneup.tuning.search.composition import beyond_reach, overlap, tolerance
+from tuneup.tuning.search.paired import NoiseTracker
+from tuneup.tuning.search.search_records import StagePlan
+from tuneup.tuning.search.staged import staged_search
 
 TIGHT = (-0.002, -0.001, 0.0, 0.001, 0.002)
 

@@ -7,7 +7,7 @@ from tuneup_plugins.stages import DATA
 
 from tuneup.config import LOADERS, loader
 from tuneup.hardware.types import MachineInfo
-from tuneup.tuning.datarate import data_rate_sentence, io_bytes_per_s
+from tuneup.tuning.results.datarate import data_rate_sentence, io_bytes_per_s
 from tuneup.unet.loaders import loader_bytes_per_sample
 
 LAPTOP = MachineInfo(cpus_usable=2)

@@ -21,8 +21,8 @@ from tuneup.paths import space_text
 from tuneup.preset.load import load_preset
 from tuneup.probe.plan import plan_probe
 from tuneup.probe.types import ProbeBudget
-from tuneup.tuning.assembly import base_values
-from tuneup.tuning.datakeep import data_keeper
+from tuneup.tuning.session.assembly import base_values
+from tuneup.tuning.session.datakeep import data_keeper
 from tuneup.unet import datacache
 from tuneup.unet.datacache import ensure_synthetic_data
 from tuneup.unet.made import RECORD, checksum

@@ -16,16 +16,16 @@ from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import load_preset
 from tuneup.probe.stats import median
 from tuneup.probe.types import Candidate, ProbeResult, Status
-from tuneup.tuning import paired
-from tuneup.tuning.ddp_verdicts import communication_overhead
-from tuneup.tuning.grid import grid_search
-from tuneup.tuning.journal import ResultsDir
-from tuneup.tuning.search import staged_search
-from tuneup.tuning.search_records import StagePlan
-from tuneup.tuning.session import ProbeSession
-from tuneup.tuning.stage_plans import stage_plans
-from tuneup.tuning.summary_document import summary_dict
-from tuneup.tuning.verdicts import stage_summary
+from tuneup.tuning.results.ddp_verdicts import communication_overhead
+from tuneup.tuning.results.journal import ResultsDir
+from tuneup.tuning.results.summary_document import summary_dict
+from tuneup.tuning.results.verdicts import stage_summary
+from tuneup.tuning.search import paired
+from tuneup.tuning.search.grid import grid_search
+from tuneup.tuning.search.search_records import StagePlan
+from tuneup.tuning.search.staged import staged_search
+from tuneup.tuning.session.probe_session import ProbeSession
+from tuneup.tuning.session.stage_plans import stage_plans
 
 NODE = MachineInfo(cuda=True, gpu_count=4, cpus_usable=128, world_size=4, dali=True)
 # The tutorial's multi-GPU run: 4 GPUs, local batch 16; inmem so compute shows.

@@ -26,8 +26,8 @@ from tuneup.probe.estimate import (
 )
 from tuneup.probe.plan import plan_probe
 from tuneup.probe.types import PHASES, ProbeBudget, ProbeResult, Status
-from tuneup.tuning.planner import plan_ladder
-from tuneup.tuning.time_left import measured_costs
+from tuneup.tuning.clock.planner import plan_ladder
+from tuneup.tuning.clock.time_left import measured_costs
 
 BUDGET = ProbeBudget(trial_s=0.5, min_trials=2, max_trials=4, warmup_cap_s=10, loss_steps=10)
 COSTS = ProbeCosts(

@@ -19,7 +19,7 @@ from tuneup.config import build_config, knob_names, load_config
 from tuneup.errors import UsageError
 from tuneup.export.render import FORMATS, render
 from tuneup.export.tutorial import TUTORIAL_KEYS
-from tuneup.tuning.journal import ResultsDir
+from tuneup.tuning.results.journal import ResultsDir
 from tuneup.unet.distributed import dist_env_from
 
 TUNED_GPU = {

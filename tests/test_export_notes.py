@@ -14,7 +14,7 @@ import pytest
 from tuneup.commands.export import run_export_command
 from tuneup.config import load_config
 from tuneup.export.notes import export_notes
-from tuneup.tuning.journal import ResultsDir
+from tuneup.tuning.results.journal import ResultsDir
 
 BASE = {"num_data_workers": 2}
 

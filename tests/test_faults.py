@@ -171,10 +171,10 @@ def test_a_journal_append_the_disk_refuses_names_what_is_kept(
     # the same line where no namespace can be made: the disk refuses the append's sync
     import errno
 
-    import tuneup.tuning.journal as journal_module
+    import tuneup.tuning.results.journal as journal_module
     from tuneup.paths import StorageFault
     from tuneup.probe.types import ProbeResult, Status
-    from tuneup.tuning.journal import ResultsDir
+    from tuneup.tuning.results.journal import ResultsDir
 
     results = ResultsDir(tmp_path)
     results.append(ProbeResult("baseline", {}, {"a": 1}, Status.OK, full_sps=10.0))
@@ -364,9 +364,9 @@ def test_the_synthetic_cache_deleted_mid_ladder_is_made_again_and_the_answer_sta
 
 def test_users_data_gone_stops_the_ladder_with_the_way_on(tmp_path: Path) -> None:
     from tuneup.hardware.machine import machine_info
-    from tuneup.tuning.assembly import SessionRequest, assemble_new
-    from tuneup.tuning.control import DataGone
-    from tuneup.tuning.datakeep import data_keeper
+    from tuneup.tuning.session.assembly import SessionRequest, assemble_new
+    from tuneup.tuning.session.control import DataGone
+    from tuneup.tuning.session.datakeep import data_keeper
 
     data = tmp_path / "train.h5"
     data.write_bytes(b"x")
@@ -385,8 +385,8 @@ def test_users_data_gone_stops_the_ladder_with_the_way_on(tmp_path: Path) -> Non
 
 def test_the_synthetic_box_is_made_again_by_the_data_check(tmp_path: Path, monkeypatch) -> None:
     from tuneup.preset.load import load_preset
-    from tuneup.tuning.assembly import base_values
-    from tuneup.tuning.datakeep import data_keeper
+    from tuneup.tuning.session.assembly import base_values
+    from tuneup.tuning.session.datakeep import data_keeper
 
     monkeypatch.setenv("TUNEUP_CACHE_DIR", str(tmp_path / "cache"))
     preset = load_preset("cpu-smoke")

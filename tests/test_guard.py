@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from tuneup.tuning.guard import check_loss
+from tuneup.tuning.search.guard import check_loss
 
 BASELINE = [0.12, 0.10, 0.085, 0.075, 0.068]
 
@@ -45,7 +45,7 @@ def test_loss_growing_over_the_run_is_diverged_without_a_baseline():
 
 
 def test_another_batch_is_compared_at_equal_samples_seen():
-    from tuneup.tuning.guard import batch_ratio, equal_samples, equal_samples_note
+    from tuneup.tuning.search.guard import batch_ratio, equal_samples, equal_samples_note
 
     baseline = [0.12, 0.10, 0.09, 0.08, 0.07, 0.065, 0.06, 0.058]  # batch 8
     doubled = [0.11, 0.075, 0.066, 0.06, 0.055, 0.05, 0.048, 0.046]  # batch 16
@@ -61,7 +61,7 @@ def test_another_batch_is_compared_at_equal_samples_seen():
 
 
 def test_a_bigger_batch_in_lr_warm_up_is_judged_on_nan_and_growth_only():
-    from tuneup.tuning.guard import lr_warming_up
+    from tuneup.tuning.search.guard import lr_warming_up
 
     sqrt = {"scaling": "sqrt", "start_lr": 2e-4, "end_lr": 0.0, "warmup_steps": 128}
     assert lr_warming_up({"global_batch_size": 128, "base_batch_size": 64, "lr_schedule": sqrt})
@@ -76,9 +76,10 @@ def test_a_session_judges_each_probe_s_loss_once_and_journals_the_verdict(tmp_pa
     from tuneup.hardware.types import MachineInfo
     from tuneup.preset.load import load_preset
     from tuneup.probe.types import Candidate, Status
-    from tuneup.tuning import guard, search_runner, session
-    from tuneup.tuning.journal import ResultsDir
-    from tuneup.tuning.search_records import StagePlan
+    from tuneup.tuning.results.journal import ResultsDir
+    from tuneup.tuning.search.search_records import StagePlan
+    from tuneup.tuning.search.staged import guard, search_runner
+    from tuneup.tuning.session.probe_session import probe_session as session
 
     judged: list[int] = []
 

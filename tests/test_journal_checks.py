@@ -11,10 +11,10 @@ import pytest
 
 from tuneup.cli import main
 from tuneup.probe.types import Candidate, ProbeResult, Status
-from tuneup.tuning.journal import DAMAGED, JOURNAL, SESSION, SUMMARY, ResultsDir
-from tuneup.tuning.paired import Verdict, judge
-from tuneup.tuning.search import staged_search
-from tuneup.tuning.search_records import StagePlan
+from tuneup.tuning.results.journal import DAMAGED, JOURNAL, SESSION, SUMMARY, ResultsDir
+from tuneup.tuning.search.paired import Verdict, judge
+from tuneup.tuning.search.search_records import StagePlan
+from tuneup.tuning.search.staged import staged_search
 
 LADDER = ["probe", "--trainer", "sim", "--stages", "amp"]
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tuneup.tuning.journal import DAMAGED, JOURNAL, ResultsDir
+from tuneup.tuning.results.journal import DAMAGED, JOURNAL, ResultsDir
 
 
 def line(stage: str, sps: float) -> str:

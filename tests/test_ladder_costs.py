@@ -8,7 +8,7 @@ from tuneup.hardware.types import MachineInfo
 from tuneup.probe.compile_costs import ColdCompileCosts
 from tuneup.probe.estimate import Habits, ProbeCosts
 from tuneup.probe.types import ProbeResult, Status
-from tuneup.tuning.ladder_record import LadderCosts, LadderRecord, machine_tag
+from tuneup.tuning.clock.ladder_record import LadderCosts, LadderRecord, machine_tag
 
 VALUES = {"jit": "compile", "amp_mode": "bf16"}
 

@@ -18,14 +18,14 @@ from tuneup.preset.load import load_preset, parse_preset
 from tuneup.probe.estimate import probe_seconds
 from tuneup.probe.types import Candidate
 from tuneup.trainers.backends import WorkerBackend
-from tuneup.tuning.assembly import SessionRequest
-from tuneup.tuning.control import SilentReporter
-from tuneup.tuning.journal import ResultsDir
-from tuneup.tuning.ladder_record import LadderRecord
-from tuneup.tuning.resume import assemble_resume
-from tuneup.tuning.search_records import StagePlan
-from tuneup.tuning.session import ProbeSession
-from tuneup.tuning.time_left import LadderClock, measured_costs, result_plan
+from tuneup.tuning.clock.ladder_record import LadderRecord
+from tuneup.tuning.clock.time_left import LadderClock, measured_costs, result_plan
+from tuneup.tuning.results.journal import ResultsDir
+from tuneup.tuning.search.search_records import StagePlan
+from tuneup.tuning.session.assembly import SessionRequest
+from tuneup.tuning.session.control import SilentReporter
+from tuneup.tuning.session.probe_session import ProbeSession
+from tuneup.tuning.session.resume import assemble_resume
 
 
 class Said(SilentReporter):

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from tuneup.tuning.paired import NoiseTracker, Verdict, hodges_lehmann, judge
+from tuneup.tuning.search.paired import NoiseTracker, Verdict, hodges_lehmann, judge
 
 
 def pairs_of(*ratios: float) -> list[tuple[float, float]]:

@@ -14,7 +14,7 @@ import pytest
 from tuneup.cli import main
 from tuneup.errors import UsageError
 from tuneup.paths import StorageFault, output_file, output_folder, problem
-from tuneup.tuning.journal import ResultsDir
+from tuneup.tuning.results.journal import ResultsDir
 
 
 def tuneup(*args: str) -> subprocess.CompletedProcess[str]:

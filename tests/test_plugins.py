@@ -454,7 +454,7 @@ def test_no_core_module_imports_a_plugin():
 
 def test_the_phase_a_stage_is_judged_on_follows_the_trainer_and_the_device():
     from tuneup.hardware.types import MachineInfo
-    from tuneup.tuning.stage_plans import stage_plans
+    from tuneup.tuning.session.stage_plans import stage_plans
 
     class FullOnly(TrainerAdapter):  # a plugin written before phases were declared
         def backend(self, ctx):

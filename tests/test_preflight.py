@@ -9,7 +9,7 @@ import pytest
 
 from tuneup.cluster.shm import batches_in_flight, shm_free_bytes, shm_shortfall
 from tuneup.hardware.types import MachineInfo
-from tuneup.tuning.preflight import loader_shm_problem
+from tuneup.tuning.session.preflight import loader_shm_problem
 
 MB = 10**6
 # The tutorial's run: 64 crops of 4 + 5 channels of 64^3 float32 per batch (~604 MB).
@@ -66,7 +66,7 @@ def test_dev_shm_is_read_from_statvfs() -> None:
 
 
 def test_worker_counts_that_would_not_fit_are_not_tried_and_say_why() -> None:
-    from tuneup.tuning.stage_plans import stage_plans
+    from tuneup.tuning.session.stage_plans import stage_plans
 
     base = {**TUTORIAL, "num_data_workers": 0}
     machine = MachineInfo(cpus_usable=16)
@@ -100,7 +100,7 @@ def test_probe_refuses_a_baseline_whose_workers_cannot_fit(tmp_path, monkeypatch
 
 def test_only_the_unet_trainers_sessions_check_dev_shm(monkeypatch) -> None:
     import tuneup.cluster.shm
-    from tuneup.tuning.stage_plans import shm_free_for
+    from tuneup.tuning.session.stage_plans import shm_free_for
 
     monkeypatch.setattr(tuneup.cluster.shm, "shm_free_bytes", lambda *a, **k: 64 * MB)
     assert shm_free_for("unet") == 64 * MB

@@ -13,7 +13,7 @@ import yaml
 
 from tuneup.config import load_config
 from tuneup.probe.types import ProbeResult, Status
-from tuneup.tuning.journal import ResultsDir
+from tuneup.tuning.results.journal import ResultsDir
 
 JOURNAL_FIELDS = (
     "stage",
@@ -206,8 +206,8 @@ def test_a_stage_re_proposes_on_what_earlier_stages_adopted() -> None:
     """CUDA graphs after fp16 won must try graphs with bf16, not a config that cannot run."""
     from tuneup.hardware.types import MachineInfo
     from tuneup.probe.types import Candidate
-    from tuneup.tuning.search import staged_search
-    from tuneup.tuning.stage_plans import stage_plans
+    from tuneup.tuning.search.staged import staged_search
+    from tuneup.tuning.session.stage_plans import stage_plans
 
     machine = MachineInfo(cuda=True, gpu_count=1, cpus_usable=16)
     plans = stage_plans(("amp", "cuda_graphs"), machine, {"device": "cuda"})

@@ -22,9 +22,9 @@ from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import parse_preset
 from tuneup.probe.types import Candidate, ProbeBudget, Status
 from tuneup.trainers.backends import WorkerBackend
-from tuneup.tuning.journal import ResultsDir
-from tuneup.tuning.search_records import StagePlan
-from tuneup.tuning.session import ProbeSession
+from tuneup.tuning.results.journal import ResultsDir
+from tuneup.tuning.search.search_records import StagePlan
+from tuneup.tuning.session.probe_session import ProbeSession
 
 BUDGET = {
     "trial_s": 0.02,

@@ -18,9 +18,9 @@ from tuneup.probe.telemetry import THROTTLED_NOTE, ProbeTelemetry, full_window
 from tuneup.probe.types import Candidate, ProbeBudget, ProbeResult, Status
 from tuneup.telemetry.sampler import Sampler
 from tuneup.trainers.backends import WorkerBackend
-from tuneup.tuning.engine import gpu_sampler
-from tuneup.tuning.journal import ResultsDir
-from tuneup.tuning.session import ProbeSession
+from tuneup.tuning.results.journal import ResultsDir
+from tuneup.tuning.session.engine import gpu_sampler
+from tuneup.tuning.session.probe_session import ProbeSession
 
 
 class TraceBackend:

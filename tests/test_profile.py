@@ -162,7 +162,7 @@ def test_profile_refuses_what_it_cannot_profile_in_one_line(tmp_path: Path):
 
 
 def test_the_before_after_table_fits_80_columns_and_carries_the_findings():
-    from tuneup.tuning.profiles import profile_lines
+    from tuneup.tuning.results.profiles import profile_lines
 
     part = {"data": 0.004, "h2d": 0.0001, "forward": 0.002, "backward": 0.003, "optimizer": 0.001}
     before = {"step_s": 0.0101, "parts_s": part, "trace": "0001-baseline.trace.json.gz"}
@@ -265,7 +265,7 @@ def profile_command(folder: Path, *extra: str) -> subprocess.CompletedProcess[st
 def test_profile_runs_a_journaled_configuration_again_and_prints_its_breakdown(
     tiny_values: dict[str, Any], tmp_path: Path
 ) -> None:
-    from tuneup.tuning.profile_again import profile_again
+    from tuneup.tuning.session.profile_again import profile_again
 
     folder = journaled_session(tmp_path / "run", tiny_values)
     done = profile_command(folder)

@@ -12,7 +12,7 @@ import pytest
 
 from tuneup.hardware.types import MachineInfo
 from tuneup.trainers.adapters import load_trainer
-from tuneup.tuning.stage_plans import stage_plans
+from tuneup.tuning.session.stage_plans import stage_plans
 from tuneup.unet.synth import SynthResult
 
 # The tester's preset: a batch eight times the data set (cpu-smoke's model otherwise).

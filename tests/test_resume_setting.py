@@ -16,8 +16,8 @@ import pytest
 from tuneup.cli import main
 from tuneup.hardware.machine import torch_build
 from tuneup.hardware.types import MachineInfo
-from tuneup.tuning.journal import JOURNAL, SESSION, SUMMARY
-from tuneup.tuning.setting import Setting, differences, read_setting
+from tuneup.tuning.results.journal import JOURNAL, SESSION, SUMMARY
+from tuneup.tuning.session.setting import Setting, differences, read_setting
 
 LADDER = ["probe", "--trainer", "sim", "--stages", "amp"]
 

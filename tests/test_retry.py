@@ -13,11 +13,11 @@ from tuneup.preset.load import load_preset
 from tuneup.probe.events import ErrorEvent, Event
 from tuneup.probe.outcome import EXITED, transient
 from tuneup.probe.types import Candidate, ProbeResult, Status
-from tuneup.tuning.control import OutOfTime
-from tuneup.tuning.journal import ResultsDir
-from tuneup.tuning.search_records import BaselineFailed
-from tuneup.tuning.session import ProbeSession
-from tuneup.tuning.stage_plans import stage_plans
+from tuneup.tuning.results.journal import ResultsDir
+from tuneup.tuning.search.search_records import BaselineFailed
+from tuneup.tuning.session.control import OutOfTime
+from tuneup.tuning.session.probe_session import ProbeSession
+from tuneup.tuning.session.stage_plans import stage_plans
 
 MACHINE = MachineInfo(cuda=False, gpu_count=0, cpus_usable=2)
 KILLED = (Status.CRASH, "worker killed by SIGKILL", True)

@@ -12,13 +12,13 @@ from tuneup.errors import UsageError
 from tuneup.hardware.types import MachineInfo
 from tuneup.probe.stats import iqr_pct, median, noise_margin
 from tuneup.probe.types import Candidate, ProbeResult, Status
-from tuneup.tuning.grid import grid_search
-from tuneup.tuning.paired import NoiseTracker, PhaseNoise, Verdict, noise_group
-from tuneup.tuning.search import staged_search
-from tuneup.tuning.search_records import StageCut, StagePlan
-from tuneup.tuning.search_runner import SearchRunner, Series
-from tuneup.tuning.stage_search import run_stage
-from tuneup.tuning.verdicts import headline
+from tuneup.tuning.results.verdicts import headline
+from tuneup.tuning.search.grid import grid_search
+from tuneup.tuning.search.paired import NoiseTracker, PhaseNoise, Verdict, noise_group
+from tuneup.tuning.search.search_records import StageCut, StagePlan
+from tuneup.tuning.search.search_runner import SearchRunner, Series
+from tuneup.tuning.search.stage_search import run_stage
+from tuneup.tuning.search.staged import staged_search
 
 GPU = MachineInfo(cuda=True, gpu_count=1, cpus_usable=16, dali=True)
 TIGHT = (-0.002, -0.001, 0.0, 0.001, 0.002)  # trial pattern of a quiet machine
@@ -495,7 +495,7 @@ def test_a_steady_load_compares_its_pairs_and_says_the_verdict_was_measured_unde
 def test_what_a_busy_machine_spoils_moves_the_time_left_within_its_bound():
     from tuneup.preset.load import load_preset
     from tuneup.probe.types import Contention
-    from tuneup.tuning.time_left import LadderClock
+    from tuneup.tuning.clock.time_left import LadderClock
 
     plans = [speed_stage("s", 150.0), speed_stage("t", 150.0)]
     clock = LadderClock("unet", load_preset("cpu-smoke"), plans)
@@ -514,7 +514,7 @@ def test_what_a_busy_machine_spoils_moves_the_time_left_within_its_bound():
 
 def test_a_steady_load_that_slows_every_probe_ends_the_ladder_once_its_time_is_spent():
     from tuneup.probe.types import Contention
-    from tuneup.tuning.load import LoadBound
+    from tuneup.tuning.search.load import LoadBound
 
     class Slowed(Scripted):
         def __call__(self, stage, cand, values):

@@ -12,10 +12,10 @@ from tuneup_plugins.sim import sim_backend, sim_stage_plans
 from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import load_preset
 from tuneup.probe.types import ProbeResult, Status
-from tuneup.tuning.control import SessionInterrupted, SilentReporter
-from tuneup.tuning.journal import ResultsDir
-from tuneup.tuning.session import ProbeSession
-from tuneup.tuning.verdicts import headline, stage_summary, unmeasured
+from tuneup.tuning.results.journal import ResultsDir
+from tuneup.tuning.results.verdicts import headline, stage_summary, unmeasured
+from tuneup.tuning.session.control import SessionInterrupted, SilentReporter
+from tuneup.tuning.session.probe_session import ProbeSession
 
 
 class Hook(SilentReporter):

@@ -27,7 +27,7 @@ import yaml
 from fault_ladder import TUTORIAL_EPOCH_LOG
 
 from tuneup.cluster.leftovers import MARKER, find_leftovers, stop_leftovers
-from tuneup.tuning.journal import quoted
+from tuneup.tuning.results.journal import quoted
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
 
@@ -348,7 +348,7 @@ def test_an_app_session_resumed_by_the_cli_reuses_every_probe_on_the_same_data(
 
 
 def test_a_cli_session_resumed_in_the_app_reuses_every_probe(tmp_path: Path) -> None:
-    from tuneup.tuning.journal import ResultsDir
+    from tuneup.tuning.results.journal import ResultsDir
 
     out = tmp_path / "cli run"
     done = tuneup_run("probe", "--trainer", "sim", "--stages", "workers,amp", "--out", str(out))

@@ -10,7 +10,7 @@ from tuneup_plugins.sim import SimTrainer, sim_stage_plans
 from tuneup.hardware.types import MachineInfo
 from tuneup.probe.stats import median, relative_spread
 from tuneup.probe.types import Candidate, Status
-from tuneup.tuning.guard import check_loss
+from tuneup.tuning.search.guard import check_loss
 
 TUNED = {
     "data_loader_config": "dali-lowmem",

@@ -23,7 +23,7 @@ from tuneup.config import load_config
 from tuneup.errors import UsageError
 from tuneup.export.render import render
 from tuneup.preset.load import load_preset, parse_preset
-from tuneup.tuning.journal import ResultsDir
+from tuneup.tuning.results.journal import ResultsDir
 
 TUNED = {"num_data_workers": 2, "amp_mode": "bf16", "local_batch_size": 64}
 

@@ -389,7 +389,7 @@ def test_compile_is_left_out_before_any_probe_where_its_toolchain_is_missing(mac
     assert labels(plan.candidates) == ["TorchScript"]
     assert [label for label, _ in plan.rejected] == ["torch.compile"] and why in plan.rejected[0][1]
     # and the user reads why on the stage's line
-    from tuneup.tuning.stage_plans import stage_plans
+    from tuneup.tuning.session.stage_plans import stage_plans
 
     (stage_plan,) = stage_plans(("jit",), machine, {})
     assert stage_plan.not_tried and why in stage_plan.not_tried[0]

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tuneup.tuning.journal import ResultsDir
-from tuneup.tuning.summary import Summary
+from tuneup.tuning.results.journal import ResultsDir
+from tuneup.tuning.results.summary import Summary
 
 WRITTEN = {
     "search": "staged",

@@ -9,10 +9,10 @@ import pytest
 
 from tuneup.probe.estimate import Habits, ProbeCosts
 from tuneup.probe.types import Candidate, ProbeBudget
-from tuneup.tuning.control import OutOfTime
-from tuneup.tuning.planner import ALLOCATION, TIME_MARGIN_S, TIME_STRETCH
-from tuneup.tuning.search_records import StageCut
-from tuneup.tuning.time_gate import TimeGate
+from tuneup.tuning.clock.planner import ALLOCATION, TIME_MARGIN_S, TIME_STRETCH
+from tuneup.tuning.search.search_records import StageCut
+from tuneup.tuning.session.control import OutOfTime
+from tuneup.tuning.session.time_gate import TimeGate
 
 BUDGET = ProbeBudget(trial_s=1.0, min_trials=2, max_trials=2, warmup_cap_s=1.0)
 

@@ -225,7 +225,7 @@ def test_a_bad_data_file_is_named_before_anything_starts(tmp_path: Path) -> None
 
 def _finished_session(tmp_path: Path) -> Path:
     from tuneup.commands.probe import run_probe_command
-    from tuneup.tuning.request import SessionRequest
+    from tuneup.tuning.session.request import SessionRequest
 
     folder = tmp_path / "done"
     request = SessionRequest(
@@ -337,7 +337,7 @@ def test_r_on_the_results_measures_the_unmeasured_stages_again(
 
     from tuneup.tui.screens.results import ResultsScreen
     from tuneup.tui.screens.tune import TuneScreen
-    from tuneup.tuning.journal import ResultsDir, where_it_stands
+    from tuneup.tuning.results.journal import ResultsDir, where_it_stands
 
     folder = _finished_session(tmp_path)
     capsys.readouterr()

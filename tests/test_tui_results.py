@@ -26,9 +26,9 @@ from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import load_preset
 from tuneup.tui.screens.results import ResultsScreen, load_results
 from tuneup.tui.widgets.gain_bars import GainBars
-from tuneup.tuning.journal import ResultsDir
-from tuneup.tuning.session import ProbeSession
-from tuneup.tuning.summary import Summary
+from tuneup.tuning.results.journal import ResultsDir
+from tuneup.tuning.results.summary import Summary
+from tuneup.tuning.session.probe_session import ProbeSession
 
 SIZE = (120, 40)
 MACHINE = MachineInfo(cuda=True, gpu_count=1, cpus_usable=32)
@@ -207,7 +207,7 @@ def test_a_probes_row_opens_its_breakdown_and_p_profiles_it_again(tmp_path: Path
     from tuneup.probe.profile_rules import StageOutcome, findings
     from tuneup.tui.screens.probe import ProbeScreen
     from tuneup.tui.widgets.ladder import LadderTable
-    from tuneup.tuning.profile_again import ProfiledAgain
+    from tuneup.tuning.session.profile_again import ProfiledAgain
 
     folder = tmp_path / "run"
     finished_session(folder)

@@ -32,8 +32,8 @@ from tuneup.tui.screens.results import ResultsScreen
 from tuneup.tui.screens.tune import TuneScreen
 from tuneup.tui.widgets.confirm import Confirm
 from tuneup.tui.widgets.ladder import LadderTable
-from tuneup.tuning.journal import ResultsDir
-from tuneup.tuning.session import ProbeSession
+from tuneup.tuning.results.journal import ResultsDir
+from tuneup.tuning.session.probe_session import ProbeSession
 
 SIZE = (120, 40)
 MACHINE = MachineInfo(cuda=True, gpu_count=1, cpus_usable=32)

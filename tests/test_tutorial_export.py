@@ -22,7 +22,7 @@ from tuneup.config import load_config
 from tuneup.errors import UsageError
 from tuneup.export.render import render
 from tuneup.export.tutorial import TutorialRun
-from tuneup.tuning.journal import ResultsDir
+from tuneup.tuning.results.journal import ResultsDir
 from tuneup.unet.synth import SynthResult
 
 LOADERS = ["synthetic", "inmem", "lowmem", "dali-lowmem"]

@@ -8,10 +8,10 @@ from tuneup_plugins.sim import SimTrainer, sim_stage_plans
 
 from tuneup.hardware.types import MachineInfo
 from tuneup.probe.types import Candidate
-from tuneup.tuning.search import staged_search
-from tuneup.tuning.search_records import StagePlan
-from tuneup.tuning.summary_document import summary_dict
-from tuneup.tuning.verdicts import bottleneck, headline, stage_summary
+from tuneup.tuning.results.summary_document import summary_dict
+from tuneup.tuning.results.verdicts import bottleneck, headline, stage_summary
+from tuneup.tuning.search.search_records import StagePlan
+from tuneup.tuning.search.staged import staged_search
 
 GPU = MachineInfo(cuda=True, gpu_count=1, cpus_usable=16, dali=True)
 
@@ -100,10 +100,10 @@ def _values_of(label):
 
 def test_throttled_probes_are_flagged_as_noisy() -> None:
     from tuneup.probe.types import Candidate, ProbeResult, Status
-    from tuneup.tuning.search import staged_search
-    from tuneup.tuning.search_records import StagePlan
-    from tuneup.tuning.summary_document import summary_dict
-    from tuneup.tuning.verdicts import stage_summary
+    from tuneup.tuning.results.summary_document import summary_dict
+    from tuneup.tuning.results.verdicts import stage_summary
+    from tuneup.tuning.search.search_records import StagePlan
+    from tuneup.tuning.search.staged import staged_search
 
     def measure(stage: str, candidate: Candidate, values: dict) -> ProbeResult:
         hot = values.get("amp_mode") == "bf16"
@@ -128,7 +128,7 @@ def test_throttled_probes_are_flagged_as_noisy() -> None:
 
 
 def test_a_negative_communication_overhead_is_called_noise_not_a_cost() -> None:
-    from tuneup.tuning.ddp_verdicts import ddp_sentence
+    from tuneup.tuning.results.ddp_verdicts import ddp_sentence
 
     figures = {
         "ranks": 2,
@@ -146,7 +146,7 @@ def test_a_negative_communication_overhead_is_called_noise_not_a_cost() -> None:
 
 
 def test_an_unresolved_knob_is_named_once() -> None:
-    from tuneup.tuning.verdicts import _named
+    from tuneup.tuning.results.verdicts import _named
 
     assert _named("channels_last", "channels_last") == "channels_last"
     assert _named("amp", "bf16") == "amp bf16"

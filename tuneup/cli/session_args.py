@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from tuneup.errors import UsageError
-from tuneup.tuning.request import add_arguments, from_arguments
+from tuneup.tuning.session.request import add_arguments, from_arguments
 
 
 def _add_tui(commands: argparse._SubParsersAction) -> None:

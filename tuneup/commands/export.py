@@ -9,8 +9,8 @@ from tuneup.errors import ExitCode
 from tuneup.export.session import read_session_export, render_session, session_notes
 from tuneup.hardware.machine import machine_info
 from tuneup.paths import atomic_write_text, output_file
-from tuneup.tuning.journal import ResultsDir, quoted
-from tuneup.tuning.rebuild import readable_summary
+from tuneup.tuning.results.journal import ResultsDir, quoted
+from tuneup.tuning.session.rebuild import readable_summary
 
 
 def run_export_command(folder: Path, fmt: str, output: Path | None, edition: str = "sc22") -> int:

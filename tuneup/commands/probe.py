@@ -14,14 +14,14 @@ from tuneup.commands.progress import PlainReporter, RichReporter, probe_table, s
 from tuneup.errors import ExitCode
 from tuneup.hardware.machine import machine_info
 from tuneup.paths import StorageFault
-from tuneup.tuning.assembly import assemble_new
-from tuneup.tuning.control import DataGone, OutOfTime, SessionInterrupted, SilentReporter
-from tuneup.tuning.journal import quoted, where_it_stands
-from tuneup.tuning.profiles import profile_lines
-from tuneup.tuning.request import SessionRequest
-from tuneup.tuning.resume import assemble_resume
-from tuneup.tuning.summary import Summary
-from tuneup.tuning.verdicts import confirmation_lines, stage_summary
+from tuneup.tuning.results.journal import quoted, where_it_stands
+from tuneup.tuning.results.profiles import profile_lines
+from tuneup.tuning.results.summary import Summary
+from tuneup.tuning.results.verdicts import confirmation_lines, stage_summary
+from tuneup.tuning.session.assembly import assemble_new
+from tuneup.tuning.session.control import DataGone, OutOfTime, SessionInterrupted, SilentReporter
+from tuneup.tuning.session.request import SessionRequest
+from tuneup.tuning.session.resume import assemble_resume
 
 
 def run_probe_command(

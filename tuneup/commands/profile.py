@@ -1,6 +1,6 @@
 """`tuneup profile DIR --probe N`: profile one journaled configuration again, briefly.
 
-The run is tuning/profile_again.py's (the app's `P` key runs the same); this
+The run is tuning/session/profile_again.py's (the app's `P` key runs the same); this
 prints its breakdown, then against now, with the findings (probe/profile_rules.py),
 quoting what the ladder did at each stage.
 
@@ -19,9 +19,9 @@ from pathlib import Path
 from tuneup.cluster.launch import LocalLauncher
 from tuneup.errors import ExitCode, UsageError
 from tuneup.probe.describe import variant_text
-from tuneup.tuning.journal import ResultsDir
-from tuneup.tuning.profile_again import chosen_probe, profile_again
-from tuneup.tuning.profiles import profile_lines
+from tuneup.tuning.results.journal import ResultsDir
+from tuneup.tuning.results.profiles import profile_lines
+from tuneup.tuning.session.profile_again import chosen_probe, profile_again
 from tuneup.worker.profile import NSYS_ENV
 
 

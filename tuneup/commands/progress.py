@@ -29,8 +29,8 @@ from tuneup.probe.describe import (
 from tuneup.probe.estimate import time_left_text
 from tuneup.probe.events import Event, TrialEvent, WarmupEvent
 from tuneup.probe.types import ProbeResult
-from tuneup.tuning.search_records import SearchOutcome
-from tuneup.tuning.stage_rows import stage_rows
+from tuneup.tuning.results.stage_rows import stage_rows
+from tuneup.tuning.search.search_records import SearchOutcome
 
 BAR_WIDTH = 20  # cells of a progress bar
 

@@ -26,9 +26,9 @@ from tuneup.hardware.replay import read_trace
 from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import load_preset
 from tuneup.trainers.adapters import DEFAULT_TRAINER, load_trainer, scan_trainers
-from tuneup.tuning.assembly import choose_layout, pick_preset
-from tuneup.tuning.journal import ResultsDir, where_it_stands
-from tuneup.tuning.ladder_record import LadderRecord
+from tuneup.tuning.clock.ladder_record import LadderRecord
+from tuneup.tuning.results.journal import ResultsDir, where_it_stands
+from tuneup.tuning.session.assembly import choose_layout, pick_preset
 
 
 def app_trainers() -> list[str]:

@@ -11,7 +11,7 @@ from tuneup.doctor.facts import Facts
 from tuneup.doctor.honesty import HONEST, Honesty
 from tuneup.hardware.toolchain import compile_blocker
 from tuneup.probe.types import Contention
-from tuneup.tuning.preflight import batch_bytes
+from tuneup.tuning.session.preflight import batch_bytes
 
 OK, WARN, FAIL = "OK", "WARN", "FAIL"
 MIN_CPUS_PER_GPU = 4  # below this, host loaders cannot keep a GPU busy on this model

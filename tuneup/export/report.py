@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tuneup.tuning.profiles import profile_lines
+from tuneup.tuning.results.profiles import profile_lines
 
 REPORT = "md"
 

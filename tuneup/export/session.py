@@ -23,8 +23,8 @@ from tuneup.export.slurm import hints_from_session
 from tuneup.export.tutorial import SC22, TutorialRun
 from tuneup.preset.load import load_preset
 from tuneup.trainers.adapters import DEFAULT_TRAINER, TrainerAdapter, load_trainer, scan_trainers
-from tuneup.tuning.journal import SUMMARY, ResultsDir, quoted
-from tuneup.tuning.summary import Summary
+from tuneup.tuning.results.journal import SUMMARY, ResultsDir, quoted
+from tuneup.tuning.results.summary import Summary
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ both probes of an interleaved pair alike, so they still compare fairly: a
 contended probe whose load matched its neighbours' and held steady within its
 window is kept, marked `under_load`, and every verdict it enters says so. A
 bursty load does not slow a pair alike: such a probe stays contended, and the
-search measures it again (within its bounds, tuning/load.py).
+search measures it again (within its bounds, tuning/search/load.py).
 """
 
 from __future__ import annotations

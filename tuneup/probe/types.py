@@ -223,7 +223,7 @@ class ProbeResult:
     # and idle time, the top operators, TFLOP/s and MFU, the trace's file name). Empty:
     # not profiled.
     profile: dict[str, Any] = field(default_factory=dict)
-    # The setting it was measured in (tuneup.tuning.setting: CPUs, threads, GPUs, driver,
+    # The setting it was measured in (tuneup.tuning.session.setting: CPUs, threads, GPUs, driver,
     # torch), as a digest: a resume on a changed machine measures the baseline again, and
     # those probes take the place of the ones of another setting. "": not recorded.
     setting: str = ""

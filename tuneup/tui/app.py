@@ -3,7 +3,7 @@
 The app receives what touches the machine in its constructor (the machine,
 the SLURM job, the clock, the backend factory, the monitor's GPU source), so
 tests run it on fakes. Its sessions, new or resumed, come from the one
-assembly `tuneup probe` uses (tuneup.tuning.assembly): the same preset, base
+assembly `tuneup probe` uses (tuneup.tuning.session.assembly): the same preset, base
 values, stage plans, backends, results folder and lock.
 """
 
@@ -32,17 +32,17 @@ from tuneup.tui.screens.monitor import MonitorScreen
 from tuneup.tui.screens.results import ResultsScreen, load_results
 from tuneup.tui.screens.setup import SetupChoice, SetupScreen
 from tuneup.tui.screens.tune import TuneScreen
-from tuneup.tuning.assembly import (
+from tuneup.tuning.clock.ladder_record import LadderCosts, LadderRecord, machine_tag
+from tuneup.tuning.results.journal import ResultsDir
+from tuneup.tuning.session.assembly import (
     AssembledSession,
     EngineFactory,
     SessionRequest,
     assemble_new,
     default_folder,
 )
-from tuneup.tuning.engine import build_engine
-from tuneup.tuning.journal import ResultsDir
-from tuneup.tuning.ladder_record import LadderCosts, LadderRecord, machine_tag
-from tuneup.tuning.resume import assemble_resume
+from tuneup.tuning.session.engine import build_engine
+from tuneup.tuning.session.resume import assemble_resume
 
 
 def preset_choices() -> list[tuple[str, str]]:
@@ -72,7 +72,7 @@ class TuneupApp(App[None]):
         preset_name: the preset chosen first; the default for the machine when None.
         job: the job the app runs in (SLURM, or this machine); read here when None.
         clock: epoch seconds (frozen in tests).
-        engine: builds the session's backends (tuneup.tuning.engine.build_engine's
+        engine: builds the session's backends (tuneup.tuning.session.engine.build_engine's
             signature; tests may pass fakes).
         monitor_backend: the monitor's GPU source (a replayed trace in demo mode).
         step_model: the estimate's guesses; by trainer when None.

@@ -18,10 +18,10 @@ from textual.message import Message
 from tuneup.errors import UsageError
 from tuneup.probe.events import Event, EventHandler
 from tuneup.probe.types import ProbeResult
-from tuneup.tuning.control import SessionInterrupted
-from tuneup.tuning.search_records import SearchOutcome
-from tuneup.tuning.session import ProbeSession
-from tuneup.tuning.summary import Summary
+from tuneup.tuning.results.summary import Summary
+from tuneup.tuning.search.search_records import SearchOutcome
+from tuneup.tuning.session.control import SessionInterrupted
+from tuneup.tuning.session.probe_session import ProbeSession
 
 Post = Callable[[Message], Any]
 

@@ -1,5 +1,5 @@
 """One probe opened from the ladder table: its figures, where its step's time goes, and `p`
-to profile it again (tuning/profile_again.py, what `tuneup profile DIR --probe N` runs).
+to profile it again (tuning/session/profile_again.py, what `tuneup profile DIR --probe N` runs).
 
 A probe the ladder did not profile shows its figures and the key; profiling
 runs a fresh worker on a thread, so only when no ladder is running beside it
@@ -23,8 +23,13 @@ from tuneup.probe.describe import sps_text, status_text, variant_text, versus_ba
 from tuneup.probe.profile_rules import findings
 from tuneup.probe.types import ProbeResult
 from tuneup.tui.widgets.breakdown import Side, breakdown_bars
-from tuneup.tuning.journal import ResultsDir
-from tuneup.tuning.profile_again import ProfiledAgain, journal_number, ladder_stages, profile_again
+from tuneup.tuning.results.journal import ResultsDir
+from tuneup.tuning.session.profile_again import (
+    ProfiledAgain,
+    journal_number,
+    ladder_stages,
+    profile_again,
+)
 
 # (folder, journal number) -> the probe profiled again; tests pass a fake
 Profiler = Callable[[Path, int], ProfiledAgain]
@@ -61,7 +66,7 @@ class ProbeScreen(ModalScreen[None]):
         baseline: the row the ladder compares with.
         folder: the session's results folder (None: nothing to profile again from).
         can_profile: None where a profile may run now, else why not (a ladder running).
-        profiler: runs the profile (tuning/profile_again.py by default).
+        profiler: runs the profile (tuning/session/profile_again.py by default).
     """
 
     DEFAULT_CSS = """

@@ -28,9 +28,9 @@ from tuneup.tui.screens.probe import ProbeScreen, Profiler
 from tuneup.tui.widgets.breakdown import breakdown_table, findings_text
 from tuneup.tui.widgets.gain_bars import GainBars, stage_gains
 from tuneup.tui.widgets.ladder import LadderTable
-from tuneup.tuning.journal import ResultsDir
-from tuneup.tuning.summary import Summary
-from tuneup.tuning.verdicts import gain_text
+from tuneup.tuning.results.journal import ResultsDir
+from tuneup.tuning.results.summary import Summary
+from tuneup.tuning.results.verdicts import gain_text
 
 # tuneup's export formats -> file name in the results folder (a trainer that exports its
 # sessions in formats of its own names their files: SessionExport.file_name).
@@ -170,7 +170,7 @@ class ResultsScreen(Screen[None]):
         probes: the session's probes, in order (for the count of what ran).
         results_dir: the session's folder, where exports are written.
         hints: the preset's machine hints for env/sbatch; read from session.json when None.
-        profiler: profiles a probe again from its row (tuning/profile_again.py when None).
+        profiler: profiles a probe again from its row (tuning/session/profile_again.py when None).
     """
 
     DEFAULT_CSS = """

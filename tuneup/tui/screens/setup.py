@@ -40,10 +40,10 @@ from tuneup.probe.estimate import (
 )
 from tuneup.probe.stages import Proposal, Stage
 from tuneup.probe.types import ProbeBudget
-from tuneup.tuning.ladder_record import LadderCosts
-from tuneup.tuning.planner import plan_ladder
-from tuneup.tuning.request import help_of
-from tuneup.tuning.time_left import prior
+from tuneup.tuning.clock.ladder_record import LadderCosts
+from tuneup.tuning.clock.planner import plan_ladder
+from tuneup.tuning.clock.time_left import prior
+from tuneup.tuning.session.request import help_of
 
 
 @dataclass(frozen=True)
@@ -416,7 +416,7 @@ class SetupScreen(Screen[None]):
 
     def action_trim(self) -> None:
         """Plan the ladder to the time budget: shorter trials, then the stages of least
-        expected gain per second unchecked (tuneup.tuning.planner)."""
+        expected gain per second unchecked (tuneup.tuning.clock.planner)."""
         costs, habits, _ = self.prior()
         plan = plan_ladder(self.shapes(), self.budget, costs, self.limit_s(), habits=habits)
         stages = self.query_one("#stages", SelectionList)

@@ -24,9 +24,9 @@ from tuneup.tui.screens.results import ResultsScreen, export_all, session_hints
 from tuneup.tui.widgets.chart import Chart, Series
 from tuneup.tui.widgets.confirm import Confirm
 from tuneup.tui.widgets.ladder import LadderTable
-from tuneup.tuning.journal import quoted, where_it_stands
-from tuneup.tuning.summary import Summary
-from tuneup.tuning.verdicts import bottleneck
+from tuneup.tuning.results.journal import quoted, where_it_stands
+from tuneup.tuning.results.summary import Summary
+from tuneup.tuning.results.verdicts import bottleneck
 
 HELP = (
     "p pause/resume after the current probe · s skip the rest of this stage · "

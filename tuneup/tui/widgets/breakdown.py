@@ -8,7 +8,7 @@ from typing import Any
 
 from rich.table import Table
 
-from tuneup.tuning.profiles import PART_ROWS
+from tuneup.tuning.results.profiles import PART_ROWS
 
 BAR = 16  # the longest part's bar, in cells
 

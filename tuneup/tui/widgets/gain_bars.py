@@ -9,7 +9,7 @@ from typing import Any
 from rich.text import Text
 from textual.widget import Widget
 
-from tuneup.tuning.summary import StageOutcome
+from tuneup.tuning.results.summary import StageOutcome
 
 
 @dataclass(frozen=True)

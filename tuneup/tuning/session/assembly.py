@@ -5,7 +5,7 @@ resumed one is rebuilt from its folder's `session.json`, which records
 everything the session was run with (preset as resolved, trainer, stages,
 search, seed, budget, layout, and the base config with its data paths), so
 a session continues on the same data whichever front end started it and
-whichever resumes it. Both take the folder's lock first (tuneup.tuning.lock)
+whichever resumes it. Both take the folder's lock first (tuneup.tuning.session.lock)
 and give it back in `AssembledSession.close`.
 """
 
@@ -33,13 +33,8 @@ from tuneup.probe.estimate import duration_text, time_limit
 from tuneup.probe.events import EventHandler
 from tuneup.probe.stages import stage_names
 from tuneup.trainers.adapters import DEFAULT_TRAINER, load_trainer
-from tuneup.tuning.control import Reporter, SilentReporter
-from tuneup.tuning.datakeep import data_keeper
-from tuneup.tuning.engine import Engine, build_engine
-from tuneup.tuning.journal import SESSION, ResultsDir, folder_problem, quoted
-from tuneup.tuning.ladder_record import LadderRecord, machine_tag
-from tuneup.tuning.lock import LOCK_FILE, Owner, ResultsLock
-from tuneup.tuning.planner import (
+from tuneup.tuning.clock.ladder_record import LadderRecord, machine_tag
+from tuneup.tuning.clock.planner import (
     ALLOCATION,
     BUDGET,
     SHORTEST_TRIAL_SHARE,
@@ -47,13 +42,18 @@ from tuneup.tuning.planner import (
     LadderPlan,
     plan_ladder,
 )
-from tuneup.tuning.preflight import loader_shm_problem, refuse_baseline
-from tuneup.tuning.request import SessionRequest
-from tuneup.tuning.search_records import StagePlan
-from tuneup.tuning.session import ProbeSession
-from tuneup.tuning.setting import Setting, read_setting
-from tuneup.tuning.stage_plans import shm_free_for, stage_plans
-from tuneup.tuning.time_left import known_costs, prior_costs, stage_shapes
+from tuneup.tuning.clock.time_left import known_costs, prior_costs, stage_shapes
+from tuneup.tuning.results.journal import SESSION, ResultsDir, folder_problem, quoted
+from tuneup.tuning.search.search_records import StagePlan
+from tuneup.tuning.session.control import Reporter, SilentReporter
+from tuneup.tuning.session.datakeep import data_keeper
+from tuneup.tuning.session.engine import Engine, build_engine
+from tuneup.tuning.session.lock import LOCK_FILE, Owner, ResultsLock
+from tuneup.tuning.session.preflight import loader_shm_problem, refuse_baseline
+from tuneup.tuning.session.probe_session import ProbeSession
+from tuneup.tuning.session.request import SessionRequest
+from tuneup.tuning.session.setting import Setting, read_setting
+from tuneup.tuning.session.stage_plans import shm_free_for, stage_plans
 
 DEFAULT_ROOT = Path("tuneup-results")
 EngineFactory = Callable[..., Engine]  # build_engine's signature

@@ -15,8 +15,8 @@ from tuneup.probe.types import (
     PHASES,
 )
 from tuneup.trainers.adapters import load_trainer
-from tuneup.tuning.preflight import loader_shm_problem
-from tuneup.tuning.search_records import StagePlan
+from tuneup.tuning.search.search_records import StagePlan
+from tuneup.tuning.session.preflight import loader_shm_problem
 
 Refusal = Callable[[dict[str, Any], int], str | None]
 """Why the trainer would refuse values on so many ranks (TrainerAdapter.refusal)."""

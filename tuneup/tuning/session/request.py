@@ -103,7 +103,7 @@ class SessionRequest:
             ran contended (`--retry-failed`); without it, only those whose cause may be
             gone (ProbeSession.start says which).
         accept_changes: on a resume in a setting that differs from the recorded one
-            (tuneup.tuning.setting), keep the journaled baseline; without it the
+            (tuneup.tuning.session.setting), keep the journaled baseline; without it the
             baseline is measured again, and the new probes compare against it.
     """
 

@@ -10,11 +10,11 @@ from typing import Any
 from tuneup.hardware.types import MachineInfo
 from tuneup.probe.backend import ProbeBackend
 from tuneup.probe.types import Candidate, ProbeResult
-from tuneup.tuning.control import DataGone, SessionInterrupted
-from tuneup.tuning.engine import Engine
-from tuneup.tuning.journal import JOURNAL, SUMMARY, ResultsDir, SummaryDamaged, quoted
-from tuneup.tuning.request import SessionRequest
-from tuneup.tuning.resume import assemble_resume
+from tuneup.tuning.results.journal import JOURNAL, SUMMARY, ResultsDir, SummaryDamaged, quoted
+from tuneup.tuning.session.control import DataGone, SessionInterrupted
+from tuneup.tuning.session.engine import Engine
+from tuneup.tuning.session.request import SessionRequest
+from tuneup.tuning.session.resume import assemble_resume
 
 JOURNAL_ENDS = "the journal holds no more probes"
 

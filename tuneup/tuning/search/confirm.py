@@ -16,8 +16,8 @@ from typing import Any
 
 from tuneup.probe.hostload import under_load_text
 from tuneup.probe.types import Candidate, ProbeResult
-from tuneup.tuning.search_records import BASELINE, CONFIRM, Confirmation, ConfirmAttempt
-from tuneup.tuning.search_runner import SearchRunner, Series
+from tuneup.tuning.search.search_records import BASELINE, CONFIRM, Confirmation, ConfirmAttempt
+from tuneup.tuning.search.search_runner import SearchRunner, Series
 
 _NOTHING = object()
 

@@ -20,7 +20,7 @@ from tuneup.probe.plan import ProbeSpec, plan_probe
 from tuneup.probe.profile_rules import Finding, StageOutcome, findings
 from tuneup.probe.runner import ProbeRunner
 from tuneup.probe.types import ProbeBudget, ProbeResult
-from tuneup.tuning.journal import SUMMARY, ResultsDir, quoted
+from tuneup.tuning.results.journal import SUMMARY, ResultsDir, quoted
 
 # Runs one spec in a fresh worker: (label, variant, spec) -> its result.
 RunProbe = Callable[[str, dict[str, Any], ProbeSpec], ProbeResult]

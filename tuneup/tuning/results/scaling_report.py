@@ -1,6 +1,6 @@
 """The scaling estimate of a finished session: from its ddp figures to many nodes.
 
-Pure glue between the `ddp` block of summary.json (tuneup.tuning.verdicts) and
+Pure glue between the `ddp` block of summary.json (tuneup.tuning.results.verdicts) and
 the ring all-reduce model (tuneup.cluster.scaling): the 1-rank reference probe
 gives one GPU's samples/s at the session's local batch, the recommended knobs
 give the model's size and the bucket size, the preset's hints give the

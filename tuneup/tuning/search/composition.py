@@ -43,9 +43,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuneup.probe.types import Candidate, ProbeResult
-from tuneup.tuning.paired import NoiseTracker, PairedEvidence, Verdict
-from tuneup.tuning.search_records import StagePlan
-from tuneup.tuning.search_runner import SearchRunner, Series, comparable
+from tuneup.tuning.search.paired import NoiseTracker, PairedEvidence, Verdict
+from tuneup.tuning.search.search_records import StagePlan
+from tuneup.tuning.search.search_runner import SearchRunner, Series, comparable
 
 BOUND_RATIO = 1.25
 """One phase is the wall when the other is this many times it (tuning.verdicts.BOUND_RATIO):

@@ -46,10 +46,10 @@ from tuneup.probe.types import (
     ProbeResult,
 )
 from tuneup.trainers.adapters import load_trainer
-from tuneup.tuning.guard import batch_of
-from tuneup.tuning.ladder_record import LadderCosts, LadderRecord
-from tuneup.tuning.load import LADDER_PROBES
-from tuneup.tuning.search_records import StagePlan
+from tuneup.tuning.clock.ladder_record import LadderCosts, LadderRecord
+from tuneup.tuning.search.guard import batch_of
+from tuneup.tuning.search.load import LADDER_PROBES
+from tuneup.tuning.search.search_records import StagePlan
 
 
 def result_plan(result: ProbeResult, budget: ProbeBudget) -> MeasurementPlan:
@@ -271,7 +271,7 @@ class LadderClock:
     shares_processes: bool = True
     machine: str = ""
     record: LadderRecord | None = None
-    # Probes a busy machine may still spoil (tuning/load.py's ladder bound): the time left
+    # Probes a busy machine may still spoil (tuning/search/load.py's ladder bound): the time left
     # counts the re-measures the load has cost so far, up to this many.
     lost_allowance: int = LADDER_PROBES
     # What the trainer knows its probes cost (TrainerAdapter.known_costs): a simulated one's.

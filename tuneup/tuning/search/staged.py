@@ -58,10 +58,10 @@ from typing import Any
 
 from tuneup.errors import UsageError
 from tuneup.probe.types import PHASES, USER_SKIP, ProbeResult, probe_key
-from tuneup.tuning.confirm import confirm
-from tuneup.tuning.load import LoadBound, MachineBusy
-from tuneup.tuning.paired import FLOOR, PhaseNoise
-from tuneup.tuning.search_records import (
+from tuneup.tuning.search.confirm import confirm
+from tuneup.tuning.search.load import LoadBound, MachineBusy
+from tuneup.tuning.search.paired import FLOOR, PhaseNoise
+from tuneup.tuning.search.search_records import (
     BASELINE,
     CONFIRM,
     Already,
@@ -72,8 +72,8 @@ from tuneup.tuning.search_records import (
     StageDecision,
     StagePlan,
 )
-from tuneup.tuning.search_runner import SearchRunner, Series
-from tuneup.tuning.stage_search import run_stage
+from tuneup.tuning.search.search_runner import SearchRunner, Series
+from tuneup.tuning.search.stage_search import run_stage
 
 MAX_PAIRS = 5  # the most pairs one stage's comparison takes before it is unresolved
 

@@ -26,12 +26,12 @@ from typing import Any
 
 from tuneup.probe.hostload import under_load_text
 from tuneup.probe.types import Candidate, ProbeResult, Status, probe_key
-from tuneup.tuning.composition import beyond_reach, check_adoption
-from tuneup.tuning.load import load_words
-from tuneup.tuning.paired import PairedEvidence, Verdict
-from tuneup.tuning.screening import Screen, by_promise, close_screen, hopeless, screen_again
-from tuneup.tuning.search_records import INCUMBENT, ReferenceRun, StageDecision, StagePlan
-from tuneup.tuning.search_runner import SearchRunner, Series, comparable, ran
+from tuneup.tuning.search.composition import beyond_reach, check_adoption
+from tuneup.tuning.search.load import load_words
+from tuneup.tuning.search.paired import PairedEvidence, Verdict
+from tuneup.tuning.search.screening import Screen, by_promise, close_screen, hopeless, screen_again
+from tuneup.tuning.search.search_records import INCUMBENT, ReferenceRun, StageDecision, StagePlan
+from tuneup.tuning.search.search_runner import SearchRunner, Series, comparable, ran
 
 PURSUED = 2  # candidates of one stage compared in pairs at most
 SUSPECT = 0.25  # a best screen this much slower than the incumbent is measured once more

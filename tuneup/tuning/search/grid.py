@@ -12,8 +12,8 @@ from typing import Any
 
 from tuneup.probe.stats import noise_margin
 from tuneup.probe.types import Candidate, probe_key
-from tuneup.tuning.paired import PhaseNoise
-from tuneup.tuning.search_records import (
+from tuneup.tuning.search.paired import PhaseNoise
+from tuneup.tuning.search.search_records import (
     GRID,
     Already,
     Measure,
@@ -21,7 +21,7 @@ from tuneup.tuning.search_records import (
     StageDecision,
     StagePlan,
 )
-from tuneup.tuning.search_runner import SearchRunner, comparable
+from tuneup.tuning.search.search_runner import SearchRunner, comparable
 
 
 def grid_search(

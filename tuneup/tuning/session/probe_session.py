@@ -34,28 +34,28 @@ from tuneup.probe.types import (
     Status,
 )
 from tuneup.telemetry.sampler import Sampler
-from tuneup.tuning.attempts import BASELINE_ATTEMPTS, attempt_again, place_of, replay_plan
-from tuneup.tuning.control import (
+from tuneup.tuning.clock.ladder_record import LadderRecord, machine_tag
+from tuneup.tuning.clock.planner import SHORTEST_TRIAL_SHARE, LadderPlan
+from tuneup.tuning.clock.time_left import LadderClock, known_costs
+from tuneup.tuning.results.journal import ResultsDir
+from tuneup.tuning.results.journal_check import SESSION_ID, new_session_id
+from tuneup.tuning.results.scaling_report import scaling_summary
+from tuneup.tuning.results.summary_document import summary_dict
+from tuneup.tuning.search.grid import grid_search
+from tuneup.tuning.search.guard import loss_verdict
+from tuneup.tuning.search.load import LoadBound
+from tuneup.tuning.search.search_records import SearchOutcome, SearchProgress, StagePlan
+from tuneup.tuning.search.staged import partial_outcome, staged_search
+from tuneup.tuning.session.attempts import BASELINE_ATTEMPTS, attempt_again, place_of, replay_plan
+from tuneup.tuning.session.control import (
     OutOfTime,
     Reporter,
     SessionControl,
     SessionInterrupted,
     SilentReporter,
 )
-from tuneup.tuning.grid import grid_search
-from tuneup.tuning.guard import loss_verdict
-from tuneup.tuning.journal import ResultsDir
-from tuneup.tuning.journal_check import SESSION_ID, new_session_id
-from tuneup.tuning.ladder_record import LadderRecord, machine_tag
-from tuneup.tuning.load import LoadBound
-from tuneup.tuning.planner import SHORTEST_TRIAL_SHARE, LadderPlan
-from tuneup.tuning.scaling_report import scaling_summary
-from tuneup.tuning.search import partial_outcome, staged_search
-from tuneup.tuning.search_records import SearchOutcome, SearchProgress, StagePlan
-from tuneup.tuning.setting import SETTING, Setting, record_changes
-from tuneup.tuning.summary_document import summary_dict
-from tuneup.tuning.time_gate import BUDGET, TimeGate
-from tuneup.tuning.time_left import LadderClock, known_costs
+from tuneup.tuning.session.setting import SETTING, Setting, record_changes
+from tuneup.tuning.session.time_gate import BUDGET, TimeGate
 
 
 @dataclass
@@ -106,7 +106,7 @@ class ProbeSession:
     # On a resume: measure again every journaled failure (measure_again); else only those
     # whose cause may be gone.
     retry_failed: bool = False
-    # The machine and software it measures in (tuneup.tuning.setting), recorded in
+    # The machine and software it measures in (tuneup.tuning.session.setting), recorded in
     # session.json and stamped on each probe; None: not recorded.
     setting: Setting | None = None
     # On a resume in another setting than the recorded one: why (its differences); the

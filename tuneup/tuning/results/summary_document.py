@@ -1,6 +1,6 @@
 """summary.json's content, from a SearchOutcome: confirmed figures only, the verdicts in
-words (tuneup.tuning.verdicts), the machine's measured noise and the batch change's
-learning rate; tuneup.tuning.summary reads it back, typed."""
+words (tuneup.tuning.results.verdicts), the machine's measured noise and the batch change's
+learning rate; tuneup.tuning.results.summary reads it back, typed."""
 
 from __future__ import annotations
 
@@ -9,15 +9,13 @@ from typing import Any
 
 from tuneup.config import LR_SCHEDULE_DEFAULT, TrainConfig
 from tuneup.probe.types import ProbeResult
-from tuneup.tuning.datarate import data_rate_sentence
-from tuneup.tuning.ddp_verdicts import (
+from tuneup.tuning.results.datarate import data_rate_sentence
+from tuneup.tuning.results.ddp_verdicts import (
     first_ddp_block,
     stragglers_note,
 )
-from tuneup.tuning.guard import batch_of, batch_ratio, equal_samples_note
-from tuneup.tuning.profiles import profiles_block
-from tuneup.tuning.search_records import SearchOutcome
-from tuneup.tuning.verdicts import (
+from tuneup.tuning.results.profiles import profiles_block
+from tuneup.tuning.results.verdicts import (
     bottleneck,
     headline,
     not_upheld,
@@ -25,6 +23,8 @@ from tuneup.tuning.verdicts import (
     unmeasured,
     unresolved,
 )
+from tuneup.tuning.search.guard import batch_of, batch_ratio, equal_samples_note
+from tuneup.tuning.search.search_records import SearchOutcome
 from tuneup.unet.schedule import initial_lr
 
 

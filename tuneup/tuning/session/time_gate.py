@@ -40,10 +40,10 @@ from tuneup.probe.estimate import (
     stage_shape,
 )
 from tuneup.probe.types import BASELINE_STAGE, CONFIRM_STAGE, Candidate, ProbeBudget
-from tuneup.tuning.control import OutOfTime
-from tuneup.tuning.planner import BUDGET, TIME_MARGIN_S, TIME_STRETCH, limit_words
-from tuneup.tuning.search_records import StageCut, StagePlan
-from tuneup.tuning.time_left import LadderClock
+from tuneup.tuning.clock.planner import BUDGET, TIME_MARGIN_S, TIME_STRETCH, limit_words
+from tuneup.tuning.clock.time_left import LadderClock
+from tuneup.tuning.search.search_records import StageCut, StagePlan
+from tuneup.tuning.session.control import OutOfTime
 
 
 @dataclass

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from tuneup.probe.describe import sps_text
 from tuneup.probe.types import BASELINE_STAGE, CONFIRM_STAGE, USER_SKIP
-from tuneup.tuning.search_records import SearchOutcome, StageDecision
+from tuneup.tuning.search.search_records import SearchOutcome, StageDecision
 
 
 @dataclass(frozen=True)

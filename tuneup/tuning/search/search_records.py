@@ -13,7 +13,7 @@ from typing import Any
 
 from tuneup.errors import DataFault, ExitCode, UsageError
 from tuneup.probe.types import BASELINE_STAGE, CONFIRM_STAGE, Candidate, ProbeResult, Status
-from tuneup.tuning.paired import PairedEvidence, PhaseNoise, Verdict
+from tuneup.tuning.search.paired import PairedEvidence, PhaseNoise, Verdict
 
 Measure = Callable[[str, Candidate, dict[str, Any]], ProbeResult]
 Already = Callable[[str, str], ProbeResult | None]

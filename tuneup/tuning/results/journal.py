@@ -33,8 +33,8 @@ from tuneup.paths import (
     storage_fault,
 )
 from tuneup.probe.types import ProbeResult
-from tuneup.tuning.journal_check import SessionFacts
-from tuneup.tuning.summary import Summary
+from tuneup.tuning.results.journal_check import SessionFacts
+from tuneup.tuning.results.summary import Summary
 
 SESSION = "session.json"
 JOURNAL = "journal.jsonl"
@@ -372,11 +372,11 @@ class ResultsDir:
             self._write_json(SUMMARY, summary)
 
     def summary(self) -> Summary:
-        """The finished session's summary.json, typed (tuneup.tuning.summary).
+        """The finished session's summary.json, typed (tuneup.tuning.results.summary).
 
         Raises:
             SummaryDamaged: it is not a JSON object (cut short, overwritten): it can be
-                rebuilt from the journal (tuneup.tuning.rebuild).
+                rebuilt from the journal (tuneup.tuning.session.rebuild).
             UsageError: there is none (the session did not finish).
         """
         file = self.path / SUMMARY

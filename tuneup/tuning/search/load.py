@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from tuneup.probe.estimate import duration_text
 from tuneup.probe.types import BASELINE_STAGE, ProbeResult
-from tuneup.tuning.search_records import StageCut
+from tuneup.tuning.search.search_records import StageCut
 
 STAGE_PROBES = 4  # contended probes a stage may lose before it stops
 LADDER_PROBES = 12  # ... and the whole ladder

@@ -20,15 +20,15 @@ from typing import Any
 
 from tuneup.probe.hostload import under_load_text
 from tuneup.probe.types import CONFIRM_STAGE
-from tuneup.tuning.ddp_verdicts import (
+from tuneup.tuning.clock.planner import limit_words, longer_words
+from tuneup.tuning.results.ddp_verdicts import (
     ddp_figures,
     ddp_sentence,
     number_text,
     ranks_text,
 )
-from tuneup.tuning.paired import Verdict
-from tuneup.tuning.planner import limit_words, longer_words
-from tuneup.tuning.search_records import SearchOutcome, StageDecision
+from tuneup.tuning.search.paired import Verdict
+from tuneup.tuning.search.search_records import SearchOutcome, StageDecision
 
 # The faster phase must be this many times the slower one for the slower to be "the" bottleneck;
 # closer than that, both shape FULL (they compete for the host and the PCIe link).

@@ -15,7 +15,7 @@ from typing import Any
 
 from tuneup.probe.profile_rules import StageOutcome, findings, whats_left
 from tuneup.probe.types import BASELINE_STAGE, ProbeResult
-from tuneup.tuning.search_records import SearchOutcome, StageDecision
+from tuneup.tuning.search.search_records import SearchOutcome, StageDecision
 
 
 def _profiled(probes: Sequence[ProbeResult], values: Mapping[str, Any]) -> ProbeResult | None:

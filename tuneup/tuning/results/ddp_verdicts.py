@@ -12,7 +12,7 @@ from typing import Any
 
 from tuneup.probe.stages import current
 from tuneup.probe.types import ProbeResult
-from tuneup.tuning.search_records import ReferenceRun, SearchOutcome, StageDecision
+from tuneup.tuning.search.search_records import ReferenceRun, SearchOutcome, StageDecision
 
 # The DDP knobs whose recommended values the summary's `ddp` block repeats.
 DDP_SETTINGS = ("bucket_cap_mb", "broadcast_buffers", "gradient_as_bucket_view")

@@ -16,9 +16,9 @@ from typing import Any
 
 from tuneup.probe.stats import MEDIAN_EFFICIENCY
 from tuneup.probe.types import Candidate, ProbeResult
-from tuneup.tuning.paired import FLOOR, Z_FUTILE, NoiseTracker
-from tuneup.tuning.search_records import StagePlan
-from tuneup.tuning.search_runner import SearchRunner, Series, comparable
+from tuneup.tuning.search.paired import FLOOR, Z_FUTILE, NoiseTracker
+from tuneup.tuning.search.search_records import StagePlan
+from tuneup.tuning.search.search_runner import SearchRunner, Series, comparable
 
 TIE_CAP = 0.10  # screens this close to the best may tie, whatever the noise (and the needed gain)
 

@@ -10,8 +10,8 @@ from typing import Any
 from tuneup.bundled import cache_dir
 from tuneup.preset.load import ProbePreset
 from tuneup.trainers.adapters import load_trainer
-from tuneup.tuning.control import DataGone
-from tuneup.tuning.journal import quoted
+from tuneup.tuning.results.journal import quoted
+from tuneup.tuning.session.control import DataGone
 
 
 def data_keeper(

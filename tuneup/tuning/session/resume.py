@@ -24,7 +24,18 @@ from tuneup.preset.load import ProbePreset, load_preset, parse_preset
 from tuneup.probe.events import EventHandler
 from tuneup.probe.types import ProbeBudget
 from tuneup.trainers.adapters import DEFAULT_TRAINER, load_trainer
-from tuneup.tuning.assembly import (
+from tuneup.tuning.clock.planner import SHORTEST_TRIAL_SHARE
+from tuneup.tuning.results.journal import (
+    JOURNAL,
+    SESSION,
+    SUMMARY,
+    ResultsDir,
+    SessionLost,
+    SummaryDamaged,
+    quoted,
+)
+from tuneup.tuning.results.journal_check import SESSION_ID
+from tuneup.tuning.session.assembly import (
     AssembledSession,
     EngineFactory,
     SessionRequest,
@@ -34,21 +45,10 @@ from tuneup.tuning.assembly import (
     pick_stages,
     take_lock,
 )
-from tuneup.tuning.control import Reporter
-from tuneup.tuning.engine import build_engine
-from tuneup.tuning.journal import (
-    JOURNAL,
-    SESSION,
-    SUMMARY,
-    ResultsDir,
-    SessionLost,
-    SummaryDamaged,
-    quoted,
-)
-from tuneup.tuning.journal_check import SESSION_ID
-from tuneup.tuning.lock import ResultsLock
-from tuneup.tuning.planner import SHORTEST_TRIAL_SHARE
-from tuneup.tuning.setting import SETTING, differences, read_setting
+from tuneup.tuning.session.control import Reporter
+from tuneup.tuning.session.engine import build_engine
+from tuneup.tuning.session.lock import ResultsLock
+from tuneup.tuning.session.setting import SETTING, differences, read_setting
 
 
 def assemble_resume(

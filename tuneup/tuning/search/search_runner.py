@@ -19,10 +19,10 @@ from typing import Any
 
 from tuneup.probe.stats import iqr_pct, median
 from tuneup.probe.types import PHASES, Candidate, ProbeResult, Status, probe_key
-from tuneup.tuning.guard import loss_verdict
-from tuneup.tuning.load import LoadBound, MachineBusy
-from tuneup.tuning.paired import EXTEND, WILD, PairedEvidence, PhaseNoise, Verdict, judge
-from tuneup.tuning.search_records import (
+from tuneup.tuning.search.guard import loss_verdict
+from tuneup.tuning.search.load import LoadBound, MachineBusy
+from tuneup.tuning.search.paired import EXTEND, WILD, PairedEvidence, PhaseNoise, Verdict, judge
+from tuneup.tuning.search.search_records import (
     BASELINE,
     INCUMBENT,
     Already,

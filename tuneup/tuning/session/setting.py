@@ -21,7 +21,7 @@ from typing import Any
 from tuneup.hardware.machine import torch_build
 from tuneup.hardware.nvml import read_driver_facts
 from tuneup.hardware.types import MachineInfo
-from tuneup.tuning.journal_check import SESSION_ID
+from tuneup.tuning.results.journal_check import SESSION_ID
 
 SETTING = "setting"
 """session.json's key for the setting the session measures in."""

@@ -1,0 +1,1 @@
+"""What a session keeps: the journal, summary.json, the profiles and reports."""

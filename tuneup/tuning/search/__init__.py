@@ -1,0 +1,1 @@
+"""The search decides from values: stages, pairs, composition, confirmation, verdicts."""

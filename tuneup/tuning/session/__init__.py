@@ -1,0 +1,1 @@
+"""A session's life: its request, assembly, resume, engine, lock and control."""
