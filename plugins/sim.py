@@ -230,16 +230,11 @@ class SimTrainer(SimSurface, ProbeBackend):
             status, reason = problem
             spent = self.failed_costs(k)  # its start and first step: a failure shows there
             self._process_ended()
+            said = f"simulated: {reason}"
             return ProbeResult(
-                stage,
-                variant,
-                dict(values),
-                status,
-                f"simulated: {reason}",
-                ranks=ranks,
-                one_time_s=spent,
+                stage, variant, dict(values), status, said, ranks=ranks, one_time_s=spent,
                 wall_s=sum(spent.values()),
-            )
+            )  # fmt: skip
         plan = plan_for(self.budget, candidate)
         key = _noise_key(k, ranks) + _effects_key(self.effects, values)
         repeat = self._repeats.get(key, 0)

@@ -32,6 +32,7 @@ from tuneup.tuning.search.search_records import (
     StagePlan,
 )
 
+FAILED_AGAIN = "it did not run ok when measured again"
 CONTENDED_RETRIES = 2  # re-measures of a probe that ran under contention
 
 
@@ -208,10 +209,9 @@ class SearchRunner:
             max_failed: pairs that may fail (a probe not ok, or contended) before the
                 comparison gives up; None: the candidate failing ends it at once, as a
                 stage's does (its failure is the answer), and a failed incumbent costs a pair.
-            cut_decides: a StageCut (the time budget ran short, or the machine was too
-                busy: load.MachineBusy) ends the comparison with the pairs it has,
-                unresolved, and `Comparison.cut` says why (the confirmation's answer);
-                otherwise it ends the stage.
+            cut_decides: a StageCut (time ran short, or load.MachineBusy) ends the
+                comparison unresolved with the pairs it has, `Comparison.cut` saying why
+                (the confirmation's answer); otherwise it ends the stage.
         """
         noise = self.noise.of(phase, base_values)
 
@@ -238,19 +238,11 @@ class SearchRunner:
             except StageCut as cut:
                 if not cut_decides:
                     raise
-                said = found.evidence.why.removeprefix("undecided: ")
-                found.cut = str(cut)
-                how = "stopped" if isinstance(cut, MachineBusy) else "cut short"
-                found.evidence = dataclasses.replace(
-                    found.evidence, verdict=Verdict.UNRESOLVED, why=f"{how} ({cut}): {said}"
-                )
-                return found
+                return _cut(found, cut)
             if max_failed is None and not ran(b, phase):
                 found.failure = b
                 found.evidence = dataclasses.replace(
-                    found.evidence,
-                    verdict=Verdict.REJECT,
-                    why="it did not run ok when measured again",
+                    found.evidence, verdict=Verdict.REJECT, why=FAILED_AGAIN
                 )
                 return found
             cand_series.add(b)
@@ -349,3 +341,14 @@ def ran(result: ProbeResult, phase: str = "full") -> bool:
 def comparable(result: ProbeResult, phase: str = "full") -> bool:
     """It ran ok, measured `phase`, and nothing else loaded the machine while it did."""
     return ran(result, phase) and not result.contended
+
+
+def _cut(found: Comparison, cut: StageCut) -> Comparison:
+    """A comparison the time budget (or a busy machine) ended: unresolved, with why."""
+    said = found.evidence.why.removeprefix("undecided: ")
+    found.cut = str(cut)
+    how = "stopped" if isinstance(cut, MachineBusy) else "cut short"
+    found.evidence = dataclasses.replace(
+        found.evidence, verdict=Verdict.UNRESOLVED, why=f"{how} ({cut}): {said}"
+    )
+    return found

@@ -96,36 +96,28 @@ def staged_search(
 ) -> SearchOutcome:
     """Greedy search, one stage at a time, each on top of the best configuration so far.
 
-    Each stage: the incumbent (unless the last probe already was it), each
-    candidate once, then the most promising candidates (at most two, best
-    screen first, only while one could still reach the needed gain) against
-    the incumbent in alternating pairs until paired.judge decides. Then the
-    confirmation (module docstring) decides what is recommended.
+    Each stage: the incumbent (unless the last probe was it), each candidate once,
+    then the most promising (two at most, while one could still reach the needed
+    gain) against the incumbent in alternating pairs until paired.judge decides.
+    Then the confirmation (module docstring) decides what is recommended.
 
     Args:
         base_values: the full knob values of the baseline.
         stages: the stage plan, in the preset's order.
-        measure: runs one probe: (stage name, candidate, full knob values) -> ProbeResult.
-            It may raise StageCut to end the stage under way (the time budget ran
-            short): the stage keeps its incumbent and the search goes on.
-        confirm_pairs: the confirmation's fewest A/B pairs (it may run twice as many);
-            0 skips it and recommends the search's pick unconfirmed.
-        baseline_repeats: baseline probes: their pooled trials and their
-            repeat start the session's noise estimate.
-        already: for resuming: returns the journaled result of (stage, label), or None
-            to measure it. It is asked once per planned probe in order, so a repeated
-            (stage, label) (baseline repeats, the incumbent's re-measures, which run as
-            label "incumbent", a candidate's pairs) should get its next entry each time.
-            Confirmation pairs always run afresh (they must be interleaved in one go).
+        measure: runs one probe: (stage, candidate, knob values) -> ProbeResult; a StageCut
+            it raises (time ran short) ends that stage, which keeps its incumbent.
+        confirm_pairs: the confirmation's fewest A/B pairs (0: the pick unconfirmed).
+        baseline_repeats: baseline probes (their trials start the noise estimate).
+        already: for resuming: the journaled result of (stage, label), or None to
+            measure it; asked once per planned probe in order, so a repeated (stage,
+            label) (baseline repeats, the incumbent's re-measures, a candidate's pairs)
+            gets its next entry each time. Confirmation pairs always run afresh.
         max_pairs: the most pairs one stage's comparison may take.
         floor: the smallest gain ever adopted.
         max_confirm_attempts: paths the confirmation tries before keeping the baseline.
-        guard: apply the loss guard (guard.py) to every probe; False when `measure`
-            applies it itself, as ProbeSession does before journaling.
-        progress: kept up to date as the search goes (partial_outcome reads it when
-            the caller stops the search).
-        before_stage: asked before each stage with candidates: a reason to leave it
-            out (the time budget), or None to run it.
+        guard: apply the loss guard (guard.py); False where `measure` does (ProbeSession).
+        progress: kept up to date as the search goes (partial_outcome reads it).
+        before_stage: before each stage: a reason to leave it out (time), or None.
         load: what a busy machine may spoil (load.py; default: its probe bounds alone).
 
     Raises:
@@ -136,16 +128,7 @@ def staged_search(
     noise = PhaseNoise(floor=floor)
     runner = SearchRunner(measure, already, noise, guard, load)
     progress = progress if progress is not None else SearchProgress()
-    progress.base_values, progress.values = dict(base_values), dict(base_values)
-    progress.noise, progress.probes = noise, runner.probes
-    progress.stage = BASELINE
-    baseline = runner.baseline(base_values, baseline_repeats)
-    for phase in PHASES:
-        trials = [r.trials_of(phase) for r in runner.baseline_runs]
-        noise.of(phase).set_trials(trials)
-        noise.of(phase, base_values).set_trials(trials)
-    progress.baseline, progress.incumbent = baseline, list(runner.baseline_runs)
-
+    baseline = _measure_baseline(runner, progress, base_values, baseline_repeats)
     _climb(stages, runner, max_pairs, progress, before_stage)
     path = list(progress.path)
     search_gain = _search_gain(runner, baseline, progress.values)
@@ -157,8 +140,7 @@ def staged_search(
             runner, base_values, progress.steps, confirm_pairs, max_confirm_attempts
         )
         path = list(confirmation.path)
-        if not path:
-            best = baseline
+        best = best if path else baseline
     progress.stage = None
     return SearchOutcome(
         baseline=baseline,
@@ -176,6 +158,23 @@ def staged_search(
         drift=noise.full.moved(probe_key(base_values)),
         left_out=list(progress.left_out),
     )
+
+
+def _measure_baseline(
+    runner: SearchRunner, progress: SearchProgress, base_values: dict[str, Any], repeats: int
+) -> ProbeResult:
+    """The baseline's repeats; their trials start every phase's noise (the runner's)."""
+    noise = runner.noise
+    progress.base_values, progress.values = dict(base_values), dict(base_values)
+    progress.noise, progress.probes = noise, runner.probes
+    progress.stage = BASELINE
+    baseline = runner.baseline(base_values, repeats)
+    for phase in PHASES:
+        trials = [r.trials_of(phase) for r in runner.baseline_runs]
+        noise.of(phase).set_trials(trials)
+        noise.of(phase, base_values).set_trials(trials)
+    progress.baseline, progress.incumbent = baseline, list(runner.baseline_runs)
+    return baseline
 
 
 def partial_outcome(

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
 import sys
 import time
 from collections.abc import Callable
@@ -29,20 +28,10 @@ from tuneup.hardware.types import MachineInfo
 from tuneup.paths import is_storage_error
 from tuneup.preset.autopick import auto_pick, gpu_inventory
 from tuneup.preset.load import ProbePreset, load_preset, preset_warnings
-from tuneup.probe.estimate import duration_text, time_limit
 from tuneup.probe.events import EventHandler
 from tuneup.probe.stages import stage_names
 from tuneup.trainers.adapters import DEFAULT_TRAINER, load_trainer
-from tuneup.tuning.clock.ladder_record import LadderRecord, machine_tag
-from tuneup.tuning.clock.planner import (
-    ALLOCATION,
-    BUDGET,
-    SHORTEST_TRIAL_SHARE,
-    TIME_MARGIN_S,
-    LadderPlan,
-    plan_ladder,
-)
-from tuneup.tuning.clock.time_left import known_costs, prior_costs, stage_shapes
+from tuneup.tuning.clock.ladder_record import LadderRecord
 from tuneup.tuning.results.journal import SESSION, ResultsDir, folder_problem, quoted
 from tuneup.tuning.search.search_records import StagePlan
 from tuneup.tuning.session.control import Reporter, SilentReporter
@@ -54,6 +43,7 @@ from tuneup.tuning.session.probe_session import ProbeSession
 from tuneup.tuning.session.request import SessionRequest
 from tuneup.tuning.session.setting import Setting, read_setting
 from tuneup.tuning.session.stage_plans import shm_free_for, stage_plans
+from tuneup.tuning.session.time_fit import fit_to_time
 
 DEFAULT_ROOT = Path("tuneup-results")
 EngineFactory = Callable[..., Engine]  # build_engine's signature
@@ -394,75 +384,6 @@ def checked_plans(
         refusal=adapter.refusal,
     )
 
-@dataclass(frozen=True)
-class TimeFit:
-    """A ladder fitted to its time limit: the plan, whose limit it is (time_gate.BUDGET or
-    ALLOCATION), and the floor of its trials."""
-
-    plan: LadderPlan
-    whose: str
-    shortest_trial_s: float
-
-
-def fit_to_time(
-    trainer: str,
-    preset: ProbePreset,
-    plans: list[StagePlan],
-    base: dict[str, Any],
-    machine: MachineInfo,
-    job: JobEnv,
-    record: LadderRecord,
-    shares: bool,
-    time_budget_s: float | None,
-    shortest_trial_s: float | None,
-) -> TimeFit:
-    """The plan that fits the tighter of the user's --budget and the allocation's time left,
-    priced as the trainer knows its probes, else as this machine's record, the preset's
-    costs or the trainer's guess say.
-
-    Raises:
-        UsageError: not even the baseline fits the limit (said before anything runs).
-    """
-    allocation = job.seconds_left() if job.end_time is not None else None
-    # the last probe ends TIME_MARGIN_S before the allocation does (time_gate.py)
-    usable = None if allocation is None else max(0.0, allocation - TIME_MARGIN_S)
-    limit = time_limit(time_budget_s, usable)
-    yours = time_budget_s is not None and (usable is None or time_budget_s <= usable)
-    whose = BUDGET if yours or usable is None else ALLOCATION
-    known = known_costs(trainer, base, preset.budget, machine)
-    costs, habits, basis = prior_costs(trainer, preset, machine_tag(machine), record, shares, known)
-    shortest = shortest_trial_s or preset.budget.trial_s * SHORTEST_TRIAL_SHARE
-    plan = plan_ladder(
-        stage_shapes(plans),
-        preset.budget,
-        costs,
-        limit,
-        habits=habits,
-        shortest_trial_s=shortest,
-        whose=whose,
-    )
-    if not plan.baseline_fits:
-        given = allocation if whose == ALLOCATION else limit
-        raise UsageError(too_short(whose, given or 0.0, plan.baseline_s, basis))
-    return TimeFit(plan, whose, shortest)
-
-
-def too_short(whose: str, limit_s: float, baseline_s: float, basis: str) -> str:
-    """The one line that refuses a limit not even the baseline fits, with its remedy."""
-    need = duration_text(baseline_s)
-    if whose == ALLOCATION:
-        return (
-            f"the allocation has {duration_text(limit_s)} left, and the baseline's first probe "
-            f"alone takes about {need} ({basis}): nothing would be answered; ask for a longer "
-            "allocation"
-        )
-    more = duration_text(60 * math.ceil(baseline_s * 1.5 / 60))
-    return (
-        f"--budget {duration_text(limit_s)} is shorter than the baseline's first probe alone "
-        f"(about {need}, {basis}): nothing would be answered; give --budget {more} or more"
-    )
-
-
 def build_session(
     *,
     preset: ProbePreset,
@@ -492,9 +413,7 @@ def build_session(
     keep_costs: bool = True,
     shortest_trial_s: float | None = None,
 ) -> AssembledSession:
-    """A session on what the caller resolved; `shortest_trial_s` is its trials' floor (a
-    resume's preset's); `keep_costs` False: a replay that records no ladder's costs.
-    UsageError: a baseline that cannot run, or a limit it cannot fit."""
+    """A session on what the caller resolved (`keep_costs` False: a replay's, kept none)."""
     plans = checked_plans(trainer, stages, machine, base, preset)
     record = LadderRecord(cache_dir())
     shares = not fresh_processes and machine.world_size == 1
@@ -502,10 +421,7 @@ def build_session(
         trainer, preset, plans, base, machine, job, record, shares, time_budget_s, shortest_trial_s
     )
     limit = fit.plan.limit_s
-    if limit is not None:
-        preset = dataclasses.replace(preset, budget=fit.plan.budget)
-        runnable = sum(1 for p in plans if p.candidates and not p.skip_reason)
-        notes = notes + fit.plan.lines(runnable)
+    preset, notes = fit.applied(preset, plans, notes)
     engine = engine_factory(
         trainer,
         machine,

@@ -96,11 +96,7 @@ def assemble_resume(
         job = job or read_job_env(gpu_count=machine.gpu_count if machine.cuda else 0)
         plan = _resumed_layout(request, info, preset, job, machine)
         machine = dataclasses.replace(machine, world_size=plan.world_size, nodes=plan.nodes)
-        recorded_base = info.get("base_config")
-        # The journal is keyed by config: resume from the very base the session ran.
-        base = dict(recorded_base) if isinstance(recorded_base, dict) else None
-        if base is None:
-            base = base_values(preset, trainer, None)
+        base = _recorded_base(info, preset, trainer)
         recorded_stages = tuple(info.get("stages") or preset.stages)
         setting = read_setting(machine, preset.document)
         changes = [] if replay_only else differences(info.get(SETTING), setting)
@@ -135,6 +131,13 @@ def assemble_resume(
     except BaseException:
         lock.release()
         raise
+
+
+def _recorded_base(info: dict[str, Any], preset: ProbePreset, trainer: str) -> dict[str, Any]:
+    """The journal is keyed by config: a resume starts from the very base the session ran
+    (the preset's, where session.json lost it)."""
+    recorded = info.get("base_config")
+    return dict(recorded) if isinstance(recorded, dict) else base_values(preset, trainer, None)
 
 
 def _session_rebuilt(results: ResultsDir, info: dict[str, Any], lost: SessionLost) -> str:

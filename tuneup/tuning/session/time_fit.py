@@ -1,0 +1,116 @@
+"""A ladder fitted to its time before it runs: the tighter of the user's --budget and the
+allocation's time left, the ladder priced as the trainer knows its probes (else this
+machine's record, the preset's costs or the trainer's guess), and a limit not even the
+baseline fits refused in one line before anything runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tuneup.cluster.job import JobEnv
+from tuneup.errors import UsageError
+from tuneup.hardware.types import MachineInfo
+from tuneup.preset.load import ProbePreset
+from tuneup.probe.estimate import duration_text, time_limit
+from tuneup.tuning.clock.ladder_record import LadderRecord, machine_tag
+from tuneup.tuning.clock.planner import (
+    ALLOCATION,
+    BUDGET,
+    SHORTEST_TRIAL_SHARE,
+    TIME_MARGIN_S,
+    LadderPlan,
+    plan_ladder,
+)
+from tuneup.tuning.clock.time_left import known_costs, prior_costs, stage_shapes
+from tuneup.tuning.search.search_records import StagePlan
+from tuneup.tuning.session.engine import Engine
+
+DEFAULT_ROOT = Path("tuneup-results")
+EngineFactory = Callable[..., Engine]  # build_engine's signature
+
+
+@dataclass(frozen=True)
+class TimeFit:
+    """A ladder fitted to its time limit: the plan, whose limit it is (time_gate.BUDGET or
+    ALLOCATION), and the floor of its trials."""
+
+    plan: LadderPlan
+    whose: str
+    shortest_trial_s: float
+
+    def applied(
+        self, preset: ProbePreset, plans: list[StagePlan], notes: list[str]
+    ) -> tuple[ProbePreset, list[str]]:
+        """The preset with the plan's budget, and the notes with what the plan says, where
+        a limit applies; both as they were where none does."""
+        if self.plan.limit_s is None:
+            return preset, notes
+        runnable = sum(1 for p in plans if p.candidates and not p.skip_reason)
+        return dataclasses.replace(preset, budget=self.plan.budget), notes + self.plan.lines(
+            runnable
+        )
+
+
+def fit_to_time(
+    trainer: str,
+    preset: ProbePreset,
+    plans: list[StagePlan],
+    base: dict[str, Any],
+    machine: MachineInfo,
+    job: JobEnv,
+    record: LadderRecord,
+    shares: bool,
+    time_budget_s: float | None,
+    shortest_trial_s: float | None,
+) -> TimeFit:
+    """The plan that fits the tighter of the user's --budget and the allocation's time left,
+    priced as the trainer knows its probes, else as this machine's record, the preset's
+    costs or the trainer's guess say.
+
+    Raises:
+        UsageError: not even the baseline fits the limit (said before anything runs).
+    """
+    allocation = job.seconds_left() if job.end_time is not None else None
+    # the last probe ends TIME_MARGIN_S before the allocation does (time_gate.py)
+    usable = None if allocation is None else max(0.0, allocation - TIME_MARGIN_S)
+    limit = time_limit(time_budget_s, usable)
+    yours = time_budget_s is not None and (usable is None or time_budget_s <= usable)
+    whose = BUDGET if yours or usable is None else ALLOCATION
+    known = known_costs(trainer, base, preset.budget, machine)
+    costs, habits, basis = prior_costs(trainer, preset, machine_tag(machine), record, shares, known)
+    shortest = shortest_trial_s or preset.budget.trial_s * SHORTEST_TRIAL_SHARE
+    plan = plan_ladder(
+        stage_shapes(plans),
+        preset.budget,
+        costs,
+        limit,
+        habits=habits,
+        shortest_trial_s=shortest,
+        whose=whose,
+    )
+    if not plan.baseline_fits:
+        given = allocation if whose == ALLOCATION else limit
+        raise UsageError(too_short(whose, given or 0.0, plan.baseline_s, basis))
+    return TimeFit(plan, whose, shortest)
+
+
+def too_short(whose: str, limit_s: float, baseline_s: float, basis: str) -> str:
+    """The one line that refuses a limit not even the baseline fits, with its remedy."""
+    need = duration_text(baseline_s)
+    if whose == ALLOCATION:
+        return (
+            f"the allocation has {duration_text(limit_s)} left, and the baseline's first probe "
+            f"alone takes about {need} ({basis}): nothing would be answered; ask for a longer "
+            "allocation"
+        )
+    more = duration_text(60 * math.ceil(baseline_s * 1.5 / 60))
+    return (
+        f"--budget {duration_text(limit_s)} is shorter than the baseline's first probe alone "
+        f"(about {need}, {basis}): nothing would be answered; give --budget {more} or more"
+    )
