@@ -57,6 +57,14 @@ def _damaged_builds(cache: Path) -> list[str]:
     return bad
 
 
+def _linking(cache: Path) -> bool:
+    for path in (cache / "compile" / "inductor").glob("*/*.so"):
+        with contextlib.suppress(OSError):  # it may go as we look
+            if path.stat().st_size == 0:
+                return True
+    return False
+
+
 def _compiles(out: Path) -> list[str]:
     """The jit=compile probes of a ladder: status, and the reason of a failure."""
     try:
@@ -80,7 +88,8 @@ def compile_killed(h: fm.Harness) -> dict[str, Any]:
     end = time.monotonic() + fm.ROW_LIMIT_S
     while proc.poll() is None and time.monotonic() < end and not killed:
         below = _tree(proc.pid)
-        if any(name in LINKERS for _, name in below):
+        # mid-link: a linker runs, or the library it writes is there and still empty
+        if any(name in LINKERS for _, name in below) or _linking(h.cache):
             workers = set(fm.workers_of(proc.pid))
             for pid, name in below:
                 if pid in workers or name in LINKERS or name.startswith(("cc1", "gcc", "c++")):
