@@ -56,7 +56,7 @@ from tuneup.probe.estimate import duration_text, parse_duration
 from tuneup.probe.types import BASELINE_STAGE, CONFIRM_STAGE, Candidate, ProbeResult
 from tuneup.tuning.search import paired
 from tuneup.tuning.search.search_records import StagePlan
-from tuneup.tuning.session.assembly import SessionRequest, assemble_new
+from tuneup.tuning.session.assembly import SessionRequest, assemble_new, base_values
 from tuneup.tuning.session.control import OutOfTime, SessionInterrupted
 from tuneup.tuning.session.engine import Engine
 
@@ -204,6 +204,8 @@ def run_ladder(
             ),
             engine_factory=engine_factory,
             monotonic=clock,
+            # the plan prices the twin's probes as the twin does, not as the plain sim
+            known_costs=twin.prior_costs(dict(base_values(preset, "sim", None))),
         )
         built.session.clock.simulated = False  # the twin's probes take the machine's time
         if not legacy:  # the trials the plan fitted to the time budget (maybe shortened)
@@ -246,7 +248,7 @@ def run_ladder(
         "decisions": [f"{s.stage}: {s.reason}" for s in summary.stages],
         "headline": summary.recommendation.headline,
         "recommendation": dict(summary.recommendation.changes),
-        "left_out": [s.stage for s in summary.stages if "time budget" in s.reason],
+        "left_out": [s.stage for s in summary.stages if "left out to fit" in s.reason],
         "estimate_after_2_probes_error": None if error is None else round(error, 3),
         "first_estimate_s": round(estimates[0][2], 1) if estimates else None,
         "estimates": [

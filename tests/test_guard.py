@@ -77,9 +77,9 @@ def test_a_session_judges_each_probe_s_loss_once_and_journals_the_verdict(tmp_pa
     from tuneup.preset.load import load_preset
     from tuneup.probe.types import Candidate, Status
     from tuneup.tuning.results.journal import ResultsDir
+    from tuneup.tuning.search import guard, search_runner
     from tuneup.tuning.search.search_records import StagePlan
-    from tuneup.tuning.search.staged import guard, search_runner
-    from tuneup.tuning.session.probe_session import probe_session as session
+    from tuneup.tuning.session import probe_session as session
 
     judged: list[int] = []
 

@@ -285,5 +285,8 @@ def output_file(path: Path, flag: str, what: str) -> Path:
             with path.open("a"):
                 pass  # an existing file we may not overwrite says so now
     except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):  # a full disk: what is kept, said
+            kept = f"the earlier {path.name} is unchanged" if path.exists() else "no file was made"
+            raise storage_fault(path, exc, what, kept=kept, then=fix(exc, flag)) from None
         raise UsageError(problem(path, exc, flag, what)) from None
     return path

@@ -28,6 +28,7 @@ from tuneup.hardware.types import MachineInfo
 from tuneup.paths import is_storage_error
 from tuneup.preset.autopick import auto_pick, gpu_inventory
 from tuneup.preset.load import ProbePreset, load_preset, preset_warnings
+from tuneup.probe.estimate import ProbeCosts
 from tuneup.probe.events import EventHandler
 from tuneup.probe.stages import stage_names
 from tuneup.trainers.adapters import DEFAULT_TRAINER, load_trainer
@@ -253,11 +254,13 @@ def assemble_new(
     engine_factory: EngineFactory = build_engine,
     clock: Callable[[], float] = time.time,
     monotonic: Callable[[], float] = time.monotonic,
+    known_costs: ProbeCosts | None = None,
 ) -> AssembledSession:
     """A new session in `out` (default tuneup-results/PRESET-TIME), its folder locked.
 
     `clock` names the folder; `monotonic` times the ladder against its time budget (a
-    simulated ladder, the GPU twin's, passes its own).
+    simulated ladder, the GPU twin's, passes its own, and `known_costs`, what its
+    probes cost in it, where the trainer's own pricing is not the backend's).
 
     Raises:
         UsageError: bad input (unknown preset, trainer or stage; a layout the job
@@ -314,6 +317,7 @@ def assemble_new(
             monotonic=monotonic,
             made_folder=not existed,
             setting=read_setting(machine, preset.document),
+            known_costs=known_costs,
         )
     except BaseException:
         lock.release()  # nothing to give back when taking it failed
@@ -412,14 +416,14 @@ def build_session(
     baseline_again: str = "",
     keep_costs: bool = True,
     shortest_trial_s: float | None = None,
+    known_costs: ProbeCosts | None = None,
 ) -> AssembledSession:
     """A session on what the caller resolved (`keep_costs` False: a replay's, kept none)."""
     plans = checked_plans(trainer, stages, machine, base, preset)
     record = LadderRecord(cache_dir())
     shares = not fresh_processes and machine.world_size == 1
-    fit = fit_to_time(
-        trainer, preset, plans, base, machine, job, record, shares, time_budget_s, shortest_trial_s
-    )
+    limits = (time_budget_s, shortest_trial_s, known_costs)
+    fit = fit_to_time(trainer, preset, plans, base, machine, job, record, shares, *limits)
     limit = fit.plan.limit_s
     preset, notes = fit.applied(preset, plans, notes)
     engine = engine_factory(

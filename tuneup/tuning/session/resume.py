@@ -283,12 +283,9 @@ def _summary_fields(results: ResultsDir) -> dict[str, Any]:
 
 def _resumed_preset(request: SessionRequest, info: dict[str, Any]) -> tuple[ProbePreset, list[str]]:
     """The preset a resume runs with: the one given, else the recorded one (when its file
-    has moved away, the copy session.json keeps, said), with the recorded probe budget."""
-    preset, said = _given_or_recorded_preset(request, info)
-    recorded_budget = info.get("budget")
-    if isinstance(recorded_budget, dict):
-        preset = dataclasses.replace(preset, budget=ProbeBudget.from_dict(recorded_budget))
-    return preset, said
+    has moved away, the copy session.json keeps, said); its budget is the preset's own
+    (`_recorded_budget` then puts the session's in its place, keeping the floor)."""
+    return _given_or_recorded_preset(request, info)
 
 
 def _given_or_recorded_preset(

@@ -17,7 +17,7 @@ from tuneup.cluster.job import JobEnv
 from tuneup.errors import UsageError
 from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import ProbePreset
-from tuneup.probe.estimate import duration_text, time_limit
+from tuneup.probe.estimate import ProbeCosts, duration_text, time_limit
 from tuneup.tuning.clock.ladder_record import LadderRecord, machine_tag
 from tuneup.tuning.clock.planner import (
     ALLOCATION,
@@ -68,6 +68,7 @@ def fit_to_time(
     shares: bool,
     time_budget_s: float | None,
     shortest_trial_s: float | None,
+    known: ProbeCosts | None = None,
 ) -> TimeFit:
     """The plan that fits the tighter of the user's --budget and the allocation's time left,
     priced as the trainer knows its probes, else as this machine's record, the preset's
@@ -82,7 +83,7 @@ def fit_to_time(
     limit = time_limit(time_budget_s, usable)
     yours = time_budget_s is not None and (usable is None or time_budget_s <= usable)
     whose = BUDGET if yours or usable is None else ALLOCATION
-    known = known_costs(trainer, base, preset.budget, machine)
+    known = known or known_costs(trainer, base, preset.budget, machine)
     costs, habits, basis = prior_costs(trainer, preset, machine_tag(machine), record, shares, known)
     shortest = shortest_trial_s or preset.budget.trial_s * SHORTEST_TRIAL_SHARE
     plan = plan_ladder(
