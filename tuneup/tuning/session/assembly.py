@@ -258,9 +258,8 @@ def assemble_new(
 ) -> AssembledSession:
     """A new session in `out` (default tuneup-results/PRESET-TIME), its folder locked.
 
-    `clock` names the folder; `monotonic` times the ladder against its time budget (a
-    simulated ladder, the GPU twin's, passes its own, and `known_costs`, what its
-    probes cost in it, where the trainer's own pricing is not the backend's).
+    `clock` names the folder; `monotonic` times the ladder against its time budget (the
+    GPU twin passes its own, and `known_costs`: its probes' price, not the sim's).
 
     Raises:
         UsageError: bad input (unknown preset, trainer or stage; a layout the job
