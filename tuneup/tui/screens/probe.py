@@ -35,10 +35,6 @@ from tuneup.tuning.session.profile_again import (
 Profiler = Callable[[Path, int], ProfiledAgain]
 
 
-def _profile_again(folder: Path, number: int) -> ProfiledAgain:
-    return profile_again(folder, number)
-
-
 def figures_text(result: ProbeResult, baseline: ProbeResult | None) -> str:
     """The probe's rates and status, in the ladder table's words."""
     return (
@@ -95,7 +91,7 @@ class ProbeScreen(ModalScreen[None]):
         baseline: ProbeResult | None,
         folder: Path | None,
         can_profile: Callable[[], str | None] = lambda: None,
-        profiler: Profiler = _profile_again,
+        profiler: Profiler = profile_again,
     ) -> None:
         super().__init__()
         self.result = result
