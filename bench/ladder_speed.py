@@ -89,6 +89,8 @@ def one_run(version: str, code: Path, folder: Path, preset: str | None) -> dict[
         assert child.stderr is not None
         for line in child.stderr:
             lines.append((time.perf_counter() - start, line.rstrip("\n")))
+            # passed on as it comes: a ladder stopped at its limit still leaves its log
+            print(line, end="", file=sys.stderr, flush=True)
     wall = time.perf_counter() - start
     if child.returncode != 0:
         tail = "\n".join(text for _, text in lines[-20:])

@@ -119,7 +119,7 @@ import math
 import random
 from typing import Any
 
-from tuneup.config import process_kind
+from tuneup.config import loader_round, process_kind
 from tuneup.probe.backend import ProbeBackend
 from tuneup.probe.estimate import ProbeCosts, probe_seconds
 from tuneup.probe.plan import MeasurementPlan, plan_for
@@ -235,7 +235,7 @@ class SimTrainer(SimSurface, ProbeBackend):
                 stage, variant, dict(values), status, said, ranks=ranks, one_time_s=spent,
                 wall_s=sum(spent.values()),
             )  # fmt: skip
-        plan = plan_for(self.budget, candidate)
+        plan = self.plan_of(candidate, k)
         key = _noise_key(k, ranks) + _effects_key(self.effects, values)
         repeat = self._repeats.get(key, 0)
         self._repeats[key] = repeat + 1
@@ -263,7 +263,7 @@ class SimTrainer(SimSurface, ProbeBackend):
         wall = probe_seconds(
             dataclasses.replace(plan, phases=tuple(trials)), costs, fresh=fresh, new=new
         )
-        timed = sum(len(t) * max(plan.trial_s, costs.step(p)) for p, t in trials.items())
+        timed = sum(len(t) * plan.trial_seconds(costs.step(p), p) for p, t in trials.items())
         full = median(trials["full"]) if trials.get("full") else None
         rank_sps, stragglers = self._ranks(full, ranks) if full is not None else ([], [])
         return ProbeResult(
@@ -293,7 +293,10 @@ class SimTrainer(SimSurface, ProbeBackend):
             contention=contention,
             stopped_early=stopped,
             served_before=0 if fresh else self._served,
-            plan={**plan.to_dict(), "steps": {p: plan.trial_steps(costs.step(p)) for p in trials}},
+            plan={
+                **plan.to_dict(),
+                "steps": {p: plan.trial_steps(costs.step(p), p) for p in trials},
+            },
         )
 
     def prior_costs(self, values: dict[str, Any]) -> ProbeCosts:
@@ -309,7 +312,8 @@ class SimTrainer(SimSurface, ProbeBackend):
         noisy = self.noise > self.budget.trial_noise
         count = float(self.budget.max_trials if noisy else self.budget.min_trials)
         costs = self.costs.probe_costs(steps, {p: count for p in sps}, first_s=first)
-        return self.probe_costs_for(costs, k)
+        rounds = loader_round(k["data_loader_config"], k["num_data_workers"])
+        return dataclasses.replace(self.probe_costs_for(costs, k), loader_round=rounds)
 
     def _draw(
         self,
@@ -348,6 +352,11 @@ class SimTrainer(SimSurface, ProbeBackend):
         and its first step, where failures show (an out-of-memory, an unsupported knob)."""
         fresh, new = self._process_for(knobs)
         return self.one_time(knobs, fresh, new)
+
+    def plan_of(self, candidate: Candidate, knobs: dict[str, Any]) -> MeasurementPlan:
+        """The plan the worker would measure `candidate` by, its loader round included."""
+        rounds = loader_round(knobs["data_loader_config"], knobs["num_data_workers"])
+        return dataclasses.replace(plan_for(self.budget, candidate), loader_round=rounds)
 
     def probe_costs_for(self, costs: ProbeCosts, knobs: dict[str, Any]) -> ProbeCosts:
         """A probe's costs with what the knobs add to the model's (the twin's warm-ups that

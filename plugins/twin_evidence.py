@@ -39,7 +39,7 @@ from tuneup.config import TrainConfig
 from tuneup.errors import UsageError
 from tuneup.probe.costmodel import conv_key, row_of
 from tuneup.probe.estimate import ProbeCosts, probe_seconds
-from tuneup.probe.plan import MIN_WINDOW_STEPS, WINDOW_SHARE, MeasurementPlan
+from tuneup.probe.plan import MeasurementPlan
 from tuneup.probe.stats import median, relative_spread
 from tuneup.probe.types import BASELINE_STAGE, CONFIRM_STAGE, PHASES
 
@@ -289,7 +289,7 @@ def _windows(line: Mapping[str, Any], first_s: float) -> dict[str, float]:
     if not (warm and rate and batch and stable and plan.get("trial_s")):
         return {}
     step = float(batch) / float(rate)
-    window = max(float(plan["trial_s"]) * WINDOW_SHARE, MIN_WINDOW_STEPS * step)
+    window = MeasurementPlan.from_dict(plan).window_seconds(step, phase)
     return {phase: max(0.0, (float(warm) - first_s - step) / window)}
 
 
@@ -297,8 +297,11 @@ def _model_ratios(
     lines: Sequence[Mapping[str, Any]], windows: Mapping[str, Sequence[float]]
 ) -> tuple[float, ...]:
     """Each warm probe's wall over what the estimate's model says of it, given its own start,
-    first steps, step times, trials and the warm-ups' windows: what the model cannot see
-    (the release of the probe before, the runner's reading of events) is the ratio."""
+    first steps, step times, the warm-ups' windows and the seconds its trials took: what the
+    model cannot see (the release of the probe before, the runner's reading of events) is
+    the ratio. The trials are taken as they ran, not as the model sizes them: a worker that
+    sized them wrong (the first whole H200 ladder's: 44 steps for 0.5 s) is not a cost the
+    next worker pays."""
     typical = {p: median(list(v)) for p, v in windows.items() if v}
     ratios = []
     for line in lines:
@@ -311,18 +314,18 @@ def _model_ratios(
             continue
         batch = float(with_defaults(line.get("config") or {}).get("global_batch_size") or 1)
         steps = {p: batch / float(line[f"{p}_sps"]) for p in PHASES if line.get(f"{p}_sps")}
-        trials = {p: float(len(line.get(f"{p}_sps_trials") or [])) for p in PHASES}
         stable = dict(line["plan"].get("stable") or {})
         costs = ProbeCosts(
             spawn_s=0.0,
             setup_s=float(once["setup"]),
             first_s=sum(float(v) for k, v in once.items() if k != "setup"),
             step_s=steps,
-            trials={p: n for p, n in trials.items() if n},
+            trials={p: 0.0 for p in PHASES},
             unsettled={p: 0.0 if ok else 1.0 for p, ok in stable.items()},
             warm_windows=typical,
         )
         modeled = probe_seconds(plan, costs, fresh=False, new=True)
+        modeled += float(line.get("timed_s") or 0.0)
         if modeled > 0:
             ratios.append(float(line["wall_s"]) / modeled)
     return tuple(ratios)

@@ -41,18 +41,28 @@ COSTS = ProbeCosts(
 
 def test_a_probe_costs_its_start_loss_steps_warmups_and_trials_by_hand() -> None:
     syn = plan_probe(BUDGET, judged="synthetic", whole=False)
-    # warm set-up 2 + loss 10 x 0.25 + warm-up (first step 0.05 + 2 windows of 0.125 s)
-    # + 2 trials of 0.5 s
-    assert probe_seconds(syn, COSTS) == pytest.approx(2 + 2.5 + (0.05 + 0.25) + 1.0)
+    # warm set-up 2 + loss 10 x 0.25 + warm-up (first step 0.05 + 2 windows of 2 whole
+    # steps, as the worker runs them) + 2 trials of 10 steps of 0.05 s
+    assert probe_seconds(syn, COSTS) == pytest.approx(2 + 2.5 + (0.05 + 0.2) + 1.0)
     # new kernels to the warm worker add their first steps; a fresh process its start
-    assert probe_seconds(syn, COSTS, new=True) == pytest.approx(5.8 + 10.0)
-    assert probe_seconds(syn, COSTS, fresh=True) == pytest.approx(5.8 - 2.0 + 40.0)
+    assert probe_seconds(syn, COSTS, new=True) == pytest.approx(5.75 + 10.0)
+    assert probe_seconds(syn, COSTS, fresh=True) == pytest.approx(5.75 - 2.0 + 40.0)
 
 
 def test_a_probe_of_io_alone_records_no_loss_and_never_pays_a_models_first_steps() -> None:
     io = plan_probe(BUDGET, judged="io", whole=False)
-    # 2 + warm-up (0.2 + 2 windows of max(0.125, 2 x 0.2)) + 4 trials of 0.5 s
-    assert probe_seconds(io, COSTS) == pytest.approx(2 + 0.2 + 0.8 + 2.0)
+    # 2 + warm-up (0.2 + 2 windows of 2 steps of 0.2 s) + 4 trials of the 2 whole steps
+    # that fill 0.5 s best (0.4 s: the worker runs whole steps, the price says so)
+    assert probe_seconds(io, COSTS) == pytest.approx(2 + 0.2 + 0.8 + 1.6)
+
+
+def test_a_loader_round_lengthens_the_windows_and_trials_that_read_the_loader() -> None:
+    io = plan_probe(BUDGET, judged="io", whole=False)
+    eight = dataclasses.replace(COSTS, loader_round=8)
+    # 2 + warm-up (0.2 + 2 windows of a round, 8 x 0.2) + 4 trials of a round
+    assert probe_seconds(io, eight) == pytest.approx(2 + 0.2 + 2 * 1.6 + 4 * 1.6)
+    syn = plan_probe(BUDGET, judged="synthetic", whole=False)  # reads no loader: as before
+    assert probe_seconds(syn, eight) == pytest.approx(probe_seconds(syn, COSTS))
 
 
 def test_a_probe_never_costs_more_than_its_limit() -> None:

@@ -31,6 +31,7 @@ from tuneup.config.loaders import (
     LOADERS,
     Loader,
     loader,
+    loader_round,
     sample_bytes,
 )
 
@@ -57,6 +58,7 @@ __all__ = [
     "load_config",
     "load_values",
     "loader",
+    "loader_round",
     "parse_override",
     "process_kind",
     "read_yaml",

@@ -23,11 +23,14 @@ class Loader:
         name: the knob's value (the tutorial's spelling where it has one).
         help: a few words for the knob's help.
         shared_memory: its DataLoader workers hand batches over through /dev/shm.
-        dali: it runs NVIDIA DALI (and reads the .npy copies of the data).
+        dali: it runs NVIDIA DALI.
         on_gpu: it needs CUDA (the data lives on the GPU).
         tutorial: the tutorial's train.py has it under this name.
         proposed: the data stage tries it (a loader the ladder should compare).
-        reads_files: it reads the data files (train_path, val_path); synthetic does not.
+        paced_by_workers: its DataLoader workers set its pace (each reads its crops from
+            the file): the data stage tries it with the workers the workers stage found best.
+        reads: the form of the data it reads: "hdf5" (train_path, val_path), "npy" (their
+            channels-last .npy copies, made beside them) or "" (none: it makes its own).
     """
 
     name: str
@@ -37,12 +40,23 @@ class Loader:
     on_gpu: bool = False
     tutorial: bool = False
     proposed: bool = False
-    reads_files: bool = True
+    paced_by_workers: bool = False
+    reads: str = "hdf5"
+
+    @property
+    def reads_files(self) -> bool:
+        """It reads the data files (or their copies): their paths must be set and sound."""
+        return bool(self.reads)
 
 
 LOADERS: tuple[Loader, ...] = (
     Loader(
-        "lowmem", "crops read from the HDF5 file", shared_memory=True, tutorial=True, proposed=True
+        "lowmem",
+        "crops read from the HDF5 file",
+        shared_memory=True,
+        tutorial=True,
+        proposed=True,
+        paced_by_workers=True,
     ),
     Loader(
         "inmem", "the box held in host memory", shared_memory=True, tutorial=True, proposed=True
@@ -52,12 +66,13 @@ LOADERS: tuple[Loader, ...] = (
         "random crops made in memory",
         shared_memory=True,
         tutorial=True,
-        reads_files=False,
+        reads="",
     ),
     Loader(
         "dali-lowmem",
         "NVIDIA DALI reading the .npy copies",
         dali=True,
+        reads="npy",
         tutorial=True,
         proposed=True,
     ),
@@ -71,6 +86,13 @@ def loader(name: str) -> Loader:
     """The loader called `name`; an unknown name is a plain one (no property set), which
     the knob's choices refuse before anything reads it."""
     return _BY_NAME.get(name) or Loader(name, "unknown")
+
+
+def loader_round(name: str, workers: int) -> int:
+    """Batches a loader's workers make together, one each: a DataLoader's `workers` take
+    turns (a round of them delivers at once, then none for a while), a loader without
+    workers delivers one at a time."""
+    return max(1, workers) if loader(name).shared_memory else 1
 
 
 def sample_bytes(crop: int, target_channels: int = TARGET_CHANNELS) -> int:

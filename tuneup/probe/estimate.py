@@ -20,7 +20,8 @@ A probe (`probe_seconds`) of plan P (tuneup.probe.plan) costs
 * for each phase: its warm-up (its first step, then two windows of a quarter
   trial, never past the plan's cap; the ``unsettled`` share of warm-ups that never
   settle runs to the cap) and its trials (``trials`` of the phase,
-  each at least ``trial_s`` and at least one step);
+  each ``MeasurementPlan.trial_seconds``: about ``trial_s``, and at least one
+  step, or a loader round of steps where the phase reads a loader with workers);
 
 all of it times ``scale``, what this machine's probes really took over what
 the model said (1 until a probe has finished).
@@ -51,7 +52,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tuneup.probe.plan import MIN_WINDOW_STEPS, MeasurementPlan, plan_probe
+from tuneup.probe.plan import MeasurementPlan, plan_probe
 from tuneup.probe.stats import median
 from tuneup.probe.types import PHASES, ProbeBudget
 
@@ -130,6 +131,8 @@ class ProbeCosts:
             plan's cap (a loader-bound step that wanders), none where not given.
         warm_windows: per phase, the windows a settling warm-up takes after its first
             step (WARM_WINDOWS where not given: two that agree).
+        loader_round: the configuration's loader round (`tuneup.config.loader_round`):
+            its FULL and IO windows and trials hold that many steps at least.
     """
 
     spawn_s: float
@@ -143,6 +146,7 @@ class ProbeCosts:
     recorded: bool = False
     unsettled: Mapping[str, float] = field(default_factory=dict)
     warm_windows: Mapping[str, float] = field(default_factory=dict)
+    loader_round: int = 1
 
     def step(self, phase: str) -> float:
         return self.step_s.get(phase) or self.step_s.get("full") or 0.0
@@ -179,6 +183,7 @@ def recorded_costs(
         shares=shares,
         recorded=True,
         unsettled=unsettled,
+        loader_round=int(recorded.get("loader_round", 1)),
     )
 
 
@@ -187,6 +192,7 @@ def probe_seconds(
 ) -> float:
     """One probe's wall time (the module docstring's model), never over the plan's limit."""
     fresh = fresh or not costs.shares
+    plan = dataclasses.replace(plan, loader_round=max(plan.loader_round, costs.loader_round))
     seconds = costs.spawn_s if fresh else costs.setup_s
     if new and not fresh:
         seconds += costs.first_s
@@ -194,14 +200,14 @@ def probe_seconds(
         seconds += plan.loss_steps * costs.step("full")
     for phase in plan.phases:
         step = costs.step(phase)
-        window = max(plan.window_s, MIN_WINDOW_STEPS * step)
+        window = plan.window_seconds(step, phase)
         warm = step + costs.warm_windows.get(phase, WARM_WINDOWS) * window
         if phase == "full" and plan.loss_steps:  # the loss steps are its first windows
             warm = window
         trials = costs.trials.get(phase, float(plan.max_trials))
         unsettled = min(1.0, max(0.0, costs.unsettled.get(phase, 0.0)))
         warm = (1.0 - unsettled) * min(plan.warmup_cap_s, warm) + unsettled * plan.warmup_cap_s
-        seconds += warm + trials * max(plan.trial_s, step)
+        seconds += warm + trials * plan.trial_seconds(step, phase)
     return min(plan.limit_s, seconds * costs.scale)
 
 

@@ -59,6 +59,14 @@ MIN_WINDOW_STEPS = 2
 """A warm-up window after the first step holds at least this many steps: one step of a
 loader-bound loop is one batch's luck, two in a row say more."""
 
+LOADER_PHASES = frozenset({"full", "io"})
+"""The phases that read the loader: their windows and trials span a whole loader round."""
+
+SHORT_WINDOW_SHARE = 0.5
+"""A warm-up window that lasted less than this share of a window drew batches the loader had
+made ahead (its queue), not its pace: it sizes the next window but never settles the warm-up
+(the first H200 ladder: two such windows in a row settled IO at 86 steps/s, 60x its pace)."""
+
 MAX_TRIAL_STEPS = 100_000  # a guard against a step that takes no measurable time
 
 
@@ -85,6 +93,10 @@ class MeasurementPlan:
         stop_below_sps: the judged phase's samples/s the probe must reach; clearly
             below it (after two trials) it stops early. None: no early stop.
         profile: after its trials, profile a few FULL steps (worker/profile.py).
+        loader_round: batches the loader's workers make together, one each
+            (`tuneup.config.loader_round`): a window or trial of a phase that reads the
+            loader holds at least this many steps, so it times every worker's turn and
+            not the luck of which arrived first. 1 without workers.
     """
 
     phases: tuple[str, ...]
@@ -99,18 +111,34 @@ class MeasurementPlan:
     limit_s: float
     stop_below_sps: float | None = None
     profile: bool = False
+    loader_round: int = 1
 
     @property
     def window_s(self) -> float:
         return self.trial_s * WINDOW_SHARE
 
-    def trial_steps(self, step_s: float | None) -> int:
-        """Steps in one trial, from the steady step time (1 when none is known)."""
-        return steps_in(self.trial_s, step_s)
+    def round_steps(self, phase: str) -> int:
+        """The fewest steps a window or trial of `phase` holds: a loader round where it reads
+        the loader, else 1."""
+        return max(1, self.loader_round) if phase in LOADER_PHASES else 1
 
-    def window_steps(self, step_s: float | None) -> int:
+    def trial_steps(self, step_s: float | None, phase: str) -> int:
+        """Steps in one trial of `phase`, from the steady step time (its round when none is
+        known)."""
+        return max(self.round_steps(phase), steps_in(self.trial_s, step_s))
+
+    def trial_seconds(self, step_s: float, phase: str) -> float:
+        """What one trial of `phase` lasts at a steady `step_s`: the worker sizes its trials by
+        this rule, and the estimator and the sim price them by it."""
+        return self.trial_steps(step_s, phase) * max(0.0, step_s)
+
+    def window_steps(self, step_s: float | None, phase: str) -> int:
         """Steps in one warm-up window after the first step, from the latest step time."""
-        return max(MIN_WINDOW_STEPS, steps_in(self.window_s, step_s))
+        return max(MIN_WINDOW_STEPS, self.round_steps(phase), steps_in(self.window_s, step_s))
+
+    def window_seconds(self, step_s: float, phase: str) -> float:
+        """What one warm-up window of `phase` lasts at a steady `step_s`."""
+        return self.window_steps(step_s, phase) * max(0.0, step_s)
 
     def enough_trials(self, rates: Sequence[float]) -> bool:
         """Whether a phase's trials so far are enough: all it may take, or agreeing ones."""

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from tuneup import __version__
-from tuneup.config import INPUT_CHANNELS, build_config
+from tuneup.config import INPUT_CHANNELS, build_config, loader_round
 from tuneup.errors import ExitCode, UsageError
 from tuneup.probe.events import EventWriter, classify_error, describe_error
 from tuneup.probe.plan import ProbeSpec
@@ -191,6 +191,8 @@ def run(
         trace: where a profile's trace goes (the plan says whether one is taken).
     """
     cfg = build_config({**spec.config, "seed": spec.seed}, source="the probe spec")
+    rounds = loader_round(cfg.data_loader_config, cfg.num_data_workers)
+    plan = dataclasses.replace(spec.plan, loader_round=rounds)
     if served is None:
         set_tf32_env(cfg.tf32)
     # torch, and the modules that import it, only now: NVIDIA_TF32_OVERRIDE is read
@@ -218,7 +220,7 @@ def run(
         pid=os.getpid(),
         startup_s=time.time() - started,
         config=cfg.to_dict(),
-        plan=spec.plan.to_dict(),
+        plan=plan.to_dict(),
         seed=spec.seed,
         served=served or 0,
     )
@@ -239,7 +241,7 @@ def run(
         workload = SetupWorkload(setup, timer)
         run_probe(
             workload,
-            spec.plan,
+            plan,
             samples_per_batch=setup.global_batch,
             timer=timer,
             emit=events.emit,

@@ -207,7 +207,7 @@ def run_probe(
     )
     if plan.profile and profile is not None and not measured.stopped_early:
         steady = _steady(measured)
-        result["profile"] = profile(plan.trial_steps(steady), steady)
+        result["profile"] = profile(plan.trial_steps(steady, "full"), steady)
     emit("result", **result)
     return result
 
@@ -248,6 +248,7 @@ def _phases(
             gather=gathered,
             loss_steps=loss_steps,
             read_losses=workload.read_losses,
+            phase=phase,
         )
         measured.warmups[phase] = tracker
         if first:
@@ -313,7 +314,7 @@ def _trials(
         phase,
         lambda steps: work(steps, 0),
         plan,
-        steps=plan.trial_steps(tracker.steady_step_s),
+        steps=plan.trial_steps(tracker.steady_step_s, phase),
         samples_per_batch=samples_per_batch,
         timer=timer,
         emit=timed.emit,

@@ -25,6 +25,11 @@ STRAGGLER_THRESHOLD = 0.10
 """A rank whose median FULL trial takes 10% longer than the median rank's is a straggler:
 beyond the few percent trials vary by on a quiet node."""
 
+TRIAL_OVERRUN = 4.0
+"""A trial that lasted more than this many ``trial_s`` was sized from a pace the loop does
+not keep (the first H200 ladder: trials of 44 steps meant for 0.5 s took 30 s each, five
+per phase): the next trial is sized from its own pace."""
+
 
 class Timer(Protocol):
     """Clock and device synchronisation, injected so tests can fake both."""
@@ -198,7 +203,11 @@ def run_trials(
 
     The first trial runs `steps` steps (from the warm-up's steady step); each
     later one as many as the fastest step time seen so far says fill ``trial_s``
-    (a trial slowed by a stall does not shrink the next: timing noise only adds). A
+    (a trial slowed by a stall does not shrink the next: timing noise only adds),
+    unless a trial overran ``TRIAL_OVERRUN`` x ``trial_s``: then its own pace sizes
+    the next, and a trial that lasted under ``trial_s`` / ``TRIAL_OVERRUN`` where its
+    pace fills more steps is run again at that size, not kept. A phase that reads the
+    loader holds a loader round at least. A
     phase takes trials until `plan.enough_trials` (they agree, or there are
     ``max_trials``). Each trial's rate is the global batch over the slowest
     rank's seconds. A leading trial far slower than the rest (`leading_outlier`)
@@ -243,6 +252,14 @@ def run_trials(
         if clearly_slower(rates(), stop_below):
             break
         if batches > 0 and seconds > 0:
-            fastest = min(fastest, seconds / batches)
-            steps = plan.trial_steps(fastest)
+            pace = seconds / batches
+            # An overrun trial re-sizes the next from its own pace, slower or not: the
+            # warm-up read a queue, not the loader (or the step itself changed). A trial
+            # far shorter than trial_s was sized from a pace the loop left (a leading
+            # trial's one-time work): it is measured again at its size, not kept.
+            overran = seconds > TRIAL_OVERRUN * plan.trial_s
+            if seconds * TRIAL_OVERRUN < plan.trial_s and plan.trial_steps(pace, phase) > batches:
+                results.pop()
+            fastest = pace if overran else min(fastest, pace)
+            steps = plan.trial_steps(fastest, phase)
     return results

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from tuneup.probe.plan import MeasurementPlan
+from tuneup.probe.plan import SHORT_WINDOW_SHARE, MeasurementPlan
 from tuneup.worker.trials import Emit, Gather, Timer, one_rank
 
 WarmupWork = Callable[[int, int], int]
@@ -24,34 +24,48 @@ def within(a: float, b: float, tolerance: float) -> bool:
 class WarmupTracker:
     """The warm-up stopping rule, fed window by window.
 
+    Only windows that lasted at least `short_s` can settle it: a shorter one drew
+    batches a loader had made ahead (its queue) and says nothing of its pace. Where the
+    cap ends it unsettled, the steady step is the pace over every window after the first
+    (one window's luck would size every trial after it).
+
     Args:
         tolerance: relative step-time difference that counts as stable.
         cap_s: the warm-up ends once it has taken this long, steady or not.
         min_steps: steps that must run whatever the timing (the loss steps).
+        phase: the phase it warms (its windows span a loader round where it reads one).
+        short_s: a window shorter than this cannot settle the warm-up.
     """
 
     tolerance: float
     cap_s: float
     min_steps: int = 0
+    phase: str = "full"
+    short_s: float = 0.0
     steps: int = 0
     seconds: float = 0.0
     step_times: list[float] = field(default_factory=list)
+    window_s: list[float] = field(default_factory=list)
 
     def next_window(self, plan: MeasurementPlan) -> int:
         """Steps to run next: the first step alone, then about a quarter of a trial."""
         if not self.step_times:
             return 1
-        return plan.window_steps(self.step_times[-1])
+        return plan.window_steps(self.step_times[-1], self.phase)
 
     def add(self, steps: int, seconds: float) -> None:
         self.steps += steps
         self.seconds += seconds
         self.step_times.append(seconds / steps)
+        self.window_s.append(seconds)
 
     @property
     def stable(self) -> bool:
-        times = self.step_times
-        return len(times) >= 2 and within(times[-2], times[-1], self.tolerance)
+        times, lasted = self.step_times, self.window_s
+        # (a window of no measurable time, a fake clock's, is no queue: it may settle)
+        if len(times) < 2 or any(0 < w < self.short_s for w in lasted[-2:]):
+            return False
+        return within(times[-2], times[-1], self.tolerance)
 
     @property
     def done(self) -> bool:
@@ -61,7 +75,13 @@ class WarmupTracker:
 
     @property
     def steady_step_s(self) -> float | None:
-        return self.step_times[-1] if self.step_times else None
+        if not self.step_times:
+            return None
+        if self.stable or len(self.step_times) < 2:
+            return self.step_times[-1]
+        after_first = zip(self.window_s[1:], self.step_times[1:], strict=True)
+        steps = sum(lasted / step for lasted, step in after_first)
+        return sum(self.window_s[1:]) / steps if steps > 0 else self.step_times[-1]
 
     @property
     def excess_s(self) -> float:
@@ -101,11 +121,18 @@ def warm_up(
     gather: Gather = one_rank,
     loss_steps: int = 0,
     read_losses: Callable[[], list[float]] | None = None,
+    phase: str = "full",
 ) -> tuple[WarmupTracker, list[float]]:
     """Windows of `work` until the step time is steady (or the cap); the first `loss_steps`
     steps keep their losses, read once they are done (one device sync, outside any window)
     and emitted as ``loss`` events."""
-    tracker = WarmupTracker(plan.warmup_tolerance, plan.warmup_cap_s, min_steps=loss_steps)
+    tracker = WarmupTracker(
+        plan.warmup_tolerance,
+        plan.warmup_cap_s,
+        min_steps=loss_steps,
+        phase=phase,
+        short_s=SHORT_WINDOW_SHARE * plan.window_s,
+    )
     losses: list[float] = []
     losses_read = loss_steps == 0
     while not tracker.done:
