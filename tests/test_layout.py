@@ -44,3 +44,71 @@ def test_the_limits_see_what_they_guard(tmp_path: Path) -> None:
         if isinstance(node, ast.FunctionDef)
     }
     assert {"run_probe", "profile_again", "worker_costs"} <= names
+
+
+# A loader is one row of tuneup/config/loaders.py and one builder; everything else asks the
+# row (`loader(name).dali`, `.reads`, `.on_gpu`, ...), never the name. The simulators keep
+# their own speed per loader (a model of a machine, not a rule of tuneup).
+LOADER_NAMES_ALLOWED = {
+    "tuneup/config/loaders.py",
+    "tuneup/unet/loaders.py",
+    "plugins/sim_surface.py",
+    "plugins/twin.py",
+    "plugins/sim_ladder.py",
+}
+
+
+PHASES = ("full", "io", "synthetic")
+
+
+def loader_name_comparisons(tree: ast.AST, names: set[str]) -> list[int]:
+    """Lines that compare a value with a loader's name, or test a name's prefix."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            for side in sides:
+                items = side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]
+                named = [i.value for i in items if isinstance(i, ast.Constant) and i.value in names]
+                # "synthetic" is a phase too: there, only a comparison that reads a loader
+                if any(n not in PHASES or "loader" in ast.unparse(node) for n in named):
+                    found.append(node.lineno)
+                    break
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("startswith", "endswith")
+            and any(
+                isinstance(a, ast.Constant)
+                and isinstance(a.value, str)
+                and any(n.startswith(a.value) or n.endswith(a.value) for n in names)
+                and len(a.value) >= 3
+                for a in node.args
+            )
+        ):
+            found.append(node.lineno)
+    return found
+
+
+def test_no_product_code_branches_on_a_loaders_name() -> None:
+    from tuneup.config import LOADER_CHOICES
+
+    names = set(LOADER_CHOICES)
+    found = {}
+    for path in sources():
+        where = str(path.relative_to(ROOT))
+        if where in LOADER_NAMES_ALLOWED:
+            continue
+        lines = loader_name_comparisons(ast.parse(path.read_text(encoding="utf-8")), names)
+        if lines:
+            found[where] = lines
+    assert found == {}, f"ask the loader table (tuneup/config/loaders.py) instead: {found}"
+
+
+def test_the_loader_name_guard_sees_a_branch() -> None:
+    names = {"lowmem", "dali-lowmem"}
+    code = 'if cfg.data_loader_config == "lowmem": pass\nif k.startswith("dali"): pass\n'
+    assert loader_name_comparisons(ast.parse(code), names) == [1, 2]
+    assert loader_name_comparisons(ast.parse('if loader(n).dali: pass\n'), names) == []
+    synthetic = 'a = cfg.data_loader_config != "synthetic"\nb = phase == "synthetic"\n'
+    assert loader_name_comparisons(ast.parse(synthetic), {"synthetic"}) == [1]

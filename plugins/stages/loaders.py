@@ -93,8 +93,8 @@ class DataStage(Stage):
         for cand in self.candidates:
             if self.candidate_reason(cand, machine, base) is not None:
                 continue
-            if cand.values.get("data_loader_config") == "lowmem":
-                # The workers stage's winner, kept: lowmem is compared at its best.
+            if loader(str(cand.values.get("data_loader_config"))).paced_by_workers:
+                # The workers stage's winner, kept: such a loader is compared at its best.
                 cand = Candidate(cand.label, {**cand.values, "num_data_workers": workers})
             proposed.append(cand)
         return proposed

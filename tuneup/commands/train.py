@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tuneup.bundled import DEFAULT_PRESET, cache_dir, read_bundled_preset
-from tuneup.config import TrainConfig, load_config
+from tuneup.config import TrainConfig, load_config, loader
 from tuneup.errors import ExitCode, UsageError
 from tuneup.paths import output_file
 from tuneup.unet.datacache import ensure_synthetic_data
@@ -61,7 +61,7 @@ def resolve_config(
 
 def _with_default_data(cfg: TrainConfig, synth: dict[str, Any], announce: bool) -> TrainConfig:
     """Point the default run at its synthetic box, making it once in the cache."""
-    if cfg.data_loader_config == "synthetic" or (cfg.train_path and cfg.val_path):
+    if not loader(cfg.data_loader_config).reads_files or (cfg.train_path and cfg.val_path):
         return cfg
     box, val_box, seed = synth["box"], synth["val_box"], synth.get("seed", 0)
     train, val, made = ensure_synthetic_data(

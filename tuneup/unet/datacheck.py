@@ -34,7 +34,7 @@ def check_data(cfg: TrainConfig, *, only_set: bool = False) -> None:
     needed = [("train_path", train)]
     if cfg.Nsamples_val > 0:
         needed.append(("val_path", val))
-    if loader(cfg.data_loader_config).dali:
+    if loader(cfg.data_loader_config).reads == "npy":
         # As the tutorial's DALI path, the .npy copies alone will do where both are named.
         named = dict(zip(("train_path", "val_path"), _named_npy(cfg), strict=True))
         needed = [(key, path) for key, path in needed if not named[key]]
@@ -47,7 +47,7 @@ def check_data(cfg: TrainConfig, *, only_set: bool = False) -> None:
                 "`tuneup data synth --out DIR`"
             )
         inspect_box(path)
-    if loader(cfg.data_loader_config).dali:
+    if loader(cfg.data_loader_config).reads == "npy":
         _check_npy(cfg)
 
 

@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from tuneup.config import loader
 from tuneup.errors import UsageError
 from tuneup.unet.ranges import part
 
@@ -61,7 +62,7 @@ class BatchStream:
 
 def prefetched_batches(cfg: TrainConfig) -> int:
     """Batches a loader holds ready ahead of the loop: workers x prefetch_factor, or DALI's."""
-    if cfg.data_loader_config.startswith("dali"):
+    if loader(cfg.data_loader_config).dali:
         return cfg.dali_prefetch
     if cfg.num_data_workers <= 0:
         return 0

@@ -23,6 +23,7 @@ from typing import Any
 from tuneup.bundled import cache_dir
 from tuneup.cluster.job import JobEnv, default_layout, describe, read_job_env
 from tuneup.cluster.launch import LaunchPlan, check_plan
+from tuneup.config import loader
 from tuneup.errors import UsageError, did_you_mean
 from tuneup.hardware.types import MachineInfo
 from tuneup.paths import is_storage_error
@@ -210,7 +211,7 @@ def base_values(preset: ProbePreset, trainer: str, data_path: Path | None) -> di
         values["val_path"] = str((val if val.is_file() else data_path).resolve())
         return values
     synth = preset.synthetic_data
-    needs_files = values.get("data_loader_config", "lowmem") != "synthetic"
+    needs_files = loader(str(values.get("data_loader_config", "lowmem"))).reads_files
     if synth and needs_files and not values.get("train_path") and load_trainer(trainer).data_files:
         # h5py: only when a synthetic box must be made
         from tuneup.unet.datacache import ensure_synthetic_data
