@@ -38,7 +38,7 @@ from tuneup.preset.schema import PROBE_KEYS
 from tuneup.preset.sections import check_sections
 from tuneup.preset.types import Launch, ProbePreset
 from tuneup.probe.stages import load_stage
-from tuneup.probe.types import Candidate, ProbeBudget
+from tuneup.probe.types import Candidate, default_budget
 
 YAML_SUFFIXES = (".yaml", ".yml")
 
@@ -79,7 +79,8 @@ def parse_preset(data: Any, source: str, *, default_name: str | None = None) -> 
         probe.get("stages"), train, without=probe.get("without"), own=probe.get("candidates")
     )
     problems += found
-    budget, found = schema.check_budget(probe.get("budget"))
+    laid_over = default_budget(str(train.get("device", "auto")))
+    budget, found = schema.check_budget(probe.get("budget"), laid_over)
     problems += found
     hints, found = schema.check_hints(probe.get("hints"))
     problems += found
@@ -96,7 +97,7 @@ def parse_preset(data: Any, source: str, *, default_name: str | None = None) -> 
         train=train,
         synthetic_data=synthetic,
         stages=stages,
-        budget=ProbeBudget(**budget),
+        budget=dataclasses.replace(laid_over, **budget),
         hints=hints,
         stage_candidates=candidates,
         launch=Launch(**launch),

@@ -164,8 +164,11 @@ def check_launch(raw: Any) -> tuple[dict[str, int], list[str]]:
 _AT_LEAST_ONE = ("min_trials", "max_trials")
 
 
-def check_budget(raw: Any) -> tuple[dict[str, Any], list[str]]:
-    """ProbeBudget fields by name and type: trial counts whole numbers, times numbers.
+def check_budget(
+    raw: Any, laid_over: ProbeBudget | None = None
+) -> tuple[dict[str, Any], list[str]]:
+    """ProbeBudget fields by name and type: trial counts whole numbers, times numbers; the
+    trial counts checked as they will be, laid over `laid_over` (the device's default).
 
     A key of the step-counted budget tuneup had before (trial_steps, ...) is named
     with what replaced it.
@@ -174,7 +177,7 @@ def check_budget(raw: Any) -> tuple[dict[str, Any], list[str]]:
         return {}, []
     if not isinstance(raw, Mapping):
         return {}, [f"probe.budget: must be a mapping, got {type_name(raw)}"]
-    defaults = ProbeBudget().to_dict()
+    defaults = (laid_over or ProbeBudget()).to_dict()
     problems = []
     for key in raw:
         if key in STEP_COUNTED_BUDGET:

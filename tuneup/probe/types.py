@@ -78,6 +78,16 @@ class ProbeBudget:
         return cls(**values)
 
 
+GPU_BUDGET = ProbeBudget(trial_s=0.5, trial_noise=0.005, warmup_cap_s=15.0, limit_s=300.0)
+"""A GPU preset's budget where it says nothing else: steps of tens of ms repeat to 0.01%, so
+half-second trials agree to 0.5% in two (pyperf keeps one default per value, likewise)."""
+
+
+def default_budget(device: str) -> ProbeBudget:
+    """The budget a preset's `probe.budget` is laid over: a CUDA preset's is GPU_BUDGET."""
+    return GPU_BUDGET if device == "cuda" else ProbeBudget()
+
+
 STEP_COUNTED_BUDGET = {
     "trial_steps": "trial_s (seconds per trial: its steps follow from the measured step time)",
     "trials": "max_trials (a phase stops sooner once its trials agree within trial_noise)",
