@@ -319,7 +319,7 @@ def test_an_app_session_resumed_by_the_cli_reuses_every_probe_on_the_same_data(
     tmp_path: Path,
 ) -> None:
     from tuneup.preset.load import load_preset
-    from tuneup.tui.screens.setup import SetupChoice
+    from tuneup.tuning.session.request import SessionRequest
 
     data = tmp_path / "my data" / "train.h5"
     data.parent.mkdir()
@@ -327,8 +327,10 @@ def test_an_app_session_resumed_by_the_cli_reuses_every_probe_on_the_same_data(
     out = tmp_path / "app run"
     app = _app(tmp_path, out)
     preset = load_preset("cpu-smoke")
-    choice = SetupChoice(preset, ("workers", "amp"), preset.budget, data_path=data)
-    driver = app.build_driver(choice)
+    request = SessionRequest(
+        preset="cpu-smoke", stages=("workers", "amp"), budget=preset.budget, data_path=data
+    )
+    driver = app.build_driver(request, preset.name)
     _drive(driver, stop_after=6)
     app.built.close()
     journal = (out / "journal.jsonl").read_text().splitlines()

@@ -17,6 +17,7 @@ pytest.importorskip("plotext")
 from textual.widgets import Button, SelectionList, Static
 
 from tuneup.cluster.job import JobEnv
+from tuneup.errors import UsageError
 from tuneup.hardware.types import MachineInfo
 from tuneup.probe.estimate import StepModel
 from tuneup.testing.scripted_backend import busy_backend
@@ -114,7 +115,7 @@ def test_trim_is_offered_when_the_budget_is_too_small_and_makes_it_fit(tmp_path:
             trim = screen.query_one("#trim", Button)
             assert not trim.has_class("offered")
             # A budget a little under the full ladder: some stages must go.
-            screen.query_one("#time-budget").value = f"{0.8 * screen.estimate_s() / 60:.3f}"
+            screen.query_one("#time-budget").value = f"{0.8 * screen.estimate_s():.1f}s"
             await pilot.pause()
             assert trim.has_class("offered")
             assert "over the" in text(app, "#estimate")
@@ -126,7 +127,7 @@ def test_trim_is_offered_when_the_budget_is_too_small_and_makes_it_fit(tmp_path:
             assert not trim.has_class("offered")
             assert "fits" in text(app, "#estimate")
             # a budget far smaller leaves stages out
-            screen.query_one("#time-budget").value = f"{screen.estimate_s() / 3 / 60:.2f}"
+            screen.query_one("#time-budget").value = f"{screen.estimate_s() / 3:.1f}s"
             await pilot.pause()
             await pilot.click("#trim")
             await pilot.pause()
@@ -135,20 +136,29 @@ def test_trim_is_offered_when_the_budget_is_too_small_and_makes_it_fit(tmp_path:
     run(scenario)
 
 
-def test_a_budget_below_zero_is_refused_with_a_message_not_taken_as_none(tmp_path: Path) -> None:
+def test_the_budget_field_takes_what_the_budget_flag_takes_and_refuses_in_its_words(
+    tmp_path: Path,
+) -> None:
+    from tuneup.tuning.session.request import read_setting
+
     async def scenario() -> None:
         app = make_app(tmp_path)
         async with app.run_test(size=SIZE) as pilot:
             await until(lambda: isinstance(app.screen, SetupScreen), pilot)
             screen = app.screen
             assert isinstance(screen, SetupScreen)
-            screen.query_one("#time-budget").value = "30"
-            await pilot.pause()
-            assert screen.time_budget_s == 1800 and text(app, "#budget-error") == ""
-            screen.query_one("#time-budget").value = "-5"
-            await pilot.pause()
-            said = text(app, "#budget-error")
-            assert "'-5'" in said and "above 0" in said and "empty: no budget" in said
+            for given, seconds in (("10m", 600), ("1h30m", 5400), ("90s", 90)):
+                screen.query_one("#time-budget").value = given
+                await pilot.pause()
+                assert screen.time_budget_s == seconds and text(app, "#budget-error") == ""
+            for refused in ("ten", "-5"):
+                screen.query_one("#time-budget").value = refused
+                await pilot.pause()
+                said = text(app, "#budget-error")
+                with pytest.raises(UsageError) as flag:  # the words `--budget ten` prints
+                    read_setting("time_budget_s", refused)
+                assert said == str(flag.value) and said.startswith("--budget: ")
+                assert "10m" in said and "1h30m" in said  # and the fix
             await pilot.click("#start")
             await pilot.pause()
             assert app.screen is screen and not (tmp_path / "session").exists()  # not started

@@ -23,8 +23,9 @@ from tuneup.hardware.machine import machine_info
 from tuneup.preset.load import load_preset
 from tuneup.tui.app import TuneupApp
 from tuneup.tui.screens.results import ResultsScreen
-from tuneup.tui.screens.setup import SetupChoice, SetupScreen
+from tuneup.tui.screens.setup import SetupScreen
 from tuneup.tui.screens.tune import TuneScreen
+from tuneup.tuning.session.request import SessionRequest
 
 SIZE = (120, 40)
 
@@ -89,13 +90,13 @@ def test_the_app_runs_a_short_ladder_with_live_gpu_charts(
     app = TuneupApp(
         machine_info(), trainer="unet", preset_name=str(preset.source), out=tmp_path / "run"
     )
-    choice = SetupChoice(preset, ("amp",), preset.budget)
+    request = SessionRequest(preset=str(preset.source), stages=("amp",), budget=preset.budget)
     seen_util: list[float] = []
 
     async def go() -> None:
         async with app.run_test(size=SIZE) as pilot:
             await until(lambda: isinstance(app.screen, SetupScreen), pilot, 30)
-            app.post_message(SetupScreen.Start(choice))
+            app.post_message(SetupScreen.Start(request, preset.name))
             await until(lambda: tune_screen(app) is not None, pilot, 120)
             screen = tune_screen(app)
             assert screen is not None

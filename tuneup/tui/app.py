@@ -9,6 +9,7 @@ values, stage plans, backends, results folder and lock.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -30,7 +31,7 @@ from tuneup.trainers.adapters import DEFAULT_TRAINER, load_trainer
 from tuneup.tui.driver import EventRelay, SessionDriver
 from tuneup.tui.screens.monitor import MonitorScreen
 from tuneup.tui.screens.results import ResultsScreen, load_results
-from tuneup.tui.screens.setup import SetupChoice, SetupScreen
+from tuneup.tui.screens.setup import SetupScreen
 from tuneup.tui.screens.tune import TuneScreen
 from tuneup.tuning.clock.ladder_record import LadderCosts, LadderRecord, machine_tag
 from tuneup.tuning.results.journal import ResultsDir
@@ -180,36 +181,29 @@ class TuneupApp(App[None]):
     def on_setup_screen_start(self, message: SetupScreen.Start) -> None:
         # Making a synthetic box can take minutes: off the UI thread.
         self.run_worker(
-            lambda: self._prepare(message.choice), thread=True, exit_on_error=False, name="prepare"
+            lambda: self._prepare(message.request, message.preset_name),
+            thread=True,
+            exit_on_error=False,
+            name="prepare",
         )
 
-    def _prepare(self, choice: SetupChoice) -> None:
+    def _prepare(self, request: SessionRequest, preset_name: str) -> None:
         try:
-            driver = self.build_driver(choice)
+            driver = self.build_driver(request, preset_name)
         except Exception as exc:  # a bad data file or preset: said on screen, not a crash
             self.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
             return
         self.call_from_thread(self._launch, driver, True)
 
-    def build_driver(self, choice: SetupChoice) -> Any:
-        """The session of `choice`, assembled as `tuneup probe` assembles it, in a driver."""
-
-        request = SessionRequest(
-            preset=choice.preset.source or choice.preset.name,
-            stages=tuple(choice.stages),
-            trainer=self.trainer,
-            seed=self.seed,
-            nproc=choice.nproc,
-            nodes=choice.nodes,
-            data_path=choice.data_path,
-            budget=choice.budget,
-            time_budget_s=choice.time_budget_s,
-        )
+    def build_driver(self, request: SessionRequest, preset_name: str) -> Any:
+        """The session the setup screen's `request` asks for, with this app's trainer and seed,
+        assembled as `tuneup probe` assembles it, in a driver."""
+        request = dataclasses.replace(request, trainer=self.trainer, seed=self.seed)
         relay = self._relay()
         built = assemble_new(
             request,
             self.machine,
-            out=self.out or self._default_out(choice.preset.name),
+            out=self.out or self._default_out(preset_name),
             on_event=relay,
             job=self._job_env(),
             engine_factory=self.engine_factory,

@@ -9,10 +9,8 @@ the preset or the time budget changes.
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
@@ -27,7 +25,7 @@ from textual.widgets.selection_list import Selection
 from tuneup.cluster.job import JobEnv
 from tuneup.errors import UsageError
 from tuneup.hardware.types import MachineInfo
-from tuneup.preset.load import ProbePreset, load_preset, preset_stage
+from tuneup.preset.load import load_preset, preset_stage
 from tuneup.probe.estimate import (
     Habits,
     ProbeCosts,
@@ -43,29 +41,7 @@ from tuneup.probe.types import ProbeBudget
 from tuneup.tuning.clock.ladder_record import LadderCosts
 from tuneup.tuning.clock.planner import plan_ladder
 from tuneup.tuning.clock.time_left import prior
-from tuneup.tuning.session.request import help_of
-
-
-@dataclass(frozen=True)
-class SetupChoice:
-    """What the user chose: the session is built from exactly this.
-
-    Attributes:
-        preset: the loaded preset.
-        stages: the checked stages, in the preset's order.
-        budget: the per-probe budget (its trials may have been shortened to fit).
-        data_path: the tutorial's training HDF5, or None to synthesize the preset's box.
-        nproc: ranks per node each probe runs with (torchrun when more than 1).
-        nodes: nodes each probe spans (srun when more than 1).
-    """
-
-    preset: ProbePreset
-    stages: tuple[str, ...]
-    budget: ProbeBudget
-    data_path: Path | None = None
-    nproc: int = 1
-    nodes: int = 1
-    time_budget_s: float | None = None  # the ladder is planned to fit it, and kept to it
+from tuneup.tuning.session.request import SessionRequest, help_of, read_setting
 
 
 def parse_layout(nproc_text: str, nodes_text: str) -> tuple[int, int]:
@@ -191,11 +167,14 @@ class SetupScreen(Screen[None]):
     ]
 
     class Start(Message):
-        """The user pressed Start with a valid choice."""
+        """The user pressed Start with a valid choice: the request `tuneup probe` would make of
+        the same flags (the app adds its trainer and seed), and the preset's name (the
+        session folder's)."""
 
-        def __init__(self, choice: SetupChoice) -> None:
+        def __init__(self, request: SessionRequest, preset_name: str) -> None:
             super().__init__()
-            self.choice = choice
+            self.request = request
+            self.preset_name = preset_name
 
     def __init__(
         self,
@@ -251,9 +230,9 @@ class SetupScreen(Screen[None]):
                     ),
                     "data_path",
                 )
-                yield Label("budget, min", classes="field")
+                yield Label("budget", classes="field")
                 yield _explained(
-                    Input(placeholder="none", id="time-budget", type="number"), "time_budget_s"
+                    Input(placeholder="none, or 10m, 1h30m", id="time-budget"), "time_budget_s"
                 )
             yield Static("", id="data-error")
             yield Static("", id="budget-error")
@@ -279,7 +258,7 @@ class SetupScreen(Screen[None]):
 
     def on_mount(self) -> None:
         if self.time_budget_s is not None:
-            self.query_one("#time-budget", Input).value = f"{self.time_budget_s / 60:g}"
+            self.query_one("#time-budget", Input).value = f"{self.time_budget_s:g}s"
         self._fill_stages()
 
     # What is shown
@@ -380,12 +359,13 @@ class SetupScreen(Screen[None]):
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id == "time-budget":
             try:
-                minutes = budget_minutes(event.value)
+                given = event.value.strip()  # as --budget reads it; empty: no budget
+                seconds = read_setting("time_budget_s", given) if given else None
             except UsageError as exc:  # said at once, and Start refuses it
                 self.budget_error = str(exc)
             else:
                 self.budget_error = ""
-                self.time_budget_s = minutes * 60 if minutes is not None else None
+                self.time_budget_s = seconds
             said = self.query_one("#budget-error", Static)
             said.update(self.budget_error)
             said.set_class(bool(self.budget_error), "shown")
@@ -450,37 +430,16 @@ class SetupScreen(Screen[None]):
         except UsageError as exc:
             self.notify(str(exc), severity="error")
             return
-        budget = dataclasses.replace(self.budget)
-        choice = SetupChoice(
-            self.preset,
-            stages,
-            budget,
-            data,
+        request = SessionRequest(
+            preset=self.preset.source or self.preset.name,
+            stages=stages,
             nproc=nproc,
             nodes=nodes,
+            data_path=data,
+            budget=dataclasses.replace(self.budget),
             time_budget_s=self.time_budget_s,
         )
-        self.post_message(self.Start(choice))
-
-
-def budget_minutes(text: str) -> float | None:
-    """The budget field's minutes; None when empty (no budget).
-
-    Raises:
-        UsageError: not a number of minutes above zero, in one line with the fix.
-    """
-    if not text.strip():
-        return None
-    try:
-        minutes = float(text)
-    except ValueError:
-        minutes = math.nan
-    if not (math.isfinite(minutes) and minutes > 0):
-        raise UsageError(
-            f"budget {text.strip()!r}: give the minutes the ladder may take, above 0 "
-            "(empty: no budget)"
-        )
-    return minutes
+        self.post_message(self.Start(request, self.preset.name))
 
 
 def _explained(widget: Input, setting: str) -> Input:

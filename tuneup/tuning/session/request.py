@@ -233,11 +233,23 @@ def from_arguments(args: argparse.Namespace, **more: Any) -> SessionRequest:
         if not hasattr(args, f.name):
             continue
         given = getattr(args, f.name)
-        parse = f.metadata["parse"]
-        if given is not None and parse is not None:
-            try:
-                given = parse(given)
-            except ValueError as exc:
-                raise UsageError(f"{f.metadata['flag']}: {exc}") from None
-        values[f.name] = given
+        values[f.name] = given if given is None else read_setting(f.name, given)
     return SessionRequest(**values, **more)
+
+
+def read_setting(name: str, text: Any) -> Any:
+    """A setting's value from its text, as its flag reads it: the app's field validates with
+    this, so both faces take the same text and refuse it in the same words.
+
+    Raises:
+        UsageError: text that does not read, in one line naming the flag.
+    """
+    by_name = {f.name: f for f in dataclasses.fields(SessionRequest)}
+    face = by_name[name].metadata
+    parse = face.get("parse")
+    if parse is None:
+        return text
+    try:
+        return parse(text)
+    except ValueError as exc:
+        raise UsageError(f"{face.get('flag') or name}: {exc}") from None
