@@ -122,6 +122,7 @@ from typing import Any
 from tuneup.config import loader_round, process_kind
 from tuneup.probe.backend import ProbeBackend
 from tuneup.probe.estimate import ProbeCosts, probe_seconds
+from tuneup.probe.figures import ProbeFigures
 from tuneup.probe.plan import MeasurementPlan, plan_for
 from tuneup.probe.stats import clearly_slower, early_stop_reason, iqr_pct, median
 from tuneup.probe.types import Candidate, Contention, ProbeBudget, ProbeResult, Status
@@ -266,37 +267,40 @@ class SimTrainer(SimSurface, ProbeBackend):
         timed = sum(len(t) * plan.trial_seconds(costs.step(p), p) for p, t in trials.items())
         full = median(trials["full"]) if trials.get("full") else None
         rank_sps, stragglers = self._ranks(full, ranks) if full is not None else ([], [])
-        return ProbeResult(
-            stage=stage,
-            variant=variant,
-            config=dict(values),
-            status=Status.OK,
+        figures = ProbeFigures(  # what the worker would have measured, as it declares it
             io_sps=median(trials["io"]) if trials.get("io") else None,
             synthetic_sps=median(trials["synthetic"]) if trials.get("synthetic") else None,
             full_sps=full,
-            full_sps_trials=trials.get("full", []),
-            io_sps_trials=trials.get("io", []),
-            synthetic_sps_trials=trials.get("synthetic", []),
+            full_sps_trials=tuple(trials.get("full", [])),
+            io_sps_trials=tuple(trials.get("io", [])),
+            synthetic_sps_trials=tuple(trials.get("synthetic", [])),
             iqr_pct=iqr_pct(trials["full"]) if trials.get("full") else None,
             warmup_s=max(0.0, wall - timed),
             timed_s=timed,
             one_time_s=one_time,
             loss_start=losses[0] if losses else None,
             loss_end=losses[-1] if losses else None,
-            losses=losses,
-            gpu_util_mean=100.0 * sps["full"] / sps["synthetic"] if self._on_gpu(k) else None,
+            losses=tuple(losses),
             mem_peak_mb=1024.0 * self.memory_gb(values, ranks) if self._on_gpu(k) else None,
-            wall_s=wall,
             ranks=ranks,
-            rank_sps=rank_sps,
-            stragglers=stragglers,
-            contention=contention,
+            rank_sps=tuple(rank_sps),
+            stragglers=tuple(stragglers),
             stopped_early=stopped,
-            served_before=0 if fresh else self._served,
             plan={
                 **plan.to_dict(),
                 "steps": {p: plan.trial_steps(costs.step(p), p) for p in trials},
             },
+        )
+        return ProbeResult(
+            stage,
+            variant,
+            dict(values),
+            Status.OK,
+            gpu_util_mean=100.0 * sps["full"] / sps["synthetic"] if self._on_gpu(k) else None,
+            wall_s=wall,
+            contention=contention,
+            served_before=0 if fresh else self._served,
+            **figures.journal_figures(),
         )
 
     def prior_costs(self, values: dict[str, Any]) -> ProbeCosts:

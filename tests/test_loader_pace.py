@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from tuneup.config import loader_round
+from tuneup.probe.figures import ProbeFigures
 from tuneup.probe.plan import MeasurementPlan, plan_probe
 from tuneup.probe.types import ProbeBudget
 from tuneup.worker.phases import run_probe
@@ -133,7 +134,7 @@ def h200_baseline_plan(workers: int) -> MeasurementPlan:
 
 def measure(
     workers: int, batch_s: float, seed: int = 0
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+) -> tuple[ProbeFigures, list[dict[str, Any]]]:
     clock = Clock()
     loader = RoundLoader(clock, workers, batch_s, seed)
     workload = LoaderBoundWorkload(loader, 0.063, first_s=37.0)
@@ -155,14 +156,14 @@ def test_a_loader_bound_probe_measures_the_loaders_pace_in_trials_of_about_their
 ) -> None:
     result, trials = measure(workers, batch_s, seed)
     pace = BATCH * workers / batch_s  # samples/s the workers keep up
-    assert result["full_sps"] == pytest.approx(pace, rel=0.15)
-    assert result["io_sps"] == pytest.approx(pace, rel=0.15)
+    assert result.full_sps == pytest.approx(pace, rel=0.15)
+    assert result.io_sps == pytest.approx(pace, rel=0.15)
     round_s = workers * BATCH / pace
     for trial in trials:
         if trial["phase"] != "synthetic":  # a loader round, or about trial_s when longer
             assert trial["seconds"] <= max(4 * 0.5, 1.5 * round_s), trial
     # The recorded H200 baseline's trials took 193 s (2 workers); its rounds take 1.5 s.
-    assert result["timed_s"] < 40.0
+    assert result.timed_s < 40.0
 
 
 def test_the_round_floor_and_the_trial_price_are_one_rule() -> None:

@@ -270,12 +270,12 @@ def test_every_rank_s_seconds_are_kept_and_the_slowest_sets_the_job_s_rate() -> 
     trial = events.of("trial")[0]
     assert trial["rank_seconds"] == pytest.approx([1.0, 1.02, 1.3, 1.0])
     assert trial["seconds"] == pytest.approx(1.3)
-    assert result["full_sps"] == pytest.approx(2 * 8 / 1.3)
-    assert result["ranks"] == 4
-    assert result["rank_sps"] == pytest.approx([4.0, 4.0 / 1.02, 4.0 / 1.3, 4.0])
-    assert result["stragglers"] == [2]
+    assert result.full_sps == pytest.approx(2 * 8 / 1.3)
+    assert result.ranks == 4
+    assert result.rank_sps == pytest.approx([4.0, 4.0 / 1.02, 4.0 / 1.3, 4.0])
+    assert result.stragglers == (2,)
     # The job can never beat its slowest rank times the ranks.
-    assert result["full_sps"] <= min(result["rank_sps"]) * 4 * (1 + 1e-9)
+    assert result.full_sps <= min(result.rank_sps) * 4 * (1 + 1e-9)
 
 
 def test_one_rank_is_its_own_rank_rate_and_trials_carry_no_rank_list() -> None:
@@ -286,8 +286,8 @@ def test_one_rank_is_its_own_rank_rate_and_trials_carry_no_rank_list() -> None:
     )
 
     assert "rank_seconds" not in events.of("trial")[0]
-    assert (result["ranks"], result["stragglers"]) == (1, [])
-    assert result["rank_sps"] == pytest.approx([result["full_sps"]])
+    assert (result.ranks, result.stragglers) == (1, ())
+    assert result.rank_sps == pytest.approx([result.full_sps])
 
 
 def test_stragglers_are_ranks_beyond_the_threshold_over_the_median_rank() -> None:
@@ -331,15 +331,15 @@ def test_probe_emits_loss_warmup_trials_result_in_order_and_records_its_plan() -
     assert warmup["one_time_s"] == pytest.approx({"spawn": 2.0, "first_steps": 1.0})
     assert warmup["break_even_steps"] == pytest.approx(3.0 / 0.1)
 
-    assert result["full_sps"] == pytest.approx(4 / 0.1)  # 5 steps of 0.1 s a trial
-    assert result["io_sps"] == pytest.approx(4 / 0.02)
-    assert result["synthetic_sps"] is None
-    assert result["full_sps_trials"] == pytest.approx([40.0] * 3)
-    assert result["io_sps_trials"] == pytest.approx([200.0] * 3)
-    assert result["losses"] == pytest.approx([1.0, 1 / 2, 1 / 3, 1 / 4])
-    assert result["loss_start"] == 1.0 and result["loss_end"] == pytest.approx(0.25)
-    assert result["scaler_overflows"] == 2 and result["mem_peak_mb"] == 512.0
-    recorded = result["plan"]
+    assert result.full_sps == pytest.approx(4 / 0.1)  # 5 steps of 0.1 s a trial
+    assert result.io_sps == pytest.approx(4 / 0.02)
+    assert result.synthetic_sps is None
+    assert result.full_sps_trials == pytest.approx([40.0] * 3)
+    assert result.io_sps_trials == pytest.approx([200.0] * 3)
+    assert result.losses == pytest.approx([1.0, 1 / 2, 1 / 3, 1 / 4])
+    assert result.loss_start == 1.0 and result.loss_end == pytest.approx(0.25)
+    assert result.scaler_overflows == 2 and result.mem_peak_mb == 512.0
+    recorded = result.plan
     assert recorded["phases"] == ["full", "io"] and recorded["trial_s"] == 0.5
     assert recorded["steps"] == {"full": 5, "io": 25}  # what half a second held
     assert set(recorded["warmup_s"]) == {"full", "io"}
@@ -353,7 +353,7 @@ def test_a_probe_of_io_alone_trains_nothing_and_records_no_loss() -> None:
     workload = FakeWorkload(timer, [0.1], io_s=0.02)
     result = run_probe(workload, io_alone, samples_per_batch=1, timer=timer, emit=Events())
     assert workload.steps == 0  # the model never ran
-    assert result["losses"] == [] and result["full_sps"] is None
+    assert result.losses == () and result.full_sps is None
 
 
 def test_a_probe_of_synthetic_alone_runs_its_loss_steps_on_the_real_loop_first() -> None:
@@ -363,9 +363,9 @@ def test_a_probe_of_synthetic_alone_runs_its_loss_steps_on_the_real_loop_first()
     syn = plan_probe(ProbeBudget(loss_steps=5, trial_s=0.5), judged="synthetic", whole=False)
     assert syn.phases == ("synthetic",)
     result = run_probe(workload, syn, samples_per_batch=1, timer=timer, emit=events)
-    assert len(result["losses"]) == 5 and workload.reads == 1
+    assert len(result.losses) == 5 and workload.reads == 1
     assert {e["phase"] for e in events.of("trial")} == {"synthetic"}
-    assert result["plan"]["loss_s"] == pytest.approx(0.5)
+    assert result.plan["loss_s"] == pytest.approx(0.5)
 
 
 def test_a_plan_measures_the_phase_that_judges_it_or_every_phase() -> None:
@@ -436,8 +436,8 @@ def test_probe_losses_match_tuneup_train_step_for_step(
         emit=events,
     )
     assert len(trained) == 6
-    assert result["losses"] == pytest.approx(trained, rel=1e-6)
-    assert all(v > 0 for v in (result["io_sps"], result["synthetic_sps"], result["full_sps"]))
+    assert result.losses == pytest.approx(trained, rel=1e-6)
+    assert all(v > 0 for v in (result.io_sps, result.synthetic_sps, result.full_sps))
 
 
 def test_a_slow_first_trial_is_dropped_and_replaced_not_reported() -> None:
@@ -488,9 +488,9 @@ def test_the_result_counts_the_trials_it_dropped_and_how_long_it_measured() -> N
         timer=timer,
         emit=Events(),
     )
-    assert result["trials_discarded"] == 1
-    assert result["full_sps_trials"] == pytest.approx([2.0, 2.0, 2.0])
-    assert result["timed_s"] == pytest.approx(5.0 + 3 * 0.5)
+    assert result.trials_discarded == 1
+    assert result.full_sps_trials == pytest.approx([2.0, 2.0, 2.0])
+    assert result.timed_s == pytest.approx(5.0 + 3 * 0.5)
 
 
 def test_a_probe_clearly_short_of_its_bar_stops_after_two_trials_of_its_judged_phase() -> None:
@@ -505,13 +505,13 @@ def test_a_probe_clearly_short_of_its_bar_stops_after_two_trials_of_its_judged_p
         emit=events,
     )
     assert [e["phase"] for e in events.of("trial")] == ["full", "full"]
-    assert result["full_sps"] == pytest.approx(40.0)
-    assert result["io_sps"] is None and result["synthetic_sps"] is None
-    assert result["stopped_early"] == (
+    assert result.full_sps == pytest.approx(40.0)
+    assert result.io_sps is None and result.synthetic_sps is None
+    assert result.stopped_early == (
         "stopped after 2 FULL trials: the best, 40 samples/s, is under the 50 it had to "
         "reach; IO and SYNTHETIC not measured"
     )
-    assert result["timed_s"] == pytest.approx(1.0)
+    assert result.timed_s == pytest.approx(1.0)
 
 
 def test_a_bar_on_synthetic_stops_synthetic_and_never_full() -> None:
@@ -525,7 +525,7 @@ def test_a_bar_on_synthetic_stops_synthetic_and_never_full() -> None:
         emit=events,
     )
     assert [e["phase"] for e in events.of("trial")] == ["synthetic", "synthetic"]
-    assert result["stopped_early"].startswith("stopped after 2 SYNTHETIC trials")
+    assert result.stopped_early.startswith("stopped after 2 SYNTHETIC trials")
 
 
 def test_a_probe_that_reaches_its_bar_is_measured_whole() -> None:
@@ -538,8 +538,8 @@ def test_a_probe_that_reaches_its_bar_is_measured_whole() -> None:
         timer=timer,
         emit=Events(),
     )
-    assert result["stopped_early"] == ""
-    assert len(result["full_sps_trials"]) == 3 and result["io_sps"] is not None
+    assert result.stopped_early == ""
+    assert len(result.full_sps_trials) == 3 and result.io_sps is not None
 
 
 def test_early_stop_needs_two_trials_and_their_best_decides() -> None:

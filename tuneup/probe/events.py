@@ -27,12 +27,11 @@ from types import MappingProxyType
 from typing import IO, Any, ClassVar
 
 from tuneup.errors import UsageError
+from tuneup.probe.figures import ProbeFigures, read_figures
 from tuneup.probe.jsonvalues import (
     EMPTY,
-    as_list,
     count,
     empty,
-    frozen_map,
     number,
     number_map,
     numbers,
@@ -121,37 +120,11 @@ class LossEvent(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
-class ResultEvent(Event):
-    """The probe's measurements (phases.run_probe's result)."""
+class ResultEvent(ProbeFigures, Event):
+    """The probe's measurements (phases.run_probe's result): its figures, declared once in
+    `ProbeFigures`."""
 
     event: ClassVar[str] = "result"
-    io_sps: float | None = None
-    synthetic_sps: float | None = None
-    full_sps: float | None = None
-    full_sps_trials: tuple[float, ...] = ()
-    io_sps_trials: tuple[float, ...] = ()
-    synthetic_sps_trials: tuple[float, ...] = ()
-    iqr_pct: float | None = None
-    loss_start: float | None = None
-    loss_end: float | None = None
-    losses: tuple[float, ...] = ()
-    scaler_overflows: int | None = None
-    mem_peak_mb: float | None = None
-    warmup_s: float | None = None
-    warmup_steps: int | None = None
-    steady_step_s: float | None = None
-    one_time_s: Mapping[str, float] = field(default_factory=empty)
-    break_even_steps: float | None = None
-    ranks: int | None = None
-    rank_sps: tuple[float, ...] = ()
-    stragglers: tuple[int, ...] = ()
-    trials_discarded: int | None = None
-    far_trials: int | None = None
-    stopped_early: str = ""  # why the trials ended early; empty when they did not
-    timed_s: float | None = None  # seconds in timed trials (what measuring cost)
-    compile_cache: str = ""  # "warm" or "cold" under torch.compile; "" without it
-    plan: Mapping[str, Any] = field(default_factory=empty)  # the plan, as measured
-    profile: Mapping[str, Any] = field(default_factory=empty)  # its steps' breakdown, if asked
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -262,36 +235,7 @@ def _loss_event(get: _Get, common: dict[str, Any]) -> Event:
 
 
 def _result_event(get: _Get, common: dict[str, Any]) -> Event:
-    return ResultEvent(
-        **common,
-        io_sps=number(get("io_sps")),
-        synthetic_sps=number(get("synthetic_sps")),
-        full_sps=number(get("full_sps")),
-        full_sps_trials=numbers(get("full_sps_trials")),
-        io_sps_trials=numbers(get("io_sps_trials")),
-        synthetic_sps_trials=numbers(get("synthetic_sps_trials")),
-        iqr_pct=number(get("iqr_pct")),
-        loss_start=number(get("loss_start")),
-        loss_end=number(get("loss_end")),
-        losses=numbers(get("losses")),
-        scaler_overflows=count(get("scaler_overflows")),
-        mem_peak_mb=number(get("mem_peak_mb")),
-        warmup_s=number(get("warmup_s")),
-        warmup_steps=count(get("warmup_steps")),
-        steady_step_s=number(get("steady_step_s")),
-        one_time_s=number_map(get("one_time_s")),
-        break_even_steps=number(get("break_even_steps")),
-        ranks=count(get("ranks")),
-        rank_sps=numbers(get("rank_sps")),
-        stragglers=tuple(r for r in map(count, as_list(get("stragglers"))) if r is not None),
-        trials_discarded=count(get("trials_discarded")),
-        far_trials=count(get("far_trials")),
-        stopped_early=text(get("stopped_early")),
-        timed_s=number(get("timed_s")),
-        compile_cache=text(get("compile_cache")),
-        plan=frozen_map(get("plan")),
-        profile=frozen_map(get("profile")),
-    )
+    return ResultEvent(**common, **read_figures(get))
 
 
 def _error_event(get: _Get, common: dict[str, Any]) -> Event:

@@ -159,36 +159,11 @@ def build_result(
         )
     measured = _last_event(events, ResultEvent)
     if measured is not None and status is Status.OK:
-        numbers = {
-            "io_sps": measured.io_sps,
-            "synthetic_sps": measured.synthetic_sps,
-            "full_sps": measured.full_sps,
-            "iqr_pct": measured.iqr_pct,
-            "warmup_s": measured.warmup_s,
-            "loss_start": measured.loss_start,
-            "loss_end": measured.loss_end,
-            "mem_peak_mb": measured.mem_peak_mb,
-            "timed_s": measured.timed_s,
-        }
-        fields.update({name: value for name, value in numbers.items() if value is not None})
-        # A list the line lacked (or that was not a list) leaves the field empty.
-        fields.update(
-            full_sps_trials=list(measured.full_sps_trials),
-            io_sps_trials=list(measured.io_sps_trials),
-            synthetic_sps_trials=list(measured.synthetic_sps_trials),
-            plan=dict(measured.plan) or spec.plan.to_dict(),
-            losses=list(measured.losses),
-            rank_sps=list(measured.rank_sps),
-            stragglers=list(measured.stragglers),
-            trials_discarded=measured.trials_discarded or 0,
-            far_trials=measured.far_trials or 0,
-            stopped_early=measured.stopped_early,
-            compile_cache=measured.compile_cache,
-            profile=dict(measured.profile),
-        )
-        if measured.scaler_overflows is not None:
-            fields["scaler_overflows"] = measured.scaler_overflows
-        ranks = measured.ranks or ranks
+        # Every figure the journal keeps, by name (tuneup.probe.figures); a number the line
+        # lacked keeps the result's default, a list it lacked is empty.
+        fields.update(measured.journal_figures())
+        fields["plan"] = fields.get("plan") or spec.plan.to_dict()
+        ranks = fields.pop("ranks", None) or ranks
     return ProbeResult(
         stage=stage,
         variant=dict(variant),

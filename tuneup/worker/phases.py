@@ -57,10 +57,12 @@ are tested with fakes (both in trials.py); :class:`DeviceTimer` and
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tuneup.probe.figures import ProbeFigures
 from tuneup.probe.plan import MeasurementPlan, ordered
 from tuneup.probe.stats import clearly_slower, early_stop_reason, iqr_pct, median
 from tuneup.worker.trials import (
@@ -163,7 +165,7 @@ def run_probe(
     start_costs: Mapping[str, float] | None = None,
     gather: Gather = one_rank,
     profile: Profiler | None = None,
-) -> dict[str, Any]:
+) -> ProbeFigures:
     """Loss, then each phase's warm-up and trials; emits every event but ``start`` and returns
     the result.
 
@@ -207,8 +209,9 @@ def run_probe(
     )
     if plan.profile and profile is not None and not measured.stopped_early:
         steady = _steady(measured)
-        result["profile"] = profile(plan.trial_steps(steady, "full"), steady)
-    emit("result", **result)
+        taken = profile(plan.trial_steps(steady, "full"), steady)
+        result = dataclasses.replace(result, profile=taken)
+    emit("result", **result.to_event())
     return result
 
 
@@ -347,8 +350,8 @@ def _probe_result(
     *,
     samples_per_batch: int,
     world: int,
-) -> dict[str, Any]:
-    """The ``result`` event's fields, from the warm-ups and the phases."""
+) -> ProbeFigures:
+    """The probe's figures (its ``result`` event), from the warm-ups and the phases."""
     rates = measured.rates
     full = rates.get("full", [])
     rank_sps, stragglers = rank_rates(measured.full_trials, samples_per_batch / world)
@@ -361,31 +364,31 @@ def _probe_result(
     }
     if before:
         record["loss_s"] = sum(t.seconds for t in before)
-    return {
-        "io_sps": median(rates["io"]) if rates.get("io") else None,
-        "synthetic_sps": median(rates["synthetic"]) if rates.get("synthetic") else None,
-        "full_sps": median(full) if full else None,
-        "full_sps_trials": full,
-        "io_sps_trials": rates.get("io", []),
-        "synthetic_sps_trials": rates.get("synthetic", []),
-        "iqr_pct": iqr_pct(full) if full else None,
-        "loss_start": losses[0] if losses else None,
-        "loss_end": losses[-1] if losses else None,
-        "losses": losses,
-        "scaler_overflows": workload.scaler_overflows,
-        "mem_peak_mb": workload.mem_peak_mb(),
-        "warmup_s": sum(t.seconds for t in [*before, *warmups.values()]),
-        "warmup_steps": warm.get("steps"),
-        "steady_step_s": warm.get("steady_step_s"),
-        "one_time_s": warm.get("one_time_s", {}),
-        "break_even_steps": warm.get("break_even_steps"),
-        "ranks": world,
-        "rank_sps": rank_sps,
-        "stragglers": stragglers,
-        "trials_discarded": measured.discarded,
-        "far_trials": measured.far,
-        "stopped_early": measured.stopped_early,
-        "timed_s": timed_s,
-        "compile_cache": workload.compile_cache,
-        "plan": record,
-    }
+    return ProbeFigures(
+        io_sps=median(rates["io"]) if rates.get("io") else None,
+        synthetic_sps=median(rates["synthetic"]) if rates.get("synthetic") else None,
+        full_sps=median(full) if full else None,
+        full_sps_trials=tuple(full),
+        io_sps_trials=tuple(rates.get("io", [])),
+        synthetic_sps_trials=tuple(rates.get("synthetic", [])),
+        iqr_pct=iqr_pct(full) if full else None,
+        loss_start=losses[0] if losses else None,
+        loss_end=losses[-1] if losses else None,
+        losses=tuple(losses),
+        scaler_overflows=workload.scaler_overflows,
+        mem_peak_mb=workload.mem_peak_mb(),
+        warmup_s=sum(t.seconds for t in [*before, *warmups.values()]),
+        warmup_steps=warm.get("steps"),
+        steady_step_s=warm.get("steady_step_s"),
+        one_time_s=dict(warm.get("one_time_s", {})),
+        break_even_steps=warm.get("break_even_steps"),
+        ranks=world,
+        rank_sps=tuple(rank_sps),
+        stragglers=tuple(stragglers),
+        trials_discarded=measured.discarded,
+        far_trials=measured.far,
+        stopped_early=measured.stopped_early,
+        timed_s=timed_s,
+        compile_cache=workload.compile_cache,
+        plan=record,
+    )
