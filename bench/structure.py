@@ -8,7 +8,13 @@ and after on the same definitions:
   cycle hidden in a function is still a cycle), and between folders
   (`tuneup.probe`, `tuneup.export`, ... ; a loose module counts as its own);
 - imports inside functions, and how many of them import the project itself;
-- mypy's error count, where mypy is installed (`--mypy`).
+- mypy's error count, where mypy is installed (`--mypy`);
+- issue 36's: the rooms inside `tuneup/tuning/` and the import contract that
+  orders them (pyproject's import-linter contracts over `tuneup.tuning`); the
+  places that spell out a probe's figure (`far_trials`, the issue's example:
+  a class field, a dict key or a keyword argument naming it); the code loader
+  names are compared in outside the loader table; and the call sites of
+  `load_trainer` and `load_preset`.
 
 Usage: python bench/structure.py [--root DIR] [--mypy] [--out FILE.json]
 (DIR: a checkout; the current folder by default; reads tuneup/ and plugins/).
@@ -213,6 +219,61 @@ def figures(root: Path) -> dict[str, object]:
     }
 
 
+FIGURE = "far_trials"  # issue 36's example of a figure declared five times
+LOADER_NAMES = ("lowmem", "inmem", "dali-lowmem", "gpu")
+
+
+def _spelled(tree: ast.AST, name: str) -> int:
+    """Class fields, dict keys and keyword arguments named `name`."""
+    found = 0
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            found += sum(
+                1
+                for item in node.body
+                if isinstance(item, ast.AnnAssign)
+                and isinstance(item.target, ast.Name)
+                and item.target.id == name
+            )
+        elif isinstance(node, ast.Dict):
+            found += sum(1 for k in node.keys if isinstance(k, ast.Constant) and k.value == name)
+        elif isinstance(node, ast.Call):
+            found += sum(1 for k in node.keywords if k.arg == name)
+    return found
+
+
+def issue36(root: Path, known: dict[str, Path]) -> dict[str, object]:
+    """The rooms of tuning/, a figure's spellings, loader-name comparisons, loaders' calls."""
+    tuning = root / "tuneup" / "tuning"
+    rooms = sorted(p.name for p in tuning.iterdir() if (p / "__init__.py").is_file())
+    contracts = re.findall(
+        r'containers = \["tuneup\.tuning"\]\s*\nlayers = (\[.*?\])',
+        (root / "pyproject.toml").read_text(),
+    )
+    spelled: dict[str, int] = {}
+    compared: list[str] = []
+    calls = {"load_trainer": 0, "load_preset": 0}
+    for name, path in known.items():
+        tree = ast.parse(path.read_text())
+        if n := _spelled(tree, FIGURE):
+            spelled[name] = n
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Compare) and not name.endswith(".loaders"):
+                sides = [node.left, *node.comparators]
+                if any(isinstance(s, ast.Constant) and s.value in LOADER_NAMES for s in sides):
+                    compared.append(f"{name}:{node.lineno}")
+            called = node.func if isinstance(node, ast.Call) else None
+            if isinstance(called, ast.Name) and called.id in calls:
+                calls[called.id] += 1
+    return {
+        "tuning_rooms": rooms,
+        "tuning_room_contracts": contracts,
+        f"places_spelling_{FIGURE}": spelled,
+        "loader_name_comparisons": compared,
+        "call_sites": calls,
+    }
+
+
 def mypy_errors(root: Path) -> int | None:
     """mypy's error count on the packages, as CI runs it; None where mypy is missing."""
     try:
@@ -238,6 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="write the figures here as JSON")
     args = parser.parse_args(argv)
     result = figures(args.root)
+    result.update(issue36(args.root, modules(args.root)))
     if args.mypy:
         result["mypy_errors"] = mypy_errors(args.root)
     text = json.dumps(result, indent=1)

@@ -244,14 +244,7 @@ class SimTrainer(SimSurface, ProbeBackend):
         factor, burst = self.disturbance.factor(self.seed, self.measured)
         self.measured += 1
         trials, stopped = self._draw(plan, sps, factor, f"{self.seed}|{repeat}|{key}", k)
-        contention = None
-        if burst and self.disturbance.burst_detected:
-            share = 1.0 - self.disturbance.burst_factor
-            contention = Contention(
-                other_cpus=share * self.cores,
-                usable_cpus=self.cores,
-                note=f"simulated: other processes used {100 * share:.0f}% of the CPUs",
-            )
+        contention = self._burst() if burst and self.disturbance.burst_detected else None
         losses = self.losses(values, ranks) if plan.loss_steps else []
         fresh, new = self._process_for(k)
         one_time = self.one_time(k, fresh, new)
@@ -356,6 +349,15 @@ class SimTrainer(SimSurface, ProbeBackend):
         and its first step, where failures show (an out-of-memory, an unsupported knob)."""
         fresh, new = self._process_for(knobs)
         return self.one_time(knobs, fresh, new)
+
+    def _burst(self) -> Contention:
+        """What the tuneup side saw of a simulated burst of other processes."""
+        share = 1.0 - self.disturbance.burst_factor
+        return Contention(
+            other_cpus=share * self.cores,
+            usable_cpus=self.cores,
+            note=f"simulated: other processes used {100 * share:.0f}% of the CPUs",
+        )
 
     def plan_of(self, candidate: Candidate, knobs: dict[str, Any]) -> MeasurementPlan:
         """The plan the worker would measure `candidate` by, its loader round included."""
