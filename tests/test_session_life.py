@@ -403,7 +403,7 @@ def test_an_allocation_too_short_for_the_baseline_is_said_before_anything_runs(
     assert not (out / "journal.jsonl").exists()
 
     # an allocation the plan says the baseline fits: its first probe is not refused
-    slurm["SLURM_JOB_END_TIME"] = str(int(time.time()) + 100)
+    slurm["SLURM_JOB_END_TIME"] = str(int(time.time()) + 200)
     fits = tmp_path / "fits"
     done = tuneup_run(*argv[:-2], "--out", str(fits), env=slurm)
     assert done.returncode == 0, done.stderr

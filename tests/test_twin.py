@@ -136,8 +136,10 @@ def test_a_gathered_table_prices_each_change_by_its_measured_ratio(tmp_path: Pat
 
 
 def test_a_time_budget_on_the_twin_is_kept_and_leaves_out_the_least_gain_first():
-    kept = twin("--budget", "3m")
-    assert kept["wall_s"] <= 180
+    # 4 min: the H200's baseline alone takes ~2 of them (two loader-paced probes whose
+    # trials span the loader's round: bench/results/gpu-h200-2026-11-27)
+    kept = twin("--budget", "4m")
+    assert kept["wall_s"] <= 240
     left = kept["left_out"]
     # the workers' +100% is kept; stages of a few percent go first
     assert "workers" not in left and {"optimizer", "cuda_graphs"} <= set(left)

@@ -232,7 +232,7 @@ class SetupScreen(Screen[None]):
                 )
                 yield Label("budget", classes="field")
                 yield _explained(
-                    Input(placeholder="none, or 10m, 1h30m", id="time-budget"), "time_budget_s"
+                    Input(placeholder="none", id="time-budget"), "time_budget_s"
                 )
             yield Static("", id="data-error")
             yield Static("", id="budget-error")
