@@ -112,3 +112,35 @@ def test_the_loader_name_guard_sees_a_branch() -> None:
     assert loader_name_comparisons(ast.parse('if loader(n).dali: pass\n'), names) == []
     synthetic = 'a = cfg.data_loader_config != "synthetic"\nb = phase == "synthetic"\n'
     assert loader_name_comparisons(ast.parse(synthetic), {"synthetic"}) == [1]
+
+
+def test_every_knob_reaches_the_trainer() -> None:
+    """A knob declared but read by nothing passes mypy and every other test (the scratch
+    walkthrough of issue 36 added one): the trainer (unet/, worker/) must read each, unless it
+    is a tutorial alias (config/coerce.py turns it into its knob) or the config derives from
+    it (`TrainConfig`'s own properties)."""
+    import dataclasses
+
+    from tuneup.config import TrainConfig
+
+    read: set[str] = set()
+    for folder in ("unet", "worker"):
+        for path in (ROOT / "tuneup" / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Attribute):
+                    read.add(node.attr)
+                elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                    read.add(node.value)
+    own = {
+        node.attr
+        for node in ast.walk(ast.parse((ROOT / "tuneup/config/knobs.py").read_text()))
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+    }
+    unread = [
+        f.name
+        for f in dataclasses.fields(TrainConfig)
+        if not f.metadata.get("tutorial") and f.name not in read | own
+    ]
+    assert unread == [], f"apply these knobs in the trainer (unet/, worker/): {unread}"
