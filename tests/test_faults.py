@@ -456,9 +456,9 @@ def test_a_worker_stopped_inside_its_trials_has_that_trial_measured_again(
     result = next(e for e in events if e.get("event") == "result")
     slowest = min(e["samples_per_s"] for e in trials)
     seen = [(round(e["time"] - stopped, 2), round(e["seconds"], 2)) for e in trials]
-    assert slowest < 0.2 * result.full_sps, seen  # the stopped trial was seen...
-    assert min(result.full_sps_trials) > 0.5 * result.full_sps, trials  # ...measured again
-    assert result.trials_discarded >= 1 and result.far_trials == 0, result
+    assert slowest < 0.2 * result["full_sps"], seen  # the stopped trial was seen...
+    assert min(result["full_sps_trials"]) > 0.5 * result["full_sps"], trials  # ...measured again
+    assert result["trials_discarded"] >= 1 and result["far_trials"] == 0, result
 
 
 # ---- the rule for far trials, and the words of an end --------------------------------
