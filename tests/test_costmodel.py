@@ -166,7 +166,7 @@ def test_a_presets_costs_say_which_figures_were_measured_and_how_warm_ups_settle
     from tuneup.preset.schema import check_costs
 
     h200 = load_preset("h200").costs
-    assert h200 is not None and h200["measured"] == ["spawn_s"]  # the rest is predicted
+    assert h200 is not None and h200["measured"] == ["spawn_s", "setup_s"]  # the rest predicted
     assert h200["unsettled"]["io"] == 0.5
     _, problems = check_costs({"measured": ["spawn_s", "warp_s"], "unsettled": {"io": 1.5}})
     assert any("measured" in p and "warp_s" not in p for p in problems)
