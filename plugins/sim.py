@@ -309,8 +309,7 @@ class SimTrainer(SimSurface, ProbeBackend):
         noisy = self.noise > self.budget.trial_noise
         count = float(self.budget.max_trials if noisy else self.budget.min_trials)
         costs = self.costs.probe_costs(steps, {p: count for p in sps}, first_s=first)
-        rounds = loader_round(k["data_loader_config"], k["num_data_workers"])
-        return dataclasses.replace(self.probe_costs_for(costs, k), loader_round=rounds)
+        return dataclasses.replace(self.probe_costs_for(costs, k), loader_round=_round_of(k))
 
     def _draw(
         self,
@@ -361,8 +360,7 @@ class SimTrainer(SimSurface, ProbeBackend):
 
     def plan_of(self, candidate: Candidate, knobs: dict[str, Any]) -> MeasurementPlan:
         """The plan the worker would measure `candidate` by, its loader round included."""
-        rounds = loader_round(knobs["data_loader_config"], knobs["num_data_workers"])
-        return dataclasses.replace(plan_for(self.budget, candidate), loader_round=rounds)
+        return dataclasses.replace(plan_for(self.budget, candidate), loader_round=_round_of(knobs))
 
     def probe_costs_for(self, costs: ProbeCosts, knobs: dict[str, Any]) -> ProbeCosts:
         """A probe's costs with what the knobs add to the model's (the twin's warm-ups that
@@ -436,3 +434,8 @@ def _effects_key(effects: dict[str, float], values: dict[str, Any]) -> str:
 def sim_backend(seed: int, noise: float = 0.03) -> SimTrainer:
     """The documented synthetic response surface as a one-rank backend: answers in milliseconds."""
     return SimTrainer(seed=seed, noise=noise)
+
+
+def _round_of(knobs: dict[str, Any]) -> int:
+    """The loader round the worker would read off these knobs (tuneup.config.loader_round)."""
+    return loader_round(knobs["data_loader_config"], knobs["num_data_workers"])

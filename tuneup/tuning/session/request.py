@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -175,10 +175,14 @@ class SessionRequest:
     )
 
 
+def _face(name: str) -> Mapping[str, Any]:
+    """A setting's declared face: its flag, help and parser."""
+    return next(f.metadata for f in dataclasses.fields(SessionRequest) if f.name == name)
+
+
 def help_of(name: str) -> str:
     """A setting's help, as declared: the app's tooltip says what the flag's help says."""
-    by_name = {f.name: f for f in dataclasses.fields(SessionRequest)}
-    return str(by_name[name].metadata.get("help", ""))
+    return str(_face(name).get("help", ""))
 
 
 def _faces(names: Iterable[str] | None) -> list[dataclasses.Field[Any]]:
@@ -244,8 +248,7 @@ def read_setting(name: str, text: Any) -> Any:
     Raises:
         UsageError: text that does not read, in one line naming the flag.
     """
-    by_name = {f.name: f for f in dataclasses.fields(SessionRequest)}
-    face = by_name[name].metadata
+    face = _face(name)
     parse = face.get("parse")
     if parse is None:
         return text
