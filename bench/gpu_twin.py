@@ -48,11 +48,12 @@ from tuneup_plugins.twin_evidence import GATHER, read_journal, read_json
 from twin_gather import gather
 
 from tuneup.cluster.job import JobEnv
+from tuneup.errors import UsageError
 from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import load_preset
 from tuneup.probe.backend import ProbeBackend
 from tuneup.probe.costmodel import ENDS, End, FirstUse, conv_key
-from tuneup.probe.estimate import duration_text, parse_duration
+from tuneup.probe.estimate import duration_text, parse_duration, recorded_costs
 from tuneup.probe.types import BASELINE_STAGE, CONFIRM_STAGE, Candidate, ProbeResult
 from tuneup.tuning.search import paired
 from tuneup.tuning.search.search_records import StagePlan
@@ -169,6 +170,10 @@ def run_ladder(
     end: End = "likely",
     compiled: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
+    """One ladder on the twin. Its plan and its time left are priced as `tuneup probe` prices
+    them on the recorded machine (the preset's `probe.costs`, then what its probes took):
+    its estimates are the ones a user is shown there; a preset without costs is priced
+    from the twin's own figures."""
     clock = SimClock()
     twin = GpuTwin(evidence, seed=seed, end=end, compiled=compiled)
     preset = load_preset(preset_name)
@@ -186,6 +191,11 @@ def run_ladder(
     def engine_factory(*_args: Any, **_kwargs: Any) -> Engine:
         return Engine(backend)
 
+    prices = (
+        recorded_costs(preset.costs, preset.budget)
+        if preset.costs is not None
+        else twin.prior_costs(dict(base_values(preset, "sim", None)))
+    )
     with tempfile.TemporaryDirectory() as folder:
         # A cache of its own: no earlier ladder's record prices this one, and the
         # twin's simulated ladder leaves none in the user's cache.
@@ -205,9 +215,10 @@ def run_ladder(
             engine_factory=engine_factory,
             monotonic=clock,
             # the plan prices the twin's probes as the twin does, not as the plain sim
-            known_costs=twin.prior_costs(dict(base_values(preset, "sim", None))),
+            known_costs=prices,
         )
         built.session.clock.simulated = False  # the twin's probes take the machine's time
+        built.session.clock.reprice(prices)
         if not legacy:  # the trials the plan fitted to the time budget (maybe shortened)
             twin.budget = built.session.preset.budget
         if legacy:  # every stage judged on FULL, as before issue 24
@@ -433,7 +444,7 @@ def main() -> None:
             keep=args.journal,
             compile_cache=args.compile_cache,
         )
-    except (ValueError, OSError) as exc:
+    except (UsageError, ValueError, OSError) as exc:
         print(f"gpu_twin: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     if args.json:
@@ -453,6 +464,11 @@ def show(result: dict[str, Any]) -> None:
         f"low {result['wall_s_low']:.0f} s, high {result['wall_s_high']:.0f} s), "
         f"{result['probes']:.0f} probes"
     )
+    if result.get("first_estimate_s") is not None:
+        print(
+            f"  tuneup probe there says first: {duration_text(result['first_estimate_s'])}"
+            " (the preset's probe.costs)"
+        )
     print(
         "  where the time goes (likely): "
         + ", ".join(f"{k} {v:.0f} s" for k, v in result["parts"].items() if v)

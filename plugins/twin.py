@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from tuneup.config import loader
+from tuneup.errors import UsageError
 from tuneup.probe.costmodel import (
     Cost,
     End,
@@ -50,7 +51,7 @@ from tuneup.probe.types import PHASES, Status
 
 from .sim import SimCosts, SimTrainer
 from .twin_costs import worker_costs
-from .twin_evidence import GATHER, Measured, Row, change_of, read_measured
+from .twin_evidence import GATHER, JournalFigures, Measured, Row, change_of, read_measured
 
 # Each rate the twin assumes where a GPU run's evidence is silent, with its source: the bench
 # prints them beside every prediction, so a figure is never taken for a measurement. (Its
@@ -69,8 +70,9 @@ ASSUMED: dict[str, str] = {
     "as the sim's curve fitted to the tutorial's 2/4/8/16 workers on 32 cores, scaled to 16; "
     "inmem 1.6x lowmem; the GPU-resident loader 8000 samples/s; DALI absent (as on that node)",
     "noise": "SYNTHETIC's trials repeat as recorded (0.01%); IO and FULL vary as recorded with "
-    "the CPU loaders (1.6% a trial, 5.5% a probe), and as SYNTHETIC with the GPU-resident "
-    "loader, which takes the CPU workers out of the loop",
+    "the CPU loaders (their trials' spread; probe to probe, every ladder's repeats of one "
+    "configuration: 9.5% over the H200 runs, 5.5% in the first run's baselines alone), and "
+    "as SYNTHETIC with the GPU-resident loader, which takes the CPU workers out of the loop",
     "composition": "FULL = (IO^-3 + SYNTHETIC^-3)^(-1/3): 0.99 of min(IO, SYNTHETIC) at "
     "the recorded baseline, 0.79 where the two are equal (the tutorial's 0.77-0.81)",
 }
@@ -151,6 +153,12 @@ def read_evidence(folder: Path, journals: Sequence[Path] = ()) -> Evidence:
         UsageError: the folder holds neither knobs.json nor a journal with a baseline.
     """
     measured = read_measured(Path(folder), journals)
+    if measured.gathered is None and "baseline" not in measured.knob_rows:
+        raise UsageError(
+            f"{folder}: no rates to replay: neither knobs.json's baseline row nor a gather "
+            "(a ladder's journal holds only the configurations it tried); give it as "
+            "--journal-evidence beside an --evidence folder that has one"
+        )
     machine = measured.machine
     on_gpu = bool(machine.get("cuda", True)) and bool(machine.get("gpu_count", 1))
     gathered = measured.gathered
@@ -187,7 +195,7 @@ def read_evidence(folder: Path, journals: Sequence[Path] = ()) -> Evidence:
         spawn_s=median(spawns) if spawns else 8.0,
         syn_trial_noise=median(spreads) if spreads else trial.get("synthetic", 0.001),
         full_trial_noise=full_trials,
-        full_probe_noise=figures.probe_noise.get("full", 0.03),
+        full_probe_noise=_loader_probe_noise(measured, figures),
         costs=worker_costs(measured, on_gpu),
         on_gpu=on_gpu,
         cpus=int(machine.get("cpus_usable", 16) or 16),
@@ -209,6 +217,19 @@ def read_evidence(folder: Path, journals: Sequence[Path] = ()) -> Evidence:
             for stage, n in j.pairs.items()
         },
     )
+
+
+def _loader_probe_noise(measured: Measured, figures: JournalFigures) -> float:
+    """IO's and FULL's probe-to-probe spread with a CPU loader: every ladder journal's repeats
+    of a configuration (twin_evidence._repeat_steps), else the first journal's baselines."""
+    steps = [
+        step
+        for name, journal in measured.journals.items()
+        if name != GATHER
+        for phase in ("io", "full")
+        for step in journal.repeat_steps.get(phase, ())
+    ]
+    return median(steps) if len(steps) >= 3 else figures.probe_noise.get("full", 0.03)
 
 
 class GpuTwin(SimTrainer):
@@ -237,7 +258,8 @@ class GpuTwin(SimTrainer):
         costs = evidence.costs
         kwargs.setdefault(
             # its starts; the cost model prices the rest (one_time)
-            "costs", SimCosts(spawn_s=costs.spawn.at(end), setup_s=costs.setup.at(end))
+            "costs",
+            SimCosts(spawn_s=costs.spawn.at(end), setup_s=costs.setup.at(end)),
         )
         super().__init__(seed=seed, noise=evidence.full_trial_noise, **kwargs)
         self.evidence = evidence

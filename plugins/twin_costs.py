@@ -5,12 +5,13 @@ else assumed, with its source, a low, likely and high value, and what would sett
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 
 from tuneup.errors import UsageError
-from tuneup.probe.costmodel import Cost, WorkerCosts
+from tuneup.probe.costmodel import DEFAULT_BATCH_EXPONENT, Cost, WorkerCosts
 from tuneup.probe.stats import median
 from tuneup.probe.types import PHASES
 
@@ -21,18 +22,56 @@ def _measured_or(values: Sequence[float], source: str, otherwise: Cost) -> Cost:
     return Cost.of(list(values), source) if values else otherwise
 
 
-def fresh_first_steps(measured: Measured) -> dict[str, Cost]:
+def batch_exponent(measured: Measured, base_batch: int = 64) -> Cost | None:
+    """How a new key's first step grows with the batch, where journals searched one row at
+    the base batch and at a larger one: log(first_b / first_base) / log(b / base) (the
+    second H200 ladder: bf16 + channels_last 32.5 s at 64, 66.4 s at 128: 1.03)."""
+    at_base: dict[str, list[float]] = defaultdict(list)
+    for first in measured.first_keys():
+        if first.batch == base_batch:
+            at_base[first.row].append(first.seconds)
+    exponents = [
+        math.log(first.seconds / median(at_base[first.row])) / math.log(first.batch / base_batch)
+        for first in measured.first_keys()
+        if first.batch > base_batch and at_base.get(first.row) and first.seconds > 0
+    ]
+    if not exponents:
+        return None
+    return Cost.of(exponents, "first steps of one conv row at two batches (journals)")
+
+
+def _keyed_rows(
+    measured: Measured, fresh: bool, exponent: float, base: int
+) -> dict[str, list[float]]:
+    """Journals' first steps of new conv keys by row, fresh or warm, brought to the base batch."""
+    rows: dict[str, list[float]] = defaultdict(list)
+    for first in measured.first_keys():
+        if first.fresh == fresh and first.batch > 0:
+            rows[first.row].append(first.seconds / (first.batch / base) ** exponent)
+    return rows
+
+
+def fresh_first_steps(measured: Measured, exponent: float = 0.5, base: int = 64) -> dict[str, Cost]:
     """A fresh process's first step by conv row: knobs.json's fresh rows, and the journals'
-    fresh baseline probes for the baseline row."""
+    fresh probes of a row (at the base batch)."""
     rows: dict[str, list[float]] = defaultdict(list)
     for name, row in measured.knob_rows.items():
         if row.get("first_step_s") and row.get("process", "fresh") in ("fresh", None):
             rows[name].append(float(row["first_step_s"]))
-    rows["baseline"] += measured.all_of("first_fresh")
+    for name, values in _keyed_rows(measured, True, exponent, base).items():
+        rows[name] += values
     return {
         name: Cost.of(values, f"a fresh process's first step, {name} (knobs.json, journals)")
         for name, values in rows.items()
         if values
+    }
+
+
+def warm_new_keys(measured: Measured, exponent: float, base: int = 64) -> dict[str, Cost]:
+    """A warm worker's first step of a conv key new to it, by row (at the base batch)."""
+    return {
+        name: Cost.of(values, f"a warm worker's first step of a new {name} key (journals)")
+        for name, values in _keyed_rows(measured, False, exponent, base).items()
     }
 
 
@@ -116,7 +155,9 @@ CONV_WARM = Cost.assumed(
 def worker_costs(measured: Measured, on_gpu: bool) -> WorkerCosts:
     """The cost model's figures for this evidence: measured where it has them, else the
     assumption (with its source, its range and what would settle it)."""
-    first = fresh_first_steps(measured)
+    exponent = batch_exponent(measured)
+    grow = (exponent or DEFAULT_BATCH_EXPONENT).likely
+    first = fresh_first_steps(measured, grow)
     if "baseline" not in first:
         raise UsageError(f"{measured.folder}: no fresh process's first step was recorded")
     figures = {
@@ -132,6 +173,8 @@ def worker_costs(measured: Measured, on_gpu: bool) -> WorkerCosts:
             if conv_new and not on_gpu  # a GPU's new keys differ by row: priced from them
             else None
         ),
+        conv_new_rows=warm_new_keys(measured, grow) if on_gpu else {},
+        batch_exponent=exponent or DEFAULT_BATCH_EXPONENT,
         conv_warm=CONV_WARM,
         conv_floor=Cost.assumed(
             2.0,

@@ -37,7 +37,7 @@ from typing import Any
 
 from tuneup.config import TrainConfig
 from tuneup.errors import UsageError
-from tuneup.probe.costmodel import conv_key, row_of
+from tuneup.probe.costmodel import conv_key, conv_row, row_of
 from tuneup.probe.estimate import ProbeCosts, probe_seconds
 from tuneup.probe.plan import MeasurementPlan
 from tuneup.probe.stats import median, relative_spread
@@ -131,6 +131,17 @@ class Row:
 
 
 @dataclass(frozen=True)
+class KeyedFirst:
+    """A first step that searched a conv key new to its process: its row (`conv_row`), its
+    batch, whether its process was fresh, and its seconds."""
+
+    row: str
+    batch: int
+    fresh: bool
+    seconds: float
+
+
+@dataclass(frozen=True)
 class JournalFigures:
     """What journals measured (the module docstring), before anything is assumed."""
 
@@ -157,6 +168,8 @@ class JournalFigures:
     full_sps: tuple[float, ...] = ()
     io_sps: tuple[float, ...] = ()
     workers: int = 2
+    first_keys: tuple[KeyedFirst, ...] = ()
+    repeat_steps: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
 
 
 def journal_figures(lines: Sequence[Mapping[str, Any]], extra: Mapping[str, Any]) -> JournalFigures:
@@ -180,6 +193,7 @@ def journal_figures(lines: Sequence[Mapping[str, Any]], extra: Mapping[str, Any]
     setups = [line["one_time_s"]["setup"] for line in ok if "setup" in line.get("one_time_s", {})]
     plain_setup = median(setups) if setups else 0.0
     windows: dict[str, list[float]] = defaultdict(list)
+    keyed: list[KeyedFirst] = []
     for line in ok:
         config = with_defaults(line.get("config") or {})
         change = change_of(config, base)
@@ -195,6 +209,10 @@ def journal_figures(lines: Sequence[Mapping[str, Any]], extra: Mapping[str, Any]
         seen.add(conv)
         for part, seconds in _costs_of(line, config, new, id(line) in shaped, plain_setup):
             parts[part].append(seconds)
+        if new and _plain(config) and not _first_step_lost(line):
+            first = float(once.get("first_steps", 0.0))
+            batch = int(config.get("global_batch_size") or 0)
+            keyed.append(KeyedFirst(conv_row(config), batch, fresh, first))
         if id(line) in shaped and not fresh:
             for phase, count in _windows(line, float(once.get("first_steps", 0.0))).items():
                 windows[phase].append(count)
@@ -225,7 +243,25 @@ def journal_figures(lines: Sequence[Mapping[str, Any]], extra: Mapping[str, Any]
         full_sps=tuple(float(b["full_sps"]) for b in baselines if b.get("full_sps")),
         io_sps=tuple(float(b["io_sps"]) for b in baselines if b.get("io_sps")),
         workers=int(base.get("num_data_workers", 2) or 0),
+        first_keys=tuple(keyed),
+        repeat_steps=_repeat_steps(ok),
     )
+
+
+def _plain(config: Mapping[str, Any]) -> bool:
+    """Its first step is cuDNN's search alone: no compile, no script."""
+    return config.get("jit") in (None, "none")
+
+
+def _first_step_lost(line: Mapping[str, Any]) -> bool:
+    """A worker before 2026-11-27 ended a warm-up on its first step where that step passed
+    the cap, and booked the step as warm-up (first_steps 0): such a line has no first step
+    to read (the second H200 ladder's fp32 probe in a resumed worker: 33.8 s of warm-up)."""
+    plan = dict(line.get("plan") or {})
+    cap = float(plan.get("warmup_cap_s") or 0.0)
+    first = float(dict(line.get("one_time_s") or {}).get("first_steps", 0.0))
+    warm = dict(plan.get("warmup_s") or {}).values()
+    return first < 0.05 and cap > 0 and any(float(w) > 2 * cap for w in warm)
 
 
 def _rates_of(
@@ -236,9 +272,10 @@ def _rates_of(
 ) -> None:
     """A probe's rate per phase into its row; its trials and their spread where its shape
     is the one read for noise (`trials` None: not)."""
+    measured = (line.get("plan") or {}).get("phases") or PHASES
     for phase in PHASES:
         rate = line.get(f"{phase}_sps")
-        if rate:
+        if rate and phase in measured:  # (not an IO figure carried from another probe)
             rates[phase].append(float(rate))
         runs = line.get(f"{phase}_sps_trials") or []
         if runs and trials is not None:
@@ -343,6 +380,25 @@ def _probe_noise(baselines: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     return noise
 
 
+def _repeat_steps(lines: Sequence[Mapping[str, Any]]) -> dict[str, tuple[float, ...]]:
+    """Per phase, every configuration's probe-to-probe steps in a ladder (its incumbent's
+    repeats and its candidates' pairs), each a relative deviation of one probe as in
+    `_probe_noise`: on the second H200 ladder the 2-worker baseline's IO read 70-123
+    samples/s over five probes, where its first two agreed within 7%."""
+    seen: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for line in lines:
+        measured = (line.get("plan") or {}).get("phases") or PHASES
+        key = _key(with_defaults(line.get("config") or {}))
+        for phase in measured:
+            rate = line.get(f"{phase}_sps")
+            if rate:
+                seen[(key, phase)].append(float(rate))
+    steps: dict[str, list[float]] = defaultdict(list)
+    for (_, phase), rates in seen.items():
+        steps[phase] += [abs(math.log(b / a)) / math.sqrt(2) for a, b in itertools.pairwise(rates)]
+    return {phase: tuple(values) for phase, values in steps.items()}
+
+
 def _pairs(lines: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     """The probes each stage took in a ladder's journal (a gather's is one per candidate)."""
     counts: dict[str, int] = defaultdict(int)
@@ -366,6 +422,10 @@ class Measured:
     @property
     def gathered(self) -> JournalFigures | None:
         return self.journals.get(GATHER)
+
+    def first_keys(self) -> list[KeyedFirst]:
+        """Every journal's first steps of new conv keys."""
+        return [first for j in self.journals.values() for first in j.first_keys]
 
     def all_of(self, name: str) -> list[float]:
         """A cost's every measurement over the folder's journals."""

@@ -167,9 +167,39 @@ def test_a_presets_costs_say_which_figures_were_measured_and_how_warm_ups_settle
 
     h200 = load_preset("h200").costs
     assert h200 is not None and h200["measured"] == ["spawn_s", "setup_s"]  # the rest predicted
-    assert h200["unsettled"]["io"] == 0.5
+    assert 0 < h200["unsettled"]["io"] < 1 and h200["scale"] > 1
     _, problems = check_costs({"measured": ["spawn_s", "warp_s"], "unsettled": {"io": 1.5}})
     assert any("measured" in p and "warp_s" not in p for p in problems)
     assert any("unsettled" in p and "0 to 1" in p for p in problems)
-    _, fine = check_costs({"measured": ["setup_s"], "unsettled": {"full": 0.25}})
+    _, scaled = check_costs({"scale": 9})
+    assert scaled and "probe.costs.scale" in scaled[0] and "0.5 to 3" in scaled[0]
+    _, fine = check_costs({"measured": ["setup_s"], "unsettled": {"full": 0.25}, "scale": 1.6})
     assert fine == []
+
+
+def test_a_row_a_warm_worker_searched_is_priced_as_measured_and_grows_with_the_batch():
+    # the second H200 ladder: bf16 + channels_last's search took 32.5 s at batch 64 and
+    # 66.4 s at 128, in a warm worker; bf16 alone 12.5 s
+    costs = dataclasses.replace(
+        h200_like(),
+        conv_new_rows={"amp bf16 + channels_last": fixed(32.5), "amp bf16": fixed(12.5)},
+        batch_exponent=fixed(1.0),
+    )
+    history = ProcessHistory()
+    history.probe(BASE, fresh=True)
+    layout = {**BASE, "amp_mode": "bf16", "channels_last": True, "global_batch_size": 128}
+    use = history.probe(layout, fresh=False)
+    assert costs.first_step(use, layout, "likely") == pytest.approx(65.0)
+    bf16 = {**BASE, "amp_mode": "bf16"}
+    assert costs.first_step(history.probe(bf16, fresh=False), bf16, "likely") == 12.5
+
+
+def test_a_combined_row_no_run_measured_is_priced_between_its_parts():
+    costs = dataclasses.replace(
+        h200_like(), first_fresh={**h200_like().first_fresh, "channels_last": fixed(54.0)}
+    )
+    layout = {**BASE, "amp_mode": "bf16", "channels_last": True}
+    use = ProcessHistory().probe(layout, fresh=True)
+    assert costs.first_step(use, layout, "likely") == pytest.approx(13.0)  # its AMP part
+    assert costs.first_step(use, layout, "high") == pytest.approx(54.0)  # its dearest part
+    assert not costs.fresh_first("amp bf16 + channels_last").measured

@@ -14,7 +14,7 @@ from tuneup.probe.stats import clearly_slower, iqr_pct, median, quantile
 from tuneup.probe.types import ProbeBudget
 from tuneup.worker.phases import run_probe
 from tuneup.worker.trials import leading_outlier, rank_rates, run_trials
-from tuneup.worker.warmup import warm_up, within
+from tuneup.worker.warmup import one_time_costs, warm_up, within
 from tuneup.worker.workload import BatchStream
 
 
@@ -638,3 +638,20 @@ def test_io_first_takes_what_the_loader_had_queued(tiny_config, knobs, queued) -
     from tuneup.worker.workload import prefetched_batches
 
     assert prefetched_batches(tiny_config(**knobs)) == queued
+
+
+def test_a_first_step_past_the_cap_is_booked_as_first_step_not_as_the_pace() -> None:
+    # the second H200 ladder: a warm probe whose conv key was new to its process spent 33 s
+    # in its first step (cuDNN's search), past the 6 s cap; steps then took 63 ms
+    timer = FakeTimer()
+    workload = FakeWorkload(timer, [33.0, 0.063])
+    tracker, _ = warm_up(
+        lambda n, keep: workload.full(n, keep),
+        plan(trial_s=0.5, warmup_cap_s=6.0),
+        timer=timer,
+        emit=Events(),
+    )
+    assert len(tracker.step_times) >= 2
+    assert tracker.steady_step_s == pytest.approx(0.063)
+    costs = one_time_costs([tracker])
+    assert costs["first_steps"] == pytest.approx(33.0 - 0.063, rel=1e-3)

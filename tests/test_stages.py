@@ -427,3 +427,9 @@ def test_the_threads_knob_sets_torchs_threads_and_zero_gives_torchs_own_back():
         torch.set_num_threads(before)
     with pytest.raises(UsageError, match="intra_op_threads"):
         build_config({"intra_op_threads": -1})
+
+
+def test_workers_are_not_tuned_for_a_loader_that_has_none() -> None:
+    plan = builtin.WORKERS.propose(GPU_NODE, {"data_loader_config": "gpu"})
+    assert plan.skipped and plan.reason == "the incumbent's loader (gpu) has no workers to tune"
+    assert not builtin.WORKERS.propose(GPU_NODE, {"data_loader_config": "inmem"}).skipped

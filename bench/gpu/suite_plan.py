@@ -41,6 +41,11 @@ from tuneup.config import first_uses
 
 HERE = Path(__file__).resolve().parent
 EVIDENCE = HERE.parent / "results" / "gpu-h200-2026-11-26"
+# The whole-ladder runs recorded after it: the twin reads their journals beside it
+LADDER_JOURNALS = tuple(
+    HERE.parent / "results" / name / "speed" / "00" / "journal.jsonl"
+    for name in ("gpu-h200-2026-11-27", "gpu-h200-2026-11-27b")
+)
 TWIN = HERE.parent / "results" / "gpu_twin_h200.json"
 
 LADDER_MIN_S = 180.0

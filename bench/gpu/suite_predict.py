@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -62,9 +62,22 @@ def picked_preset(
     return Pick(pick.name, f"the dry run asks for the GPU window's ladder: {pick.reason}")
 
 
-def twin_command(python: str, evidence: Path, preset: str) -> list[str]:
-    """The twin's prediction of `preset`'s default ladder, as one JSON object."""
-    return [python, str(TWIN_SCRIPT), "--evidence", str(evidence), "--preset", preset, "--json"]
+def twin_command(
+    python: str, evidence: Path, preset: str, journals: Sequence[Path] = ()
+) -> list[str]:
+    """The twin's prediction of `preset`'s default ladder, as one JSON object (from the
+    evidence folder and the ladder `journals` that exist)."""
+    found = [arg for j in journals if j.is_file() for arg in ("--journal-evidence", str(j))]
+    return [
+        python,
+        str(TWIN_SCRIPT),
+        "--evidence",
+        str(evidence),
+        *found,
+        "--preset",
+        preset,
+        "--json",
+    ]
 
 
 def prediction_document(

@@ -21,6 +21,11 @@ class WorkersStage(Stage):
         return [c for c in self.candidates if c.values.get("num_data_workers", 0) <= cap]
 
     def incumbent_reason(self, machine: MachineInfo, base: Mapping[str, Any]) -> str | None:
+        kind = loader(str(current(base, "data_loader_config")))
+        if not kind.takes_workers:
+            # (a ladder that picks its loader first: on the second H200 ladder the workers
+            # stage took 12 probes and 284 s before the GPU-resident loader made them moot)
+            return f"the incumbent's loader ({kind.name}) has no workers to tune"
         if self.candidates_for(machine, base):
             return None
         share = ""

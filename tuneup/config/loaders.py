@@ -31,6 +31,8 @@ class Loader:
             the file): the data stage tries it with the workers the workers stage found best.
         reads: the form of the data it reads: "hdf5" (train_path, val_path), "npy" (their
             channels-last .npy copies, made beside them) or "" (none: it makes its own).
+        takes_workers: `num_data_workers` sets its DataLoader workers (or DALI's threads);
+            False: it has none, and the knob changes nothing.
     """
 
     name: str
@@ -42,6 +44,7 @@ class Loader:
     proposed: bool = False
     paced_by_workers: bool = False
     reads: str = "hdf5"
+    takes_workers: bool = True
 
     @property
     def reads_files(self) -> bool:
@@ -76,7 +79,9 @@ LOADERS: tuple[Loader, ...] = (
         tutorial=True,
         proposed=True,
     ),
-    Loader("gpu", "the box on the GPU, cropped there", on_gpu=True, proposed=True),
+    Loader(
+        "gpu", "the box on the GPU, cropped there", on_gpu=True, proposed=True, takes_workers=False
+    ),
 )
 LOADER_CHOICES = tuple(loader.name for loader in LOADERS)
 _BY_NAME = {loader.name: loader for loader in LOADERS}

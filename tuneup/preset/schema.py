@@ -15,6 +15,7 @@ from typing import Any
 from tuneup.cluster.site import SITE_HINT_KEYS, hint_problem
 from tuneup.config import build_config
 from tuneup.errors import UsageError, did_you_mean
+from tuneup.probe.estimate import SCALE_BOUNDS
 from tuneup.probe.stages import default_ladder, load_stage, stage_names
 from tuneup.probe.types import PHASES, STEP_COUNTED_BUDGET, Candidate, ProbeBudget
 
@@ -29,6 +30,7 @@ COST_KEYS = (
     "trials",
     "pairs_per_stage",
     "adopt_rate",
+    "scale",
     "unsettled",
     "measured",
     "source",
@@ -230,6 +232,13 @@ def check_costs(raw: Any) -> tuple[dict[str, Any] | None, list[str]]:
         value = raw.get(key, 0.0)
         if not is_number(value) or value < 0:
             problems.append(f"probe.costs.{key}: must be a number of 0 or more, got {value!r}")
+    scale = raw.get("scale", 1.0)
+    low, high = SCALE_BOUNDS
+    if not is_number(scale) or not low <= scale <= high:
+        problems.append(
+            "probe.costs.scale: must be what probes took over the model's parts, from "
+            f"{low:g} to {high:g}, got {scale!r}"
+        )
     rate = raw.get("adopt_rate", 0.5)
     if not is_number(rate) or not 0 <= rate <= 1:
         problems.append(f"probe.costs.adopt_rate: must be a share from 0 to 1, got {rate!r}")

@@ -202,6 +202,16 @@ class ProcessHistory:
         self.conv_keys = set()
 
 
+DEFAULT_BATCH_EXPONENT = Cost.assumed(
+    0.5,
+    low=0.0,
+    high=1.0,
+    source="an autotuning trial runs the step's convolutions at its batch: between no growth "
+    "and linear growth with the batch",
+    settle="the first step of one conv row at batch 64 and at 128 or 256 (a ladder journal)",
+)
+
+
 @dataclass(frozen=True)
 class WorkerCosts:
     """The price list of a probe's one-time parts on one machine (the module docstring).
@@ -215,6 +225,8 @@ class WorkerCosts:
             step (its loader's workers start, the allocator's first blocks).
         conv_new: what a warm worker pays for a conv key new to it, where it was measured;
             None: priced from the fresh first steps (`conv_warm`, `conv_floor`).
+        conv_new_rows: the same by `conv_row`, at `base_batch`, where a run measured that
+            row (a GPU's rows differ: 12.5 s for bf16 on an H200, 33 s for fp32).
         conv_warm: what a warm worker pays for a conv key new to it, as a share of that
             row's fresh first step above the floor.
         conv_floor: what every fresh first step pays whatever its key (lazily loaded
@@ -249,20 +261,13 @@ class WorkerCosts:
         )
     )
     conv_new: Cost | None = None
-    batch_exponent: Cost = field(
-        default_factory=lambda: Cost.assumed(
-            0.5,
-            low=0.0,
-            high=1.0,
-            source="an autotuning trial runs the step's convolutions at its batch: between "
-            "no growth and linear growth with the batch",
-            settle="the first step of batch 128 and 256 in a warm worker (gather)",
-        )
-    )
+    conv_new_rows: Mapping[str, Cost] = field(default_factory=dict)
+    batch_exponent: Cost = field(default_factory=lambda: DEFAULT_BATCH_EXPONENT)
     base_batch: int = 64
 
     def fresh_first(self, row: str) -> Cost:
-        return self.first_fresh.get(row) or self.first_fresh["baseline"]
+        found = self.first_fresh.get(row) or _between_parts(self.first_fresh, row)
+        return found or self.first_fresh["baseline"]
 
     def first_step(
         self, use: FirstUse, knobs: Mapping[str, Any], end: End, first_batch_s: float = 0.0
@@ -274,14 +279,18 @@ class WorkerCosts:
         row's fresh first step above the floor, or as measured)."""
         batch = float(knobs.get("global_batch_size") or self.base_batch)
         grow = (batch / self.base_batch) ** self.batch_exponent.at(end) if batch > 0 else 1.0
+        row = conv_row(knobs)
         if use.fresh:
-            return self.fresh_first(row_of(knobs)).at(end) * grow
+            return self.fresh_first(row).at(end) * grow
         warm = self.warm_first.at(end) + first_batch_s
         if not use.conv:
             return warm
+        measured = self.conv_new_rows.get(row)
+        if measured is not None:
+            return max(warm, measured.at(end) * grow)
         if self.conv_new is not None:
             return max(warm, self.conv_new.at(end) * grow)
-        fresh = self.fresh_first(row_of(knobs)).at(end)
+        fresh = self.fresh_first(row).at(end)
         floor = self.conv_floor.at(_opposite(end))  # a high price: little is the floor's
         return warm + max(0.0, fresh - floor) * self.conv_warm.at(end) * grow
 
@@ -339,6 +348,7 @@ class WorkerCosts:
         if self.conv_new is not None:
             named["conv_new"] = self.conv_new
         named.update({f"first_fresh[{row}]": cost for row, cost in self.first_fresh.items()})
+        named.update({f"conv_new[{row}]": cost for row, cost in self.conv_new_rows.items()})
         named.update({f"unsettled[{phase}]": cost for phase, cost in self.unsettled.items()})
         named.update({f"warm_windows[{p}]": cost for p, cost in self.warm_windows.items()})
         return named
@@ -357,3 +367,28 @@ def row_of(knobs: Mapping[str, Any]) -> str:
     if knobs.get("channels_last"):
         return "channels_last"
     return "baseline"
+
+
+def conv_row(knobs: Mapping[str, Any]) -> str:
+    """The row a first step is priced by: `row_of`'s, and channels_last beside an AMP mode
+    (on the second H200 ladder bf16 + channels_last's first step took 32.5 s, bf16's alone
+    12.5 s: the layout is a conv plan of its own)."""
+    row = row_of(knobs)
+    if row.startswith("amp") and knobs.get("channels_last"):
+        return f"{row} + channels_last"
+    return row
+
+
+def _between_parts(rows: Mapping[str, Cost], row: str) -> Cost | None:
+    """A combined row no run measured: its AMP part's price, up to its dearest part's."""
+    parts = [rows[name] for name in row.split(" + ") if name in rows]
+    if not parts:
+        return None
+    high = max(c.high for c in parts)
+    return Cost.assumed(
+        parts[0].likely,
+        low=min(c.low for c in parts),
+        high=high,
+        source=f"{row}: not measured; its parts' first steps ({', '.join(row.split(' + '))})",
+        settle=f"a first step of {row} (a ladder journal)",
+    )

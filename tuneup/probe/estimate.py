@@ -184,6 +184,7 @@ def recorded_costs(
         recorded=True,
         unsettled=unsettled,
         loader_round=int(recorded.get("loader_round", 1)),
+        scale=float(recorded.get("scale", 1.0)),
     )
 
 

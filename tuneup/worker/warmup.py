@@ -27,7 +27,10 @@ class WarmupTracker:
     Only windows that lasted at least `short_s` can settle it: a shorter one drew
     batches a loader had made ahead (its queue) and says nothing of its pace. Where the
     cap ends it unsettled, the steady step is the pace over every window after the first
-    (one window's luck would size every trial after it).
+    (one window's luck would size every trial after it). The cap never ends it on the
+    first step alone: that step is one-time work (cuDNN's search of a new conv key takes
+    13-66 s on an H200), never the pace, and a warm-up ended there booked it as warm-up
+    and sized the trials from it (the second H200 ladder's fp32 probe in a resumed worker).
 
     Args:
         tolerance: relative step-time difference that counts as stable.
@@ -69,7 +72,7 @@ class WarmupTracker:
 
     @property
     def done(self) -> bool:
-        if not self.step_times or self.steps < self.min_steps:
+        if len(self.step_times) < 2 or self.steps < self.min_steps:
             return False
         return self.stable or self.seconds >= self.cap_s
 

@@ -284,8 +284,15 @@ class LadderClock:
     def __post_init__(self) -> None:
         # Asked after every probe: the trainer and an earlier ladder's record are read once.
         self.simulated = load_trainer(self.trainer).simulated  # no time worth telling
+        self.reprice(self.known)
+
+    def reprice(self, known: ProbeCosts | None) -> None:
+        """Price probes before any has run from `known`; None: as a trainer that knows
+        nothing of its own prices (an earlier ladder's record, the preset's costs, the
+        step model). The GPU twin replays with it what `tuneup probe` first says there."""
+        self.known = known
         self._prior, self._prior_habits, self.basis = prior_costs(
-            self.trainer, self.preset, self.machine, self.record, self.shares_processes, self.known
+            self.trainer, self.preset, self.machine, self.record, self.shares_processes, known
         )
 
     @property
