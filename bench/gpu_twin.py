@@ -55,6 +55,7 @@ from tuneup.probe.backend import ProbeBackend
 from tuneup.probe.costmodel import ENDS, End, FirstUse, conv_key
 from tuneup.probe.estimate import duration_text, parse_duration, recorded_costs
 from tuneup.probe.types import BASELINE_STAGE, CONFIRM_STAGE, Candidate, ProbeResult
+from tuneup.trainers.adapters import load_trainer
 from tuneup.tuning.search import paired
 from tuneup.tuning.search.search_records import StagePlan
 from tuneup.tuning.session.assembly import SessionRequest, assemble_new, base_values
@@ -194,7 +195,7 @@ def run_ladder(
     prices = (
         recorded_costs(preset.costs, preset.budget)
         if preset.costs is not None
-        else twin.prior_costs(dict(base_values(preset, "sim", None)))
+        else twin.prior_costs(dict(base_values(preset, load_trainer("sim"), None)))
     )
     with tempfile.TemporaryDirectory() as folder:
         # A cache of its own: no earlier ladder's record prices this one, and the

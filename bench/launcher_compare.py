@@ -36,11 +36,12 @@ def main() -> None:
     from tuneup.preset.load import load_preset
     from tuneup.probe.plan import ProbeSpec, plan_probe
     from tuneup.probe.runner import ProbeRunner
+    from tuneup.trainers.adapters import load_trainer
     from tuneup.trainers.backends import probe_config
     from tuneup.tuning.session.assembly import base_values
 
     preset = load_preset(args.preset)
-    values = base_values(preset, "unet", None)
+    values = base_values(preset, load_trainer("unet"), None)
     spec = ProbeSpec(config=probe_config(values, preset.budget), plan=plan_probe(preset.budget))
     launchers = {"local": LocalLauncher(), "torchrun": TorchrunLauncher(args.nproc)}
     runs: dict[str, list[dict]] = {name: [] for name in launchers}

@@ -21,6 +21,7 @@ from tuneup.paths import space_text
 from tuneup.preset.load import load_preset
 from tuneup.probe.plan import plan_probe
 from tuneup.probe.types import ProbeBudget
+from tuneup.trainers.adapters import load_trainer
 from tuneup.tuning.session.assembly import base_values
 from tuneup.tuning.session.datakeep import data_keeper
 from tuneup.unet import datacache
@@ -140,8 +141,8 @@ def test_the_check_before_a_probe_mends_the_box_and_the_probe_runs(
 ) -> None:
     monkeypatch.setenv("TUNEUP_CACHE_DIR", str(tmp_path / "cache"))
     preset = load_preset("cpu-smoke")
-    base = base_values(preset, "unet", None)
-    check = data_keeper(preset, "unet", base, tmp_path)
+    base = base_values(preset, load_trainer("unet"), None)
+    check = data_keeper(preset, load_trainer("unet"), base, tmp_path)
     assert check is not None and check() is None
     train = Path(base["train_path"])
     if fault == "truncated":

@@ -16,6 +16,7 @@ from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import load_preset
 from tuneup.probe.stats import median
 from tuneup.probe.types import Candidate, ProbeResult, Status
+from tuneup.trainers.adapters import load_trainer
 from tuneup.tuning.results.ddp_verdicts import communication_overhead
 from tuneup.tuning.results.journal import ResultsDir
 from tuneup.tuning.results.summary_document import summary_dict
@@ -173,7 +174,7 @@ def test_overhead_falls_back_to_full_and_says_so():
 def session(tmp_path: Path, backend: Any, **kwargs: Any) -> ProbeSession:
     return ProbeSession(
         preset=load_preset("generic-cuda"),
-        trainer="sim",
+        adapter=load_trainer("sim"),
         backend=backend,
         results=ResultsDir(tmp_path),
         machine=NODE,
@@ -387,7 +388,7 @@ def test_ddp_stage_on_two_cpu_ranks_over_gloo(tmp_path: Path, monkeypatch) -> No
     out = tmp_path / "run"
     run = ProbeSession(
         preset=load_preset("cpu-smoke"),
-        trainer="unet",
+        adapter=load_trainer("unet"),
         backend=WorkerBackend(
             out / "probes", ProbeBudget(**REAL_BUDGET), seed=0, launch=launch_plan(nproc=2)
         ),

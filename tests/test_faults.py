@@ -28,6 +28,7 @@ from fault_ladder import preset as fault_preset
 from tuneup.cli import main as cli_main
 from tuneup.errors import ExitCode
 from tuneup.probe.outcome import oom_kill_count, sigkill_cause, signal_reason
+from tuneup.trainers.adapters import load_trainer
 from tuneup.worker.trials import far_count, far_trial
 
 HERE = Path(__file__).parent
@@ -373,7 +374,10 @@ def test_users_data_gone_stops_the_ladder_with_the_way_on(tmp_path: Path) -> Non
     built = assemble_new(SessionRequest(trainer="sim"), machine_info(), out=tmp_path / "run")
     try:
         check = data_keeper(
-            built.session.preset, "unet", {"train_path": str(data)}, built.results.path
+            built.session.preset,
+            built.session.adapter,
+            {"train_path": str(data)},
+            built.results.path,
         )
         assert check is not None and check() is None
         data.unlink()
@@ -390,8 +394,8 @@ def test_the_synthetic_box_is_made_again_by_the_data_check(tmp_path: Path, monke
 
     monkeypatch.setenv("TUNEUP_CACHE_DIR", str(tmp_path / "cache"))
     preset = load_preset("cpu-smoke")
-    base = base_values(preset, "unet", None)
-    check = data_keeper(preset, "unet", base, tmp_path)
+    base = base_values(preset, load_trainer("unet"), None)
+    check = data_keeper(preset, load_trainer("unet"), base, tmp_path)
     assert check is not None and check() is None
     shutil.rmtree(Path(base["train_path"]).parent)
     said = check()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from tuneup.trainers.adapters import load_trainer
 from tuneup.tuning.search.guard import check_loss
 
 BASELINE = [0.12, 0.10, 0.085, 0.075, 0.068]
@@ -93,7 +94,7 @@ def test_a_session_judges_each_probe_s_loss_once_and_journals_the_verdict(tmp_pa
     lr = StagePlan("lr", [Candidate("lr=huge", {"lr_schedule": {"start_lr": 0.05}})])
     run = session.ProbeSession(
         preset=load_preset("cpu-smoke"),
-        trainer="sim",
+        adapter=load_trainer("sim"),
         backend=sim_backend(3),
         results=ResultsDir(tmp_path),
         machine=machine,

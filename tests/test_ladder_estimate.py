@@ -17,6 +17,7 @@ from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import load_preset, parse_preset
 from tuneup.probe.estimate import probe_seconds
 from tuneup.probe.types import Candidate
+from tuneup.trainers.adapters import load_trainer
 from tuneup.trainers.backends import WorkerBackend
 from tuneup.tuning.clock.ladder_record import LadderRecord
 from tuneup.tuning.clock.time_left import LadderClock, measured_costs, result_plan
@@ -59,7 +60,8 @@ def timed_session(tmp_path: Path, reporter: Said, record: LadderRecord) -> Probe
     ]
     return ProbeSession(
         preset=preset,
-        trainer="unet",  # priced as the U-Net's ladder: the sim alone says nothing of time
+        # priced as the U-Net's ladder: the sim alone says nothing of time
+        adapter=load_trainer("unet"),
         backend=Timed(),
         results=ResultsDir(tmp_path / "run"),
         machine=MachineInfo(cuda=True, gpu_count=1, cpus_usable=16),
@@ -116,7 +118,7 @@ def test_a_ladder_that_ran_here_gives_the_next_its_costs_before_any_probe(tmp_pa
 def test_a_preset_that_recorded_its_machines_costs_is_the_first_estimate(tmp_path):
     h200 = load_preset("h200")
     assert h200.costs is not None and "twin" in h200.costs["source"]
-    clock = LadderClock("unet", h200, [StagePlan("amp", [Candidate("bf16", {})])])
+    clock = LadderClock(load_trainer("unet"), h200, [StagePlan("amp", [Candidate("bf16", {})])])
     costs = clock.costs()
     assert costs.recorded and not costs.measured  # said as a guess, from a recorded machine
     assert costs.spawn_s == h200.costs["spawn_s"]
@@ -145,7 +147,7 @@ def test_costs_measured_by_the_first_probes_price_the_rest_within_a_quarter(
     ]
     session = ProbeSession(
         preset=preset,
-        trainer="unet",
+        adapter=load_trainer("unet"),
         backend=WorkerBackend(tmp_path / "probes", preset.budget, 0),
         results=ResultsDir(tmp_path / "run"),
         machine=MachineInfo(cpus_usable=2),
@@ -172,8 +174,8 @@ def test_costs_measured_by_the_first_probes_price_the_rest_within_a_quarter(
 def test_a_ladder_of_several_ranks_prices_every_probe_as_a_fresh_one() -> None:
     plans = [StagePlan("a", [Candidate("x", {"speed": 1.0})])]
     preset = load_preset("generic-cuda")
-    shared = LadderClock("unet", preset, plans)
-    alone = LadderClock("unet", preset, plans, shares_processes=False)
+    shared = LadderClock(load_trainer("unet"), preset, plans)
+    alone = LadderClock(load_trainer("unet"), preset, plans, shares_processes=False)
     kinds = alone.left(None, alone.costs()).counts
     assert all(kind.fresh for kind in kinds)
     assert alone.seconds_left(None)[0] > shared.seconds_left(None)[0]

@@ -9,6 +9,7 @@ import pytest
 
 from tuneup.cluster.shm import batches_in_flight, shm_free_bytes, shm_shortfall
 from tuneup.hardware.types import MachineInfo
+from tuneup.trainers.adapters import load_trainer
 from tuneup.tuning.session.preflight import loader_shm_problem
 
 MB = 10**6
@@ -103,5 +104,6 @@ def test_only_the_unet_trainers_sessions_check_dev_shm(monkeypatch) -> None:
     from tuneup.tuning.session.stage_plans import shm_free_for
 
     monkeypatch.setattr(tuneup.cluster.shm, "shm_free_bytes", lambda *a, **k: 64 * MB)
-    assert shm_free_for("unet") == 64 * MB
-    assert shm_free_for("sim") is None and shm_free_for("command") is None
+    assert shm_free_for(load_trainer("unet")) == 64 * MB
+    assert shm_free_for(load_trainer("sim")) is None
+    assert shm_free_for(load_trainer("command")) is None

@@ -21,6 +21,7 @@ import yaml
 from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import parse_preset
 from tuneup.probe.types import Candidate, ProbeBudget, Status
+from tuneup.trainers.adapters import load_trainer
 from tuneup.trainers.backends import WorkerBackend
 from tuneup.tuning.results.journal import ResultsDir
 from tuneup.tuning.search.search_records import StagePlan
@@ -101,7 +102,7 @@ def test_failing_rungs_are_classified_and_the_ladder_goes_on(
     results = ResultsDir(tmp_path / "run")
     session = ProbeSession(
         preset=preset,
-        trainer="unet",
+        adapter=load_trainer("unet"),
         backend=WorkerBackend(tmp_path / "probes", budget, 0),
         results=results,
         machine=MachineInfo(cpus_usable=2),

@@ -17,6 +17,7 @@ from tuneup.probe.events import Event, parse_events
 from tuneup.probe.telemetry import THROTTLED_NOTE, ProbeTelemetry, full_window
 from tuneup.probe.types import Candidate, ProbeBudget, ProbeResult, Status
 from tuneup.telemetry.sampler import Sampler
+from tuneup.trainers.adapters import load_trainer
 from tuneup.trainers.backends import WorkerBackend
 from tuneup.tuning.results.journal import ResultsDir
 from tuneup.tuning.session.engine import gpu_sampler
@@ -239,10 +240,10 @@ def test_the_worker_backend_fills_gpu_fields_from_its_sampler(tmp_path: Path):
 
 
 def test_only_the_unet_trainer_on_a_machine_with_gpus_gets_a_sampler():
-    assert gpu_sampler("sim", TraceBackend([])) is None
-    assert gpu_sampler("unet", None) is None
-    assert gpu_sampler("unet", TraceBackend([], ok=False)) is None
-    sampler = gpu_sampler("unet", TraceBackend([]))
+    assert gpu_sampler(load_trainer("sim"), TraceBackend([])) is None
+    assert gpu_sampler(load_trainer("unet"), None) is None
+    assert gpu_sampler(load_trainer("unet"), TraceBackend([], ok=False)) is None
+    sampler = gpu_sampler(load_trainer("unet"), TraceBackend([]))
     assert isinstance(sampler, Sampler)
     # dense enough for a 1.5 s FULL phase, and holding a long probe's window until it ends
     assert sampler.interval_s <= 0.25 and sampler.capacity * sampler.interval_s >= 15 * 60
@@ -261,7 +262,7 @@ def test_the_session_samples_while_probes_run_and_stops_after(tmp_path: Path):
     )
     session = ProbeSession(
         preset=preset,
-        trainer="unet",
+        adapter=load_trainer("unet"),
         backend=backend,
         results=ResultsDir(tmp_path / "run"),
         machine=MachineInfo(),

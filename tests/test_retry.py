@@ -13,6 +13,7 @@ from tuneup.preset.load import load_preset
 from tuneup.probe.events import ErrorEvent, Event
 from tuneup.probe.outcome import EXITED, transient
 from tuneup.probe.types import Candidate, ProbeResult, Status
+from tuneup.trainers.adapters import load_trainer
 from tuneup.tuning.results.journal import ResultsDir
 from tuneup.tuning.search.search_records import BaselineFailed
 from tuneup.tuning.session.control import OutOfTime
@@ -53,7 +54,7 @@ def session(tmp_path: Path, backend: Scripted, **kwargs: Any) -> ProbeSession:
     plans = stage_plans(("amp",), MACHINE, base, preset)
     run = ProbeSession(
         preset=preset,
-        trainer="sim",
+        adapter=load_trainer("sim"),
         backend=backend,
         results=ResultsDir(tmp_path),
         machine=MACHINE,
@@ -116,7 +117,7 @@ def test_a_resume_skips_the_failed_attempt_and_reuses_its_retry(tmp_path: Path) 
     again = Scripted({})
     run = ProbeSession(
         preset=load_preset("cpu-smoke"),
-        trainer="sim",
+        adapter=load_trainer("sim"),
         backend=again,
         results=ResultsDir(tmp_path),
         machine=MACHINE,

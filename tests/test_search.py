@@ -12,6 +12,7 @@ from tuneup.errors import UsageError
 from tuneup.hardware.types import MachineInfo
 from tuneup.probe.stats import iqr_pct, median, noise_margin
 from tuneup.probe.types import Candidate, ProbeResult, Status
+from tuneup.trainers.adapters import load_trainer
 from tuneup.tuning.results.verdicts import headline
 from tuneup.tuning.search.grid import grid_search
 from tuneup.tuning.search.paired import NoiseTracker, PhaseNoise, Verdict, noise_group
@@ -498,7 +499,7 @@ def test_what_a_busy_machine_spoils_moves_the_time_left_within_its_bound():
     from tuneup.tuning.clock.time_left import LadderClock
 
     plans = [speed_stage("s", 150.0), speed_stage("t", 150.0)]
-    clock = LadderClock("unet", load_preset("cpu-smoke"), plans)
+    clock = LadderClock(load_trainer("unet"), load_preset("cpu-smoke"), plans)
     base = ProbeResult("baseline", {}, {"speed": 1}, Status.OK, full_sps=1.0, wall_s=5.0)
     clock.heard("baseline", base)
     quiet = clock.left("baseline", clock.costs()).probes

@@ -12,6 +12,7 @@ from tuneup_plugins.sim import sim_backend, sim_stage_plans
 from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import load_preset
 from tuneup.probe.types import ProbeResult, Status
+from tuneup.trainers.adapters import load_trainer
 from tuneup.tuning.results.journal import ResultsDir
 from tuneup.tuning.results.verdicts import headline, stage_summary, unmeasured
 from tuneup.tuning.session.control import SessionInterrupted, SilentReporter
@@ -36,7 +37,7 @@ def _session(tmp_path: Path, reporter) -> ProbeSession:
     base = {**preset.train, "device": "cuda"}
     return ProbeSession(
         preset=preset,
-        trainer="sim",
+        adapter=load_trainer("sim"),
         backend=sim_backend(1),
         results=ResultsDir(tmp_path),
         machine=machine,

@@ -330,7 +330,7 @@ def test_an_app_session_resumed_by_the_cli_reuses_every_probe_on_the_same_data(
     request = SessionRequest(
         preset="cpu-smoke", stages=("workers", "amp"), budget=preset.budget, data_path=data
     )
-    driver = app.build_driver(request, preset.name)
+    driver = app.build_driver(request, preset)
     _drive(driver, stop_after=6)
     app.built.close()
     journal = (out / "journal.jsonl").read_text().splitlines()
@@ -512,3 +512,38 @@ def test_a_time_budget_is_kept_on_the_real_cpu_smoke_ladder(tmp_path: Path) -> N
     # machine's last probe may run long
     assert wall <= budget + (90 if loaded else 30), wall
     assert summary["time_budget"]["left_out"] or summary["time_budget"]["planned_out"], said
+
+
+def test_a_session_loads_its_trainer_and_its_preset_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Loaded once and passed on as values: a session asks the registry for its trainer
+    and reads its preset's file one time each, however many parts read them."""
+    import tuneup.preset.load as preset_load
+    from tuneup.hardware.machine import machine_info
+    from tuneup.trainers import adapters
+    from tuneup.tuning.session.assembly import assemble_new
+    from tuneup.tuning.session.request import SessionRequest
+
+    loads = {"trainer": 0, "preset": 0}
+    parse, load = preset_load.parse_preset, adapters._REGISTRY.load
+
+    def parse_counted(*args: Any, **kwargs: Any) -> Any:
+        loads["preset"] += 1
+        return parse(*args, **kwargs)
+
+    def load_counted(name: str) -> Any:
+        loads["trainer"] += 1
+        return load(name)
+
+    monkeypatch.setattr(preset_load, "parse_preset", parse_counted)
+    monkeypatch.setattr(adapters._REGISTRY, "load", load_counted)
+    request = SessionRequest(preset="cpu-smoke", trainer="sim", stages=("workers", "amp"))
+    built = assemble_new(request, machine_info(), out=tmp_path / "run")
+    try:
+        built.session.start(resume=False)
+        built.session.run()
+    finally:
+        built.close()
+    assert (tmp_path / "run" / "summary.json").is_file()
+    assert loads == {"trainer": 1, "preset": 1}

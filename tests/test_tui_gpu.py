@@ -96,7 +96,7 @@ def test_the_app_runs_a_short_ladder_with_live_gpu_charts(
     async def go() -> None:
         async with app.run_test(size=SIZE) as pilot:
             await until(lambda: isinstance(app.screen, SetupScreen), pilot, 30)
-            app.post_message(SetupScreen.Start(request, preset.name))
+            app.post_message(SetupScreen.Start(request, preset))
             await until(lambda: tune_screen(app) is not None, pilot, 120)
             screen = tune_screen(app)
             assert screen is not None

@@ -24,6 +24,7 @@ from tuneup.config import load_config
 from tuneup.errors import UsageError
 from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import load_preset
+from tuneup.trainers.adapters import load_trainer
 from tuneup.tui.screens.results import ResultsScreen, load_results
 from tuneup.tui.widgets.gain_bars import GainBars
 from tuneup.tuning.results.journal import ResultsDir
@@ -39,7 +40,7 @@ def finished_session(folder: Path, seed: int = 3) -> Summary:
     preset = load_preset("cpu-smoke")
     session = ProbeSession(
         preset=preset,
-        trainer="sim",
+        adapter=load_trainer("sim"),
         backend=sim_backend(seed),
         results=ResultsDir(folder),
         machine=MACHINE,

@@ -27,6 +27,7 @@ from tuneup.config import load_config
 from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import load_preset
 from tuneup.probe.types import Candidate, ProbeResult, Status
+from tuneup.trainers.adapters import load_trainer
 from tuneup.tui.driver import SessionDriver
 from tuneup.tui.screens.results import ResultsScreen
 from tuneup.tui.screens.tune import TuneScreen
@@ -64,7 +65,7 @@ def make_driver(folder: Path, backend: Any) -> SessionDriver:
     preset = load_preset("cpu-smoke")
     session = ProbeSession(
         preset=preset,
-        trainer="sim",
+        adapter=load_trainer("sim"),
         backend=backend,
         results=ResultsDir(folder),
         machine=MACHINE,

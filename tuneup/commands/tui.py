@@ -24,7 +24,7 @@ from tuneup.hardware.devices import cuda_visible_devices
 from tuneup.hardware.machine import machine_info
 from tuneup.hardware.replay import read_trace
 from tuneup.hardware.types import MachineInfo
-from tuneup.preset.load import load_preset
+from tuneup.preset.load import ProbePreset, load_preset
 from tuneup.trainers.adapters import DEFAULT_TRAINER, load_trainer, scan_trainers
 from tuneup.tuning.clock.ladder_record import LadderRecord
 from tuneup.tuning.results.journal import ResultsDir, where_it_stands
@@ -58,8 +58,9 @@ def run_tui_command(
         if not replay.is_file():
             raise UsageError(f"--replay {replay}: no such trace file (record one with --record)")
         read_trace(replay)  # not a trace: one line, before the screen opens
+    chosen = None
     if preset_name is not None:
-        load_preset(preset_name)  # an unknown preset fails here, with the known names
+        chosen = load_preset(preset_name)  # an unknown preset fails here, with the known names
     require_app("the full-screen app", "tuneup probe / tuneup monitor --once")
     require_terminal(  # Textual reads keys from stdin and draws on stderr
         "the full-screen app",
@@ -72,7 +73,7 @@ def run_tui_command(
     if preset_name is None:
         preset_name, _why = pick_preset(None, machine)
     job = read_job_env(gpu_count=machine.gpu_count if machine.cuda else 0)
-    machine = _with_layout(machine, preset_name, job)
+    machine = _with_layout(machine, chosen or load_preset(preset_name), job)
     app = TuneupApp(
         machine,
         trainer=trainer,
@@ -107,10 +108,10 @@ def _exit_soon(app: Any) -> None:
         app.exit()
 
 
-def _with_layout(machine: MachineInfo, preset_name: str, job: JobEnv) -> MachineInfo:
+def _with_layout(machine: MachineInfo, preset: ProbePreset, job: JobEnv) -> MachineInfo:
     """The machine with the rank layout the setup screen offers first (job or preset)."""
     try:
-        plan = choose_layout(None, None, load_preset(preset_name), job, machine)
+        plan = choose_layout(None, None, preset, job, machine)
     except UsageError:
         return machine  # the screen offers one rank; the user may change it
     return dataclasses.replace(machine, world_size=plan.world_size, nodes=plan.nodes)

@@ -24,7 +24,7 @@ from tuneup.hardware.backends import choose_backend
 from tuneup.hardware.devices import cuda_visible_devices
 from tuneup.hardware.replay import ReplayBackend
 from tuneup.hardware.types import GpuBackend, MachineInfo
-from tuneup.preset.load import default_preset_name, list_presets
+from tuneup.preset.load import ProbePreset, default_preset_name, list_presets
 from tuneup.probe.estimate import StepModel
 from tuneup.telemetry.sampler import Sampler
 from tuneup.trainers.adapters import DEFAULT_TRAINER, load_trainer
@@ -181,32 +181,35 @@ class TuneupApp(App[None]):
     def on_setup_screen_start(self, message: SetupScreen.Start) -> None:
         # Making a synthetic box can take minutes: off the UI thread.
         self.run_worker(
-            lambda: self._prepare(message.request, message.preset_name),
+            lambda: self._prepare(message.request, message.preset),
             thread=True,
             exit_on_error=False,
             name="prepare",
         )
 
-    def _prepare(self, request: SessionRequest, preset_name: str) -> None:
+    def _prepare(self, request: SessionRequest, preset: ProbePreset) -> None:
         try:
-            driver = self.build_driver(request, preset_name)
+            driver = self.build_driver(request, preset)
         except Exception as exc:  # a bad data file or preset: said on screen, not a crash
             self.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
             return
         self.call_from_thread(self._launch, driver, True)
 
-    def build_driver(self, request: SessionRequest, preset_name: str) -> Any:
+    def build_driver(self, request: SessionRequest, preset: ProbePreset) -> Any:
         """The session the setup screen's `request` asks for, with this app's trainer and seed,
-        assembled as `tuneup probe` assembles it, in a driver."""
+        assembled as `tuneup probe` assembles it (with the trainer and preset already
+        loaded), in a driver."""
         request = dataclasses.replace(request, trainer=self.trainer, seed=self.seed)
         relay = self._relay()
         built = assemble_new(
             request,
             self.machine,
-            out=self.out or self._default_out(preset_name),
+            out=self.out or self._default_out(preset.name),
             on_event=relay,
             job=self._job_env(),
             engine_factory=self.engine_factory,
+            adapter=self.adapter,
+            preset=preset,
         )
         return self._session_driver(built, relay)
 

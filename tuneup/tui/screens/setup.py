@@ -25,7 +25,7 @@ from textual.widgets.selection_list import Selection
 from tuneup.cluster.job import JobEnv
 from tuneup.errors import UsageError
 from tuneup.hardware.types import MachineInfo
-from tuneup.preset.load import load_preset, preset_stage
+from tuneup.preset.load import ProbePreset, load_preset, preset_stage
 from tuneup.probe.estimate import (
     Habits,
     ProbeCosts,
@@ -168,13 +168,13 @@ class SetupScreen(Screen[None]):
 
     class Start(Message):
         """The user pressed Start with a valid choice: the request `tuneup probe` would make of
-        the same flags (the app adds its trainer and seed), and the preset's name (the
-        session folder's)."""
+        the same flags (the app adds its trainer and seed), and the preset it names, loaded
+        (the session takes it as it is; its name names the session's folder)."""
 
-        def __init__(self, request: SessionRequest, preset_name: str) -> None:
+        def __init__(self, request: SessionRequest, preset: ProbePreset) -> None:
             super().__init__()
             self.request = request
-            self.preset_name = preset_name
+            self.preset = preset
 
     def __init__(
         self,
@@ -439,7 +439,7 @@ class SetupScreen(Screen[None]):
             budget=dataclasses.replace(self.budget),
             time_budget_s=self.time_budget_s,
         )
-        self.post_message(self.Start(request, self.preset.name))
+        self.post_message(self.Start(request, self.preset))
 
 
 def _explained(widget: Input, setting: str) -> Input:

@@ -45,7 +45,7 @@ from tuneup.probe.types import (
     ProbeBudget,
     ProbeResult,
 )
-from tuneup.trainers.adapters import load_trainer
+from tuneup.trainers.adapters import TrainerAdapter
 from tuneup.tuning.clock.ladder_record import LadderCosts, LadderRecord
 from tuneup.tuning.search.guard import batch_of
 from tuneup.tuning.search.load import LADDER_PROBES
@@ -177,7 +177,7 @@ SIMULATED = "the simulated trainer's own seconds"
 
 
 def prior_costs(
-    trainer: str,
+    adapter: TrainerAdapter,
     preset: ProbePreset,
     machine: str,
     record: LadderRecord | None,
@@ -191,10 +191,9 @@ def prior_costs(
     (`probe.costs`), else the trainer's StepModel guess."""
     if known is not None:  # its costs are known; how its decisions go, as the preset's did
         return replace(known, shares=known.shares and shares), _habits(preset), SIMULATED
-    adapter = load_trainer(trainer)
     kept = None
     if record is not None and not adapter.simulated:
-        kept = record.recall(trainer, preset.name, machine)
+        kept = record.recall(adapter.name, preset.name, machine)
     return prior(kept, preset, adapter.step_model, shares)
 
 
@@ -228,11 +227,11 @@ def _habits(preset: ProbePreset) -> Habits:
 
 
 def known_costs(
-    trainer: str, values: dict[str, Any], budget: ProbeBudget, machine: MachineInfo
+    adapter: TrainerAdapter, values: dict[str, Any], budget: ProbeBudget, machine: MachineInfo
 ) -> ProbeCosts | None:
-    """What `trainer` knows its probes of `values` cost on `machine` (a simulated trainer's
+    """What the trainer knows its probes of `values` cost on `machine` (a simulated trainer's
     seconds); None: nothing before its probes run."""
-    return load_trainer(trainer).known_costs(values, budget, machine)
+    return adapter.known_costs(values, budget, machine)
 
 
 def stage_shapes(plans: Sequence[StagePlan]) -> list[StageShape]:
@@ -252,7 +251,7 @@ class LadderClock:
     """A ladder's expected remainder, updated probe by probe.
 
     Attributes:
-        trainer, preset: the session's (the record is kept by both names).
+        adapter, preset: the session's trainer and preset (the record is kept by both names).
         plans: the stage plans, in order (their candidates and judged phases shape it).
         search: "staged" or "grid".
         baseline_repeats, confirm_pairs: as the search runs them.
@@ -262,7 +261,7 @@ class LadderClock:
         record: where ladder costs are kept between sessions; None: nowhere.
     """
 
-    trainer: str
+    adapter: TrainerAdapter
     preset: ProbePreset
     plans: list[StagePlan]
     search: str = "staged"
@@ -282,8 +281,8 @@ class LadderClock:
     _lost: int = 0
 
     def __post_init__(self) -> None:
-        # Asked after every probe: the trainer and an earlier ladder's record are read once.
-        self.simulated = load_trainer(self.trainer).simulated  # no time worth telling
+        # Asked after every probe: an earlier ladder's record is read once.
+        self.simulated = self.adapter.simulated  # no time worth telling
         self.reprice(self.known)
 
     def reprice(self, known: ProbeCosts | None) -> None:
@@ -292,7 +291,7 @@ class LadderClock:
         step model). The GPU twin replays with it what `tuneup probe` first says there."""
         self.known = known
         self._prior, self._prior_habits, self.basis = prior_costs(
-            self.trainer, self.preset, self.machine, self.record, self.shares_processes, known
+            self.adapter, self.preset, self.machine, self.record, self.shares_processes, known
         )
 
     @property
@@ -424,7 +423,7 @@ class LadderClock:
         if not self.shares_processes:  # the costs of fresh probes only: no guide
             return
         self.record.remember(
-            self.trainer,
+            self.adapter.name,
             self.preset.name,
             self.machine,
             LadderCosts(self.typical_costs(), self.habits(CONFIRM_STAGE)),

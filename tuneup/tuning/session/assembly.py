@@ -32,7 +32,7 @@ from tuneup.preset.load import ProbePreset, load_preset, preset_warnings
 from tuneup.probe.estimate import ProbeCosts
 from tuneup.probe.events import EventHandler
 from tuneup.probe.stages import stage_names
-from tuneup.trainers.adapters import DEFAULT_TRAINER, load_trainer
+from tuneup.trainers.adapters import DEFAULT_TRAINER, TrainerAdapter, load_trainer
 from tuneup.tuning.clock.ladder_record import LadderRecord
 from tuneup.tuning.results.journal import SESSION, ResultsDir, folder_problem, quoted
 from tuneup.tuning.search.search_records import StagePlan
@@ -195,7 +195,9 @@ def launch_info(plan: LaunchPlan) -> dict[str, Any]:
     }
 
 
-def base_values(preset: ProbePreset, trainer: str, data_path: Path | None) -> dict[str, Any]:
+def base_values(
+    preset: ProbePreset, adapter: TrainerAdapter, data_path: Path | None
+) -> dict[str, Any]:
     """The session's base config: the user's data file, else the preset's data or synthetic box.
 
     A data file is the tutorial's train.h5; its sibling val.h5 is the
@@ -212,7 +214,7 @@ def base_values(preset: ProbePreset, trainer: str, data_path: Path | None) -> di
         return values
     synth = preset.synthetic_data
     needs_files = loader(str(values.get("data_loader_config", "lowmem"))).reads_files
-    if synth and needs_files and not values.get("train_path") and load_trainer(trainer).data_files:
+    if synth and needs_files and not values.get("train_path") and adapter.data_files:
         # h5py: only when a synthetic box must be made
         from tuneup.unet.datacache import ensure_synthetic_data
 
@@ -256,11 +258,15 @@ def assemble_new(
     clock: Callable[[], float] = time.time,
     monotonic: Callable[[], float] = time.monotonic,
     known_costs: ProbeCosts | None = None,
+    adapter: TrainerAdapter | None = None,
+    preset: ProbePreset | None = None,
 ) -> AssembledSession:
     """A new session in `out` (default tuneup-results/PRESET-TIME), its folder locked.
 
     `clock` names the folder; `monotonic` times the ladder against its time budget (the
     GPU twin passes its own, and `known_costs`: its probes' price, not the sim's).
+    `adapter` and `preset`: the request's trainer and preset where the caller loaded them
+    already (the app); the session loads each once otherwise, and passes it on.
 
     Raises:
         UsageError: bad input (unknown preset, trainer or stage; a layout the job
@@ -268,11 +274,12 @@ def assemble_new(
             baseline whose loader cannot run here).
         FolderBusy: another live tuneup writes to `out`.
     """
-    trainer = request.trainer or DEFAULT_TRAINER
-    # fails early, listing the known ones, before any data is made
-    simulated = load_trainer(trainer).simulated
-    preset_name, why = pick_preset(request.preset, machine)
-    preset = load_preset(preset_name)
+    # loaded once for the session; fails early, listing the known ones, before any data is made
+    adapter = adapter or load_trainer(request.trainer or DEFAULT_TRAINER)
+    why = None
+    if preset is None:
+        preset_name, why = pick_preset(request.preset, machine)
+        preset = load_preset(preset_name)
     if request.budget is not None:
         preset = dataclasses.replace(preset, budget=request.budget)
     names = pick_stages(preset.stages, request.stages)
@@ -285,18 +292,18 @@ def assemble_new(
 
     # before a synthetic box is made or a folder taken: what needs no data file
     label = preset.source or preset.name
-    refuse_baseline(load_trainer(trainer), label, preset.train, plan.world_size, data=False)
-    results = ResultsDir(out or default_folder(preset.name, clock, simulated=simulated))
+    refuse_baseline(adapter, label, preset.train, plan.world_size, data=False)
+    results = ResultsDir(out or default_folder(preset.name, clock, simulated=adapter.simulated))
     existed = _new_folder(results)
     lock = ResultsLock(results.path)
     try:
         take_lock(lock, results, resumed=False)
         if results.has_session():  # another run finished there while this one started
             raise _already_a_session(results.path)
-        base = base_values(preset, trainer, request.data_path)
+        base = base_values(preset, adapter, request.data_path)
         return build_session(
             preset=preset,
-            trainer=trainer,
+            adapter=adapter,
             stages=names,
             base=base,
             search=request.search or "staged",
@@ -359,7 +366,7 @@ def _already_a_session(folder: Path) -> UsageError:
 
 
 def checked_plans(
-    trainer: str,
+    adapter: TrainerAdapter,
     stages: tuple[str, ...],
     machine: MachineInfo,
     base: dict[str, Any],
@@ -372,11 +379,10 @@ def checked_plans(
     Raises:
         UsageError: the baseline fails one of them, in one line with the fix.
     """
-    shm_free = shm_free_for(trainer)  # the U-Net's loader workers pass batches through it
+    shm_free = shm_free_for(adapter)  # the U-Net's loader workers pass batches through it
     problem = loader_shm_problem(base, machine.ranks_per_node, shm_free)
     if problem is not None:
         raise UsageError(f"the baseline's loader cannot run here: {problem}")
-    adapter = load_trainer(trainer)
     refuse_baseline(adapter, preset.source or preset.name, base, machine.world_size, data=True)
     return stage_plans(
         stages,
@@ -388,10 +394,11 @@ def checked_plans(
         refusal=adapter.refusal,
     )
 
+
 def build_session(
     *,
     preset: ProbePreset,
-    trainer: str,
+    adapter: TrainerAdapter,
     stages: tuple[str, ...],
     base: dict[str, Any],
     search: str,
@@ -419,15 +426,15 @@ def build_session(
     known_costs: ProbeCosts | None = None,
 ) -> AssembledSession:
     """A session on what the caller resolved (`keep_costs` False: a replay's, kept none)."""
-    plans = checked_plans(trainer, stages, machine, base, preset)
+    plans = checked_plans(adapter, stages, machine, base, preset)
     record = LadderRecord(cache_dir())
     shares = not fresh_processes and machine.world_size == 1
     limits = (time_budget_s, shortest_trial_s, known_costs)
-    fit = fit_to_time(trainer, preset, plans, base, machine, job, record, shares, *limits)
+    fit = fit_to_time(adapter, preset, plans, base, machine, job, record, shares, *limits)
     limit = fit.plan.limit_s
     preset, notes = fit.applied(preset, plans, notes)
     engine = engine_factory(
-        trainer,
+        adapter,
         machine,
         results.path / "probes",
         preset.budget,
@@ -440,7 +447,7 @@ def build_session(
     )
     session = ProbeSession(
         preset=preset,
-        trainer=trainer,
+        adapter=adapter,
         backend=engine.backend,
         results=results,
         machine=machine,
@@ -460,7 +467,7 @@ def build_session(
         limit_by=fit.whose,
         shortest_trial_s=fit.shortest_trial_s,
         monotonic=monotonic,
-        data_check=data_keeper(preset, trainer, base, results.path),
+        data_check=data_keeper(preset, adapter, base, results.path),
         retry_failed=retry_failed,
         setting=setting,
         baseline_again=baseline_again,

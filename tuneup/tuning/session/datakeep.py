@@ -9,13 +9,13 @@ from typing import Any
 
 from tuneup.bundled import cache_dir
 from tuneup.preset.load import ProbePreset
-from tuneup.trainers.adapters import load_trainer
+from tuneup.trainers.adapters import TrainerAdapter
 from tuneup.tuning.results.journal import quoted
 from tuneup.tuning.session.control import DataGone
 
 
 def data_keeper(
-    preset: ProbePreset, trainer: str, base: dict[str, Any], folder: Path
+    preset: ProbePreset, adapter: TrainerAdapter, base: dict[str, Any], folder: Path
 ) -> Callable[[], str | None] | None:
     """The check run before each probe that the data files it reads are still there.
 
@@ -24,7 +24,7 @@ def data_keeper(
     check says so; a file of the user's that went ends the ladder (DataGone: partial
     summary, and how to continue once it is back). None: the trainer reads no files.
     """
-    if not load_trainer(trainer).data_files:
+    if not adapter.data_files:
         return None
     files = [Path(str(base[k])) for k in ("train_path", "val_path") if base.get(k)]
     if not files:

@@ -14,7 +14,7 @@ from tuneup.probe.backend import ProbeBackend
 from tuneup.probe.events import Event, EventHandler
 from tuneup.probe.hostload import ContentionWatch, HostLoadSampler
 from tuneup.telemetry.sampler import Sampler
-from tuneup.trainers.adapters import TrainerContext, load_trainer
+from tuneup.trainers.adapters import TrainerAdapter, TrainerContext
 
 if TYPE_CHECKING:
     from tuneup.cluster.job import JobEnv
@@ -45,7 +45,7 @@ class Engine:
 
 
 def build_engine(
-    trainer: str,
+    adapter: TrainerAdapter,
     machine: MachineInfo,
     workdir: Path,
     budget: ProbeBudget,
@@ -66,12 +66,11 @@ def build_engine(
         UsageError: an unknown trainer, or settings the trainer cannot work with.
     """
 
-    adapter = load_trainer(trainer)
     gpu_backend = None
     sampler = None
     if adapter.gpu_telemetry and machine.cuda:  # telemetry only where NVML can see GPUs
         gpu_backend = choose_backend(cuda_visible_devices=cuda_visible_devices())
-        sampler = gpu_sampler(trainer, gpu_backend)
+        sampler = gpu_sampler(adapter, gpu_backend)
     host = HostLoadSampler()
     watch_events: list[EventHandler] = []
 
@@ -104,14 +103,16 @@ PROBE_SAMPLE_HISTORY_S = 20 * 60  # a probe's FULL window must still be held whe
 
 
 def gpu_sampler(
-    trainer: str, gpu_backend: GpuBackend | None, interval_s: float = PROBE_SAMPLE_INTERVAL_S
+    adapter: TrainerAdapter,
+    gpu_backend: GpuBackend | None,
+    interval_s: float = PROBE_SAMPLE_INTERVAL_S,
 ) -> Sampler | None:
     """A sampler for the session's probes: a trainer with `gpu_telemetry`, on a machine with GPUs.
 
     Pass it to both the WorkerBackend (which joins it to each probe) and the
     ProbeSession (which starts it with the session and stops it at the end).
     """
-    if gpu_backend is None or not load_trainer(trainer).gpu_telemetry:
+    if gpu_backend is None or not adapter.gpu_telemetry:
         return None
     ok, _why = gpu_backend.available()
     if not ok or not gpu_backend.devices():

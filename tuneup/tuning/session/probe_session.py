@@ -34,6 +34,7 @@ from tuneup.probe.types import (
     Status,
 )
 from tuneup.telemetry.sampler import Sampler
+from tuneup.trainers.adapters import TrainerAdapter
 from tuneup.tuning.clock.ladder_record import LadderRecord, machine_tag
 from tuneup.tuning.clock.planner import SHORTEST_TRIAL_SHARE, LadderPlan
 from tuneup.tuning.clock.time_left import LadderClock, known_costs
@@ -63,7 +64,7 @@ class ProbeSession:
     """Runs one ladder; construct it with its backend, results folder and reporter."""
 
     preset: ProbePreset
-    trainer: str
+    adapter: TrainerAdapter  # the session's trainer, loaded once (its name: `trainer`)
     backend: ProbeBackend  # a plain callable given here is wrapped once (as_backend)
     results: ResultsDir
     machine: MachineInfo
@@ -132,7 +133,7 @@ class ProbeSession:
         self.backend = as_backend(self.backend)
         planned = self.ladder_plan
         self.clock = LadderClock(
-            trainer=self.trainer,
+            adapter=self.adapter,
             preset=self.preset,
             # the stages the time budget's plan keeps (those it left out are priced at nothing)
             plans=[p for p in self.plans if planned is None or planned.reason(p.name) is None],
@@ -142,7 +143,7 @@ class ProbeSession:
             shares_processes=not self.fresh_processes and self.machine.world_size == 1,
             machine=machine_tag(self.machine),
             record=self.record,
-            known=known_costs(self.trainer, self.base_values, self.preset.budget, self.machine),
+            known=known_costs(self.adapter, self.base_values, self.preset.budget, self.machine),
         )
         budget = self.preset.budget
         shortest = self.shortest_trial_s
@@ -156,6 +157,11 @@ class ProbeSession:
             now=self._now,
             walls=self._walls,
         )
+
+    @property
+    def trainer(self) -> str:
+        """The trainer's registered name (what the session's files record)."""
+        return self.adapter.name
 
     def session_info(self) -> dict[str, Any]:
         info = {

@@ -23,7 +23,7 @@ from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import ProbePreset, load_preset, parse_preset
 from tuneup.probe.events import EventHandler
 from tuneup.probe.types import ProbeBudget
-from tuneup.trainers.adapters import DEFAULT_TRAINER, load_trainer
+from tuneup.trainers.adapters import DEFAULT_TRAINER, TrainerAdapter, load_trainer
 from tuneup.tuning.clock.planner import SHORTEST_TRIAL_SHARE
 from tuneup.tuning.results.journal import (
     JOURNAL,
@@ -91,12 +91,11 @@ def assemble_resume(
         preset, said = _resumed_preset(request, info)
         alerts += said
         preset, shortest = _recorded_budget(preset, info)
-        trainer = str(info.get("trainer") or DEFAULT_TRAINER)
-        load_trainer(trainer)
+        adapter = load_trainer(str(info.get("trainer") or DEFAULT_TRAINER))  # once a session
         job = job or read_job_env(gpu_count=machine.gpu_count if machine.cuda else 0)
         plan = _resumed_layout(request, info, preset, job, machine)
         machine = dataclasses.replace(machine, world_size=plan.world_size, nodes=plan.nodes)
-        base = _recorded_base(info, preset, trainer)
+        base = _recorded_base(info, preset, adapter)
         recorded_stages = tuple(info.get("stages") or preset.stages)
         setting = read_setting(machine, preset.document)
         changes = [] if replay_only else differences(info.get(SETTING), setting)
@@ -104,7 +103,7 @@ def assemble_resume(
         again = "" if request.accept_changes else "; ".join(changes)
         return build_session(
             preset=preset,
-            trainer=trainer,
+            adapter=adapter,
             stages=pick_stages(preset.stages, request.stages or recorded_stages),
             base=base,
             search=request.search or str(info.get("search") or "staged"),
@@ -133,11 +132,13 @@ def assemble_resume(
         raise
 
 
-def _recorded_base(info: dict[str, Any], preset: ProbePreset, trainer: str) -> dict[str, Any]:
+def _recorded_base(
+    info: dict[str, Any], preset: ProbePreset, adapter: TrainerAdapter
+) -> dict[str, Any]:
     """The journal is keyed by config: a resume starts from the very base the session ran
     (the preset's, where session.json lost it)."""
     recorded = info.get("base_config")
-    return dict(recorded) if isinstance(recorded, dict) else base_values(preset, trainer, None)
+    return dict(recorded) if isinstance(recorded, dict) else base_values(preset, adapter, None)
 
 
 def _session_rebuilt(results: ResultsDir, info: dict[str, Any], lost: SessionLost) -> str:
@@ -242,10 +243,10 @@ def _rebuilt_session(
         raise lost
     preset = load_preset(str(preset_name))
     trainer = request.trainer or str(summary.get("trainer") or DEFAULT_TRAINER)
-    load_trainer(trainer)
+    adapter = load_trainer(trainer)
     probes = results.results()
     baseline = next((p for p in probes if p.stage == "baseline"), None)
-    base = dict(baseline.config) if baseline is not None else base_values(preset, trainer, None)
+    base = dict(baseline.config) if baseline is not None else base_values(preset, adapter, None)
     return {
         SESSION_ID: baseline.session if baseline is not None else "",
         "preset": preset.name,

@@ -14,7 +14,7 @@ from tuneup.probe.stages import load_stage
 from tuneup.probe.types import (
     PHASES,
 )
-from tuneup.trainers.adapters import load_trainer
+from tuneup.trainers.adapters import TrainerAdapter
 from tuneup.tuning.search.search_records import StagePlan
 from tuneup.tuning.session.preflight import loader_shm_problem
 
@@ -22,9 +22,9 @@ Refusal = Callable[[dict[str, Any], int], str | None]
 """Why the trainer would refuse values on so many ranks (TrainerAdapter.refusal)."""
 
 
-def shm_free_for(trainer: str) -> int | None:
+def shm_free_for(adapter: TrainerAdapter) -> int | None:
     """Bytes free in /dev/shm where the trainer's loader workers use it (data_files); else None."""
-    if not load_trainer(trainer).data_files:
+    if not adapter.data_files:
         return None
 
     return shm.shm_free_bytes()

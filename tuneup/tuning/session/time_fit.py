@@ -18,6 +18,7 @@ from tuneup.errors import UsageError
 from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import ProbePreset
 from tuneup.probe.estimate import ProbeCosts, duration_text, time_limit
+from tuneup.trainers.adapters import TrainerAdapter
 from tuneup.tuning.clock.ladder_record import LadderRecord, machine_tag
 from tuneup.tuning.clock.planner import (
     ALLOCATION,
@@ -58,7 +59,7 @@ class TimeFit:
 
 
 def fit_to_time(
-    trainer: str,
+    adapter: TrainerAdapter,
     preset: ProbePreset,
     plans: list[StagePlan],
     base: dict[str, Any],
@@ -83,8 +84,8 @@ def fit_to_time(
     limit = time_limit(time_budget_s, usable)
     yours = time_budget_s is not None and (usable is None or time_budget_s <= usable)
     whose = BUDGET if yours or usable is None else ALLOCATION
-    known = known or known_costs(trainer, base, preset.budget, machine)
-    costs, habits, basis = prior_costs(trainer, preset, machine_tag(machine), record, shares, known)
+    known = known or known_costs(adapter, base, preset.budget, machine)
+    costs, habits, basis = prior_costs(adapter, preset, machine_tag(machine), record, shares, known)
     shortest = shortest_trial_s or preset.budget.trial_s * SHORTEST_TRIAL_SHARE
     plan = plan_ladder(
         stage_shapes(plans),
