@@ -276,12 +276,7 @@ def assemble_new(
     """
     # loaded once for the session; fails early, listing the known ones, before any data is made
     adapter = adapter or load_trainer(request.trainer or DEFAULT_TRAINER)
-    why = None
-    if preset is None:
-        preset_name, why = pick_preset(request.preset, machine)
-        preset = load_preset(preset_name)
-    if request.budget is not None:
-        preset = dataclasses.replace(preset, budget=request.budget)
+    preset, why = _chosen_preset(request, machine, preset)
     names = pick_stages(preset.stages, request.stages)
     job = job or read_job_env(gpu_count=machine.gpu_count if machine.cuda else 0)
     plan = choose_layout(request.nproc, request.nodes, preset, job, machine)
@@ -331,6 +326,20 @@ def assemble_new(
         if not existed:
             discard_if_empty(results.path)
         raise
+
+
+def _chosen_preset(
+    request: SessionRequest, machine: MachineInfo, preset: ProbePreset | None
+) -> tuple[ProbePreset, str | None]:
+    """The request's preset (the one the caller loaded, else loaded here) with the request's
+    budget where it gives one; why it was picked, where the request named none."""
+    why = None
+    if preset is None:
+        name, why = pick_preset(request.preset, machine)
+        preset = load_preset(name)
+    if request.budget is not None:
+        preset = dataclasses.replace(preset, budget=request.budget)
+    return preset, why
 
 
 def _new_folder(results: ResultsDir) -> bool:
