@@ -373,11 +373,10 @@ def test_users_data_gone_stops_the_ladder_with_the_way_on(tmp_path: Path) -> Non
     data.write_bytes(b"x")
     built = assemble_new(SessionRequest(trainer="sim"), machine_info(), out=tmp_path / "run")
     try:
+        # the U-Net's check (the sim reads no files) on this session's folder
+        unet = load_trainer("unet")
         check = data_keeper(
-            built.session.preset,
-            built.session.adapter,
-            {"train_path": str(data)},
-            built.results.path,
+            built.session.preset, unet, {"train_path": str(data)}, built.results.path
         )
         assert check is not None and check() is None
         data.unlink()
