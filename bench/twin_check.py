@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -113,6 +114,16 @@ def compare(predicted: dict[str, Any], ladders: list[dict[str, Any]]) -> dict[st
     }
 
 
+def fresh_compile_cache(folder: Path) -> None:
+    """torch.compile's disk caches in a folder of this check's own, empty: the gather compiles
+    cold as a user's first ladder does, and the ladders find what it compiled (the twin's
+    `--compile-cache auto`). tuneup's own compile cache outlives sessions, and an earlier
+    check's graphs there made every compile of this one warm: the twin, pricing the graphs
+    no gather compiled cold at its assumed 60 s, then missed by 170%."""
+    for variable, name in (("TORCHINDUCTOR_CACHE_DIR", "inductor"), ("TRITON_CACHE_DIR", "triton")):
+        os.environ[variable] = str(folder / name)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="cpu-smoke")
@@ -122,6 +133,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="record under bench/results")
     args = parser.parse_args()
     folder = args.keep or Path(tempfile.mkdtemp(prefix="twin-check-"))
+    fresh_compile_cache(folder / "compile")
     began = time.monotonic()
     gather(folder / "evidence", args.preset)
     gather_s = time.monotonic() - began

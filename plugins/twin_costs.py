@@ -152,12 +152,25 @@ CONV_WARM = Cost.assumed(
 )
 
 
+def base_batch(measured: Measured) -> int:
+    """The batch the evidence's rows were measured at: its baseline's (a gather's first),
+    64 where no journal says (knobs.json's rows)."""
+    journals = [measured.gathered] if measured.gathered else list(measured.journals.values())
+    for figures in journals:
+        if figures is not None and figures.baseline.get("global_batch_size"):
+            return int(figures.baseline["global_batch_size"])
+    return 64
+
+
 def worker_costs(measured: Measured, on_gpu: bool) -> WorkerCosts:
     """The cost model's figures for this evidence: measured where it has them, else the
-    assumption (with its source, its range and what would settle it)."""
-    exponent = batch_exponent(measured)
+    assumption (with its source, its range and what would settle it). Rows are kept at the
+    baseline's batch, so a row measured there is its own price at every end of the
+    exponent's range."""
+    base = base_batch(measured)
+    exponent = batch_exponent(measured, base)
     grow = (exponent or DEFAULT_BATCH_EXPONENT).likely
-    first = fresh_first_steps(measured, grow)
+    first = fresh_first_steps(measured, grow, base)
     if "baseline" not in first:
         raise UsageError(f"{measured.folder}: no fresh process's first step was recorded")
     figures = {
@@ -173,8 +186,9 @@ def worker_costs(measured: Measured, on_gpu: bool) -> WorkerCosts:
             if conv_new and not on_gpu  # a GPU's new keys differ by row: priced from them
             else None
         ),
-        conv_new_rows=warm_new_keys(measured, grow) if on_gpu else {},
+        conv_new_rows=warm_new_keys(measured, grow, base) if on_gpu else {},
         batch_exponent=exponent or DEFAULT_BATCH_EXPONENT,
+        base_batch=base,
         conv_warm=CONV_WARM,
         conv_floor=Cost.assumed(
             2.0,

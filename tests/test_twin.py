@@ -96,6 +96,7 @@ def test_a_journal_of_warm_probes_settles_the_figures_it_measured(tmp_path: Path
     from the disk cache) and warm-ups that did not settle replace the assumptions."""
     base = json.loads((H200 / "session" / "journal.jsonl").read_text().splitlines()[0])
     config = dict(base["config"])
+
     def probe(one_time: dict, cache: str = "", settled: bool = True, **values) -> str:
         plan = {"stable": {"io": settled, "full": True}}
         line = {**base, "config": {**config, **values}, "one_time_s": one_time, "plan": plan}
@@ -131,8 +132,13 @@ def test_a_gathered_table_prices_each_change_by_its_measured_ratio(tmp_path: Pat
     def probe(stage: str, rates: tuple, spawn: bool = False, **values) -> dict:
         io, syn, full = rates
         return {
-            "stage": stage, "status": "ok", "wall_s": 1.0, "config": {**config, **values},
-            "io_sps": io, "synthetic_sps": syn, "full_sps": full,
+            "stage": stage,
+            "status": "ok",
+            "wall_s": 1.0,
+            "config": {**config, **values},
+            "io_sps": io,
+            "synthetic_sps": syn,
+            "full_sps": full,
             "one_time_s": {"spawn": 3.0, "first_steps": 0.1} if spawn else {"setup": 0.02},
             "full_sps_trials": [full, full * 1.02],
         }
@@ -148,6 +154,16 @@ def test_a_gathered_table_prices_each_change_by_its_measured_ratio(tmp_path: Pat
     (gathered / "session.json").write_text(json.dumps({"machine": machine}))
     evidence = read_evidence(tmp_path / "evidence")
     assert not evidence.on_gpu and evidence.costs.spawn.likely == 3.0
+    # its rows are kept at its own batch (8): a first step measured there is its price at
+    # every end of the batch exponent's range (at 64 the low end had priced it 2.8x)
+    from tuneup.probe.costmodel import FirstUse
+
+    fresh = FirstUse(fresh=True, conv=True)
+    prices = {
+        end: evidence.costs.first_step(fresh, config, end) for end in ("low", "likely", "high")
+    }
+    assert evidence.costs.base_batch == 8
+    assert prices["low"] == prices["likely"] == prices["high"] == pytest.approx(0.1)
     from tuneup_plugins.twin import GpuTwin
 
     twin_ = GpuTwin(evidence)
