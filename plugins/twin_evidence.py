@@ -272,10 +272,10 @@ def _rates_of(
 ) -> None:
     """A probe's rate per phase into its row; its trials and their spread where its shape
     is the one read for noise (`trials` None: not)."""
-    measured = (line.get("plan") or {}).get("phases") or PHASES
+    measured = _measured_phases(line)
     for phase in PHASES:
         rate = line.get(f"{phase}_sps")
-        if rate and phase in measured:  # (not an IO figure carried from another probe)
+        if rate and phase in measured:
             rates[phase].append(float(rate))
         runs = line.get(f"{phase}_sps_trials") or []
         if runs and trials is not None:
@@ -374,10 +374,21 @@ def _probe_noise(baselines: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     noise = {}
     for phase in PHASES:
         rates = [float(b[f"{phase}_sps"]) for b in baselines if b.get(f"{phase}_sps")]
-        steps = [abs(math.log(b / a)) / math.sqrt(2) for a, b in itertools.pairwise(rates)]
+        steps = _successive_steps(rates)
         if steps:
             noise[phase] = median(steps)
     return noise
+
+
+def _successive_steps(rates: Sequence[float]) -> list[float]:
+    """Successive probes' differences, each as a relative deviation of one probe (over
+    sqrt 2)."""
+    return [abs(math.log(b / a)) / math.sqrt(2) for a, b in itertools.pairwise(rates)]
+
+
+def _measured_phases(line: Mapping[str, Any]) -> Sequence[str]:
+    """The phases a probe measured itself (an IO figure carried from another is not one)."""
+    return (line.get("plan") or {}).get("phases") or PHASES
 
 
 def _repeat_steps(lines: Sequence[Mapping[str, Any]]) -> dict[str, tuple[float, ...]]:
@@ -387,7 +398,7 @@ def _repeat_steps(lines: Sequence[Mapping[str, Any]]) -> dict[str, tuple[float, 
     samples/s over five probes, where its first two agreed within 7%."""
     seen: dict[tuple[str, str], list[float]] = defaultdict(list)
     for line in lines:
-        measured = (line.get("plan") or {}).get("phases") or PHASES
+        measured = _measured_phases(line)
         key = _key(with_defaults(line.get("config") or {}))
         for phase in measured:
             rate = line.get(f"{phase}_sps")
@@ -395,7 +406,7 @@ def _repeat_steps(lines: Sequence[Mapping[str, Any]]) -> dict[str, tuple[float, 
                 seen[(key, phase)].append(float(rate))
     steps: dict[str, list[float]] = defaultdict(list)
     for (_, phase), rates in seen.items():
-        steps[phase] += [abs(math.log(b / a)) / math.sqrt(2) for a, b in itertools.pairwise(rates)]
+        steps[phase] += _successive_steps(rates)
     return {phase: tuple(values) for phase, values in steps.items()}
 
 

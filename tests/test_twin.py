@@ -14,11 +14,13 @@ from tuneup.errors import UsageError
 
 ROOT = Path(__file__).resolve().parent.parent
 H200 = ROOT / "bench" / "results" / "gpu-h200-2026-11-26"
-# the two whole-ladder runs after it (the second with the worker that sizes trials by time)
-LADDERS = [
-    ROOT / "bench" / "results" / name / "speed" / "00" / "journal.jsonl"
-    for name in ("gpu-h200-2026-11-27", "gpu-h200-2026-11-27b")
-]
+# the two whole-ladder runs after it (the second with the worker that sizes trials by time),
+# as the GPU suite's prediction reads them
+sys.path.insert(0, str(ROOT / "bench" / "gpu"))
+try:
+    from suite_plan import LADDER_JOURNALS as LADDERS
+finally:
+    sys.path.pop(0)
 
 
 def twin(*args: str, ladders: bool = True) -> dict:
