@@ -4,6 +4,7 @@
     python bench/gpu_twin.py --evidence DIR --json              # one object: wall_s, probes, ...
     python bench/gpu_twin.py --evidence DIR --budget 10m        # a ladder planned to a budget
     python bench/gpu_twin.py --evidence DIR --legacy            # the plan before: in hours
+    python bench/gpu_twin.py --evidence DIR --against RUN/speed/00/journal.jsonl  # probe by probe
     python bench/gpu_twin.py --evidence DIR --seeds 5 --out bench/results/gpu_twin_h200.json
 
 The ladder is tuneup's own, assembled as `tuneup probe --preset h200` would
@@ -44,6 +45,7 @@ from typing import Any
 
 from _record import record
 from tuneup_plugins.twin import ASSUMED, Evidence, GpuTwin, read_evidence
+from tuneup_plugins.twin_against import probe_by_probe
 from tuneup_plugins.twin_evidence import GATHER, read_journal, read_json
 from twin_gather import gather
 
@@ -423,6 +425,12 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--out", type=Path, help="also record the result under bench/results")
     parser.add_argument("--journal", type=Path, help="keep the first run's journal here")
+    parser.add_argument(
+        "--against",
+        type=Path,
+        metavar="JOURNAL",
+        help="a real ladder's journal.jsonl: the first run's probes against its, probe by probe",
+    )
     args = parser.parse_args()
     if args.gather is not None:
         folder = gather(args.gather, args.preset)
@@ -436,15 +444,22 @@ def main() -> None:
     try:
         budget_s = parse_duration(args.budget) if args.budget else None
         evidence = read_evidence(args.evidence, args.journal_evidence)
-        result = predict(
-            evidence,
-            preset=args.preset,
-            seeds=args.seeds,
-            budget_s=budget_s,
-            legacy=args.legacy,
-            keep=args.journal,
-            compile_cache=args.compile_cache,
-        )
+        with tempfile.TemporaryDirectory() as folder:
+            keep = args.journal or Path(folder) / "journal.jsonl"
+            result = predict(
+                evidence,
+                preset=args.preset,
+                seeds=args.seeds,
+                budget_s=budget_s,
+                legacy=args.legacy,
+                keep=keep,
+                compile_cache=args.compile_cache,
+            )
+            if args.against is not None:
+                result["against"] = {
+                    "journal": str(args.against),
+                    **probe_by_probe(read_journal(keep), read_journal(args.against)),
+                }
     except (UsageError, ValueError, OSError) as exc:
         print(f"gpu_twin: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
@@ -497,6 +512,24 @@ def show(result: dict[str, Any]) -> None:
             print(f"    {name}: {settle}")
     for what, why in result["assumed"].items():
         print(f"  assumed rate, {what}: {why}")
+    if "against" in result:
+        show_against(result["against"])
+
+
+def show_against(against: dict[str, Any]) -> None:
+    print(
+        f"  against {against['journal']}: {against['matched']} probes both ran, measured "
+        f"{against['measured_s']:.0f} s, predicted {against['predicted_s']:.0f} s "
+        f"({100 * (against['error'] or 0):+.0f}%; {against['only_measured']} probes only "
+        f"measured, {against['only_predicted']} only predicted)"
+    )
+    for row in against["probes"]:
+        variant = json.dumps(row["variant"], sort_keys=True)
+        print(
+            f"    {row['stage']:12s} {variant[:44]:44s} measured {row['measured_s']:6.1f} s"
+            f"  predicted {row['predicted_s']:6.1f} s  ({row['miss_s']:+.1f} s, "
+            f"{row['missed_in']})"
+        )
 
 
 if __name__ == "__main__":

@@ -10,7 +10,9 @@ session probes with (so one warm worker serves the probes as in a ladder):
 2. every candidate of every stage the preset's default ladder would run here,
    once, on the baseline, measuring every phase (its rates, its first step:
    a conv key new to the process, a compile cold or from the disk caches, a
-   script, a capture);
+   script, a capture), each right after a probe of the baseline (every phase,
+   no loss steps): the twin reads a candidate's rates as its ratio to that
+   probe, so the machine's drift over the gather is not taken for an effect;
    and the baseline's each phase alone, `repeats` times, as a ladder's pairs measure
    it (its probe-to-probe noise, its warm-ups and first steps in that shape);
 3. a compiled candidate again (torch.compile after a release: the disk
@@ -47,12 +49,13 @@ REPEAT_STAGE = "repeat"  # the baseline measured as a ladder's pairs measure it 
 def _probes(built: Any, repeats: int) -> list[tuple[str, Candidate]]:
     """The baseline 1 + `repeats` times, each phase of it alone `repeats` times (the shape
     of a ladder's pairs: their noise, warm-ups and first steps), each stage's candidates
-    once, a compile again."""
+    once, each after the baseline again, a compile again."""
     probes = [(BASELINE_STAGE, Candidate(BASELINE_STAGE, {}))] * (1 + repeats)
     for phase in ("io", "synthetic", "full"):
         alone = Candidate(BASELINE_STAGE, {}, judged=phase, whole=False, loss=False)
         probes += [(REPEAT_STAGE, alone)] * repeats
     base = dict(built.session.base_values)
+    beside = Candidate(BASELINE_STAGE, {}, loss=False)  # each candidate's partner
     again: list[tuple[str, Candidate]] = []
     for plan in built.session.plans:
         if plan.skip_reason:
@@ -62,7 +65,7 @@ def _probes(built: Any, repeats: int) -> list[tuple[str, Candidate]]:
             if candidate.reference or candidate.ranks not in (None, 1):
                 continue
             whole = dataclasses.replace(candidate, whole=True, judged="full")
-            probes.append((plan.name, whole))
+            probes += [(BASELINE_STAGE, beside), (plan.name, whole)]
             if candidate.values.get("jit") == "compile":
                 again.append((plan.name, whole))
     return probes + again

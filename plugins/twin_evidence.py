@@ -219,6 +219,8 @@ def journal_figures(lines: Sequence[Mapping[str, Any]], extra: Mapping[str, Any]
         for phase, ok_ in dict((line.get("plan") or {}).get("stable") or {}).items():
             if id(line) in shaped:
                 stable[phase].append(bool(ok_))
+    if repeats:  # a gather: each candidate's rates as measured beside the baseline's
+        rows.update(_paired_rows(ok, base, rows.get(_key({}), {})))
     return JournalFigures(
         baseline=base,
         rows=tuple(Row(changes[k], {p: tuple(v) for p, v in r.items()}) for k, r in rows.items()),
@@ -262,6 +264,32 @@ def _first_step_lost(line: Mapping[str, Any]) -> bool:
     first = float(dict(line.get("one_time_s") or {}).get("first_steps", 0.0))
     warm = dict(plan.get("warmup_s") or {}).values()
     return first < 0.05 and cap > 0 and any(float(w) > 2 * cap for w in warm)
+
+
+def _paired_rows(
+    lines: Sequence[Mapping[str, Any]],
+    base: Mapping[str, Any],
+    base_rates: Mapping[str, Sequence[float]],
+) -> dict[str, dict[str, list[float]]]:
+    """Each configuration's rates as the baseline's (their median) times its ratio to the
+    baseline probe measured just before it, per phase: a shared machine drifts 15-30% in a
+    minute, and a candidate measured once, later than the baseline, would carry the drift
+    as its effect (a gather's fused Adam at +42%, two ladders after it +9% and +28%)."""
+    typical = {p: median(list(v)) for p, v in base_rates.items() if v}
+    latest: dict[str, float] = {}
+    paired: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for line in lines:
+        change = change_of(with_defaults(line.get("config") or {}), base)
+        measured = _measured_phases(line)
+        for phase in PHASES:
+            rate = line.get(f"{phase}_sps")
+            if not rate or phase not in measured:
+                continue
+            if not change:
+                latest[phase] = float(rate)
+            elif phase in latest and phase in typical:
+                paired[_key(change)][phase].append(typical[phase] * float(rate) / latest[phase])
+    return paired
 
 
 def _rates_of(
@@ -333,7 +361,8 @@ def _windows(line: Mapping[str, Any], first_s: float) -> dict[str, float]:
 def _model_ratios(
     lines: Sequence[Mapping[str, Any]], windows: Mapping[str, Sequence[float]]
 ) -> tuple[float, ...]:
-    """Each warm probe's wall over what the estimate's model says of it, given its own start,
+    """Each warm probe's running wall over what the estimate's model says of it (both less
+    the probe's start and first steps, which the model does not scale), given its own start,
     first steps, step times, the warm-ups' windows and the seconds its trials took: what the
     model cannot see (the release of the probe before, the runner's reading of events) is
     the ratio. The trials are taken as they ran, not as the model sizes them: a worker that
@@ -362,9 +391,9 @@ def _model_ratios(
             warm_windows=typical,
         )
         modeled = probe_seconds(plan, costs, fresh=False, new=True)
-        modeled += float(line.get("timed_s") or 0.0)
-        if modeled > 0:
-            ratios.append(float(line["wall_s"]) / modeled)
+        modeled += float(line.get("timed_s") or 0.0) - costs.setup_s - costs.first_s
+        if modeled > 0:  # the running parts: the one-time parts are not scaled
+            ratios.append((float(line["wall_s"]) - costs.setup_s - costs.first_s) / modeled)
     return tuple(ratios)
 
 

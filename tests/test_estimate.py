@@ -22,12 +22,14 @@ from tuneup.probe.estimate import (
     pairs_seen,
     parse_duration,
     probe_seconds,
+    stage_shape,
     time_left_text,
 )
 from tuneup.probe.plan import plan_probe
-from tuneup.probe.types import PHASES, ProbeBudget, ProbeResult, Status
+from tuneup.probe.types import PHASES, Candidate, ProbeBudget, ProbeResult, Status
 from tuneup.tuning.clock.planner import plan_ladder
-from tuneup.tuning.clock.time_left import measured_costs
+from tuneup.tuning.clock.time_left import measured_costs, stage_shapes
+from tuneup.tuning.search.search_records import StagePlan
 
 BUDGET = ProbeBudget(trial_s=0.5, min_trials=2, max_trials=4, warmup_cap_s=10, loss_steps=10)
 COSTS = ProbeCosts(
@@ -138,6 +140,56 @@ def test_measured_costs_come_from_the_probes_and_price_them_as_they_ran() -> Non
     assert costs.first_s == COSTS.first_s  # no warm probe of a new configuration yet
     # the model with each probe's own figures against its wall: what it cannot see
     assert 0.5 <= costs.scale <= 3.0
+
+
+def test_the_scale_prices_a_probes_running_part_and_never_its_first_steps_again() -> None:
+    # As on the H200: small warm probes ran 1.6x what the model says of their loss steps,
+    # warm-ups and trials (the release before them, the runner's events), while a batch
+    # of 128's probe was a 66 s cuDNN search and ran as modeled. The next such probe is its
+    # search plus its scaled running part, not 1.6 x the search.
+    syn = plan_probe(BUDGET, judged="synthetic", whole=False)
+    running = probe_seconds(syn, dataclasses.replace(COSTS, setup_s=0.0))
+    assert probe_seconds(syn, dataclasses.replace(COSTS, scale=1.6), new=True) == pytest.approx(
+        2.0 + 10.0 + 1.6 * running
+    )
+
+    def warm(first: float, wall: float) -> ProbeResult:
+        return ProbeResult(
+            "amp", {}, {"global_batch_size": 8}, Status.OK, synthetic_sps=160.0,
+            synthetic_sps_trials=[160.0] * 2, one_time_s={"setup": 2.0, "first_steps": first},
+            wall_s=wall, served_before=1, plan=syn.to_dict(),
+        )  # fmt: skip
+
+    small = [(warm(0.0, 2.0 + 1.6 * running), False) for _ in range(3)]
+    search = warm(66.0, 2.0 + 66.0 + running)
+    costs = measured_costs([*small, (search, True)], BUDGET, COSTS)
+    assert costs.scale == pytest.approx(1.6)
+    priced = probe_seconds(syn, dataclasses.replace(costs, first_s=66.0), new=True)
+    assert priced == pytest.approx(search.wall_s + 0.6 * running)  # within 1 s of it
+    assert priced < 1.05 * search.wall_s
+
+
+def test_a_stage_whose_candidates_keep_the_kernels_pays_their_loss_steps_not_first_steps():
+    # fused Adam or another loader changes no conv key: on the H200 its probe was 4 s,
+    # while bf16's paid a 12.5 s cuDNN search; a budget's plan must not price both alike
+    optimizer = StagePlan(
+        "optimizer", [Candidate("optimizer", {"optimizer_impl": "fused"})], judged="synthetic"
+    )
+    amp = StagePlan("amp", [Candidate("amp", {"amp_mode": "bf16"})], judged="synthetic")
+    graphs = StagePlan("graphs", [Candidate("graphs", {"cuda_graphs": True})], judged="synthetic")
+    shapes = {s.name: s for s in stage_shapes([optimizer, amp, graphs])}
+    assert (shapes["optimizer"].new_kernels, shapes["amp"].new_kernels) == (0, 1)
+    assert shapes["graphs"].new_kernels == 1
+    habits = Habits(0.0, 0.0)
+    kept = stage_shape(shapes["optimizer"], habits).seconds(BUDGET, COSTS)
+    searched = stage_shape(shapes["amp"], habits).seconds(BUDGET, COSTS)
+    assert searched - kept == pytest.approx(COSTS.first_s)
+    # its first probe still records the loss steps (10 FULL steps of 0.25 s)
+    counts = stage_shape(shapes["optimizer"], habits).counts
+    first = ProbeKind(("synthetic",), first=True)
+    assert counts[first] == 1 and not any(k.new for k in counts)
+    plain = kind_seconds(ProbeKind(("synthetic",)), BUDGET, COSTS)
+    assert kind_seconds(first, BUDGET, COSTS) - plain == pytest.approx(10 * 0.25)
 
 
 def test_the_guess_prices_every_phase_at_the_step_model() -> None:

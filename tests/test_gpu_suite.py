@@ -286,8 +286,11 @@ def test_the_prediction_is_written_down_before_the_ladder_runs(dry_run) -> None:
     # from the first run's evidence and both later ladders' journals
     command = prediction["command"]
     assert "bench/gpu_twin.py --evidence bench/results/gpu-h200-2026-11-26 " in command
-    assert command.endswith("gpu-h200-2026-11-27b/speed/00/journal.jsonl --preset h200 --json")
+    assert "gpu-h200-2026-11-27b/speed/00/journal.jsonl --preset h200 --journal " in command
     assert command.count("--journal-evidence") == 2
+    # its probes kept beside it, for the ladder's to be set beside them
+    assert command.endswith("prediction-probes.jsonl --json")
+    assert (out / "prediction-probes.jsonl").is_file() or prediction["error"]
     assert prediction["git"]["commit"] and prediction["time"]
     # the twin's own JSON object as it printed it, or why there is none
     assert prediction["error"] or prediction["prediction"]["wall_s"] > 0
@@ -310,6 +313,10 @@ def test_the_whole_ladder_is_set_beside_its_prediction_with_the_monitor(dry_run)
     prediction = json.loads((out / "prediction.json").read_text())
     if prediction["error"] is None:
         assert versus["predicted_wall_s"] == prediction["prediction"]["wall_s"]
+        # the twin kept its probes: the ladder's are set beside them, probe by probe
+        against = speed["figures"]["probe_by_probe"]
+        assert against["matched"] >= 1 and against["probes"][0]["stage"] == "baseline"
+        assert "- probe by probe, " in (out / "summary.md").read_text()
     # the dry run's tiny ladder is no test of the GPU's prediction, and says so
     assert not versus["comparable"] and "dry run" in versus["note"]
     monitor = speed["monitor"]

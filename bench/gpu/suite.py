@@ -59,7 +59,15 @@ from typing import Any
 from suite_common import git_info, last_json_line, read_json, slug, write_json
 from suite_monitor import TRACE, Monitor, monitor_command
 from suite_plan import EVIDENCE, LADDER_JOURNALS, gpu_estimates, plan, plan_lines, read_figures
-from suite_predict import brief, evidence_gpu, picked_preset, predict, predicted, twin_command
+from suite_predict import (
+    PREDICTED_PROBES,
+    brief,
+    evidence_gpu,
+    picked_preset,
+    predict,
+    predicted,
+    twin_command,
+)
 from suite_procs import (
     MARKER,
     Stopped,
@@ -391,7 +399,9 @@ def make_prediction(
     inventory = gpu_inventory() if mode == "gpu" else []  # as `tuneup probe` picks its preset
     pick = picked_preset(mode, env_info, inventory, evidence_gpu(args.evidence))
     journals = LADDER_JOURNALS if args.evidence == EVIDENCE else ()
-    argv = twin_command(sys.executable, args.evidence, pick.name, journals)
+    argv = twin_command(
+        sys.executable, args.evidence, pick.name, journals, keep=out / PREDICTED_PROBES
+    )
     print(f"suite: first the GPU twin's prediction: {shown(argv)}", file=sys.stderr, flush=True)
     document = predict(argv, shown(argv), pick, git_info(ROOT))
     write_json(out / "prediction.json", document)

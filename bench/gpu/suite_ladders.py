@@ -14,9 +14,10 @@ from typing import Any
 
 import yaml
 from suite_common import last_json_line, read_json
-from suite_predict import compare, compared_text
+from suite_predict import PREDICTED_PROBES, compare, compared_text
 from suite_types import Context, Finished, Outcome
 from suite_types import ended as _ended
+from tuneup_plugins.twin_against import probe_by_probe
 
 # ---- the whole ladder (speed, first) ------------------------------------------------------
 
@@ -70,12 +71,19 @@ def speed_parse(ctx: Context, done: Finished) -> Outcome:
             "timed_s": round(sum(p.get("timed_s") or 0 for p in probes), 1),
             "beat_10_min": versus["beat_10_min"],
             "versus_prediction": versus,
+            "probe_by_probe": against_prediction(ctx.out, probes),
         }
         key = f"{ran.get('preset') or 'the ladder'}: stopped; {compared_text(versus)}"
         return Outcome("fail", f"the ladder did not finish: {_ended(done)}", figures, key)
     run = runs[0]
     versus = compare(run["wall_s"], run["probes"], run.get("preset"), prediction, ctx.mode)
     figures = {**run, "beat_10_min": versus["beat_10_min"], "versus_prediction": versus}
+    ran = [
+        p
+        for d in sorted((ctx.out / "speed").glob("*"))
+        for p in journal_probes(d / "journal.jsonl")
+    ]
+    figures["probe_by_probe"] = against_prediction(ctx.out, ran)
     figures["profile"] = profile_figures(sorted((ctx.out / "speed").glob("*")))
     key = (
         f"{run['preset']}: {compared_text(versus)}; "
@@ -87,6 +95,16 @@ def speed_parse(ctx: Context, done: Finished) -> Outcome:
         why = f"the whole ladder took {run['wall_s'] / 60:.1f} min: not under 10 minutes"
         return Outcome("fail", why, figures, key)
     return Outcome("pass", str(run.get("headline") or ""), figures, key)
+
+
+def against_prediction(out: Path, ran: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The probes the ladder ran beside the twin's of the same stage and values, as its
+    prediction priced them before (finished or not: which probes, which part missed);
+    None where the twin kept no probes."""
+    predicted = journal_probes(out / PREDICTED_PROBES)
+    if not predicted or not ran:
+        return None
+    return probe_by_probe(predicted, ran)
 
 
 PROFILE_KEYS = ("step_s", "parts_s", "gpu", "tflops", "mfu", "trace")

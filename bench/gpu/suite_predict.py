@@ -30,6 +30,7 @@ TWIN_SCRIPT = ROOT / "bench" / "gpu_twin.py"
 PREDICT_TIMEOUT_S = 120.0
 FIGURES = ("wall_s", "wall_s_low", "wall_s_high", "probes")  # what the twin's --json gives
 CLAIM_S = 600.0  # issue 32's target: the default ladder, whole, in under 10 minutes
+PREDICTED_PROBES = "prediction-probes.jsonl"  # the twin's probes, kept beside prediction.json
 
 
 def evidence_gpu(folder: Path) -> str | None:
@@ -63,11 +64,17 @@ def picked_preset(
 
 
 def twin_command(
-    python: str, evidence: Path, preset: str, journals: Sequence[Path] = ()
+    python: str,
+    evidence: Path,
+    preset: str,
+    journals: Sequence[Path] = (),
+    keep: Path | None = None,
 ) -> list[str]:
     """The twin's prediction of `preset`'s default ladder, as one JSON object (from the
-    evidence folder and the ladder `journals` that exist)."""
+    evidence folder and the ladder `journals` that exist), its probes kept in `keep` (the
+    speed step sets the real ladder's beside them, probe by probe)."""
     found = [arg for j in journals if j.is_file() for arg in ("--journal-evidence", str(j))]
+    kept = ["--journal", str(keep)] if keep is not None else []
     return [
         python,
         str(TWIN_SCRIPT),
@@ -76,6 +83,7 @@ def twin_command(
         *found,
         "--preset",
         preset,
+        *kept,
         "--json",
     ]
 

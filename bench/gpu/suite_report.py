@@ -82,6 +82,7 @@ def whole_ladder(prediction: dict[str, Any], speed: dict[str, Any] | None) -> li
             )
         if versus.get("note"):
             lines.append(f"- note: {_cell(versus['note'], 300)}")
+        lines += probe_by_probe_lines(((speed or {}).get("figures") or {}).get("probe_by_probe"))
     elif speed and speed.get("status") == "skipped":
         lines.append(f"- measured: nothing ({_cell(speed.get('why', ''), 160)})")
     watched = (speed or {}).get("monitor")
@@ -166,3 +167,25 @@ def render(results: dict[str, Any]) -> str:
         )
     lines.append("")
     return "\n".join(lines)
+
+
+def probe_by_probe_lines(against: dict[str, Any] | None) -> list[str]:
+    """The probes both the twin and the ladder ran, their totals and the worst misses."""
+    if not against or not against.get("matched"):
+        return []
+    error = against.get("error")
+    lines = [
+        f"- probe by probe, {against['matched']} probes both ran: measured "
+        f"{_seconds(against.get('measured_s'))}, predicted {_seconds(against.get('predicted_s'))}"
+        + (f" ({100 * error:+.0f}%)" if isinstance(error, (int, float)) else "")
+        + f"; {against.get('only_measured', 0)} only measured, "
+        f"{against.get('only_predicted', 0)} only predicted"
+    ]
+    worst = sorted(against.get("probes") or [], key=lambda r: -abs(r.get("miss_s") or 0))[:3]
+    for row in worst:
+        lines.append(
+            f"  - {row['stage']} {_cell(str(row['variant']), 60)}: measured "
+            f"{_seconds(row['measured_s'])}, predicted {_seconds(row['predicted_s'])} "
+            f"(missed in its {row['missed_in']} part)"
+        )
+    return lines

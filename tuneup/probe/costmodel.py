@@ -141,6 +141,26 @@ def graph_key(knobs: Mapping[str, Any]) -> tuple[Any, ...] | None:
     return ("graph", knobs.get("compile_mode"), *conv_key(knobs)[1:])
 
 
+def kernel_key(knobs: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What a process's first steps of a configuration pay for once: its conv key and its
+    compile. A script or a captured graph is paid by every probe that has one (`FirstUse`)."""
+    return (conv_key(knobs), knobs.get("jit"), knobs.get("compile_mode"))
+
+
+def pays_every_probe(knobs: Mapping[str, Any]) -> bool:
+    """Whether every probe of this configuration pays first steps again: it scripts its model
+    or captures a CUDA graph."""
+    return knobs.get("jit") == "script" or bool(knobs.get("cuda_graphs"))
+
+
+def kernels_change(values: Mapping[str, Any]) -> bool:
+    """Whether a candidate's values change what its first steps pay for in a warm process:
+    a knob of the conv key (a cuDNN search), a compile or a script, a captured graph. Its
+    optimizer, loader or workers do not (their first steps are steady)."""
+    scripted = values.get("jit") not in (None, "none")
+    return conv_key(values) != conv_key({}) or scripted or bool(values.get("cuda_graphs"))
+
+
 @dataclass(frozen=True)
 class FirstUse:
     """What a probe's first step pays for, new to its process.

@@ -23,14 +23,20 @@ A probe (`probe_seconds`) of plan P (tuneup.probe.plan) costs
   each ``MeasurementPlan.trial_seconds``: about ``trial_s``, and at least one
   step, or a loader round of steps where the phase reads a loader with workers);
 
-all of it times ``scale``, what this machine's probes really took over what
-the model said (1 until a probe has finished).
+the loss steps, warm-ups and trials (the probe's running part) times ``scale``,
+what this machine's probes really took over what the model said of that part (1
+until a probe has finished). The start and the first steps are not scaled: the
+worker measures them whole, and they are most of a slow probe (a cuDNN search at
+a large batch, a cold compile), where a ratio fitted on small probes' running
+parts would price them again.
 
 A ladder (`ladder_shape`) is counted in probes of each kind (`ProbeKind`:
 its phases, whether it starts a process, whether its kernels are new):
 the baseline repeats (every phase; the first starts the process); for each
-stage with candidates, judged on phase J: its candidates once each (J alone,
-new kernels unless J is IO), the incumbent before and after them, the pairs
+stage with candidates, judged on phase J: its candidates once each (J alone;
+new kernels where a candidate changes what first steps pay for, a conv key, a
+compile or a capture, `costmodel.kernels_change`, never where J is IO; loss
+steps unless J is IO), the incumbent before and after them, the pairs
 its decision takes (``pairs_per_stage``, 2 probes each, J alone) and, for the
 share of stages that adopt something (``adopt_rate``), the adopted
 configuration's check of every phase; then the confirmation's pairs (FULL).
@@ -104,11 +110,14 @@ class ProbeKind:
         phases: what it measures.
         fresh: it starts a process of its own.
         new: its configuration's kernels are new to its process.
+        first: its configuration's first probe (it records the loss steps), where its
+            kernels are not new (a new optimizer, loader or worker count).
     """
 
     phases: tuple[str, ...]
     fresh: bool = False
     new: bool = False
+    first: bool = False
 
 
 @dataclass(frozen=True)
@@ -122,7 +131,8 @@ class ProbeCosts:
             kernels are new there (a mean).
         step_s: a steady step of each phase.
         trials: the trials each phase takes (expected: a fraction is fine).
-        scale: what this machine's probes took over what the model said.
+        scale: what this machine's probes' running parts took over what the model said
+            (the module docstring).
         shares: probes share processes (else every probe is fresh).
         measured: the figures come from this machine's probes, not a guess.
         recorded: the figures describe a whole ladder's probes (an earlier ladder's record
@@ -194,9 +204,8 @@ def probe_seconds(
     """One probe's wall time (the module docstring's model), never over the plan's limit."""
     fresh = fresh or not costs.shares
     plan = dataclasses.replace(plan, loader_round=max(plan.loader_round, costs.loader_round))
-    seconds = costs.spawn_s if fresh else costs.setup_s
-    if new and not fresh:
-        seconds += costs.first_s
+    once = one_time_seconds(costs, fresh=fresh, new=new)
+    seconds = 0.0
     if plan.loss_steps:
         seconds += plan.loss_steps * costs.step("full")
     for phase in plan.phases:
@@ -209,15 +218,24 @@ def probe_seconds(
         unsettled = min(1.0, max(0.0, costs.unsettled.get(phase, 0.0)))
         warm = (1.0 - unsettled) * min(plan.warmup_cap_s, warm) + unsettled * plan.warmup_cap_s
         seconds += warm + trials * plan.trial_seconds(step, phase)
-    return min(plan.limit_s, seconds * costs.scale)
+    return min(plan.limit_s, once + seconds * costs.scale)
+
+
+def one_time_seconds(costs: ProbeCosts, *, fresh: bool, new: bool) -> float:
+    """A probe's unscaled part: its start, and in a warm process its new kernels' first
+    steps (a fresh process's start includes them)."""
+    if fresh or not costs.shares:
+        return costs.spawn_s
+    return costs.setup_s + (costs.first_s if new else 0.0)
 
 
 def kind_seconds(kind: ProbeKind, budget: ProbeBudget, costs: ProbeCosts) -> float:
     """A probe of `kind` under `budget`: the loss steps for a configuration's first probe
-    alone (`new`, or the process's first: the same seed gives the same curve after)."""
+    alone (`new`, `first`, or the process's first: the same seed gives the same curve
+    after)."""
     judged = "full" if len(kind.phases) != 1 else kind.phases[0]
     plan = plan_probe(
-        budget, judged=judged, whole=len(kind.phases) > 1, loss=kind.new or kind.fresh
+        budget, judged=judged, whole=len(kind.phases) > 1, loss=kind.new or kind.fresh or kind.first
     )
     plan = dataclasses.replace(plan, phases=kind.phases)
     return probe_seconds(plan, costs, fresh=kind.fresh, new=kind.new)
@@ -246,13 +264,16 @@ class LadderShape:
 
 @dataclass(frozen=True)
 class StageShape:
-    """A stage as the ladder model sees it: its candidates, the phase that judges it, and
-    the gain it is expected to bring (what a time budget keeps first)."""
+    """A stage as the ladder model sees it: its candidates, the phase that judges it, the
+    gain it is expected to bring (what a time budget keeps first), and how many of its
+    candidates bring kernels new to the process (`costmodel.kernels_change`; None: every
+    one unless the stage is judged on IO, which runs no model)."""
 
     name: str
     candidates: int
     judged: str = "full"
     expected_gain: float = 0.0
+    new_kernels: int | None = None
 
 
 @dataclass(frozen=True)
@@ -278,9 +299,14 @@ def stage_shape(stage: StageShape, habits: Habits) -> LadderShape:
     if stage.candidates <= 0:
         return LadderShape()
     judged = (stage.judged,)
-    new = stage.judged != "io"
+    new = 0 if stage.judged == "io" else stage.candidates
+    if stage.new_kernels is not None:
+        new = min(new, max(0, stage.new_kernels))
     counts: defaultdict[ProbeKind, float] = defaultdict(float)
-    counts[ProbeKind(judged, new=new)] += stage.candidates
+    if new:
+        counts[ProbeKind(judged, new=True)] += new
+    if stage.candidates > new:  # a first probe still records its loss steps (not IO's)
+        counts[ProbeKind(judged, first=stage.judged != "io")] += stage.candidates - new
     counts[ProbeKind(judged)] += anchors(stage.candidates, habits.adopt_rate)
     counts[ProbeKind(judged)] += 2 * habits.pairs_per_stage
     counts[ProbeKind(WHOLE)] += habits.adopt_rate
@@ -340,7 +366,8 @@ def pairs_seen(
 
 
 def scale_of(walls: Sequence[tuple[float, float]]) -> float:
-    """What probes really took over what the model said: the median ratio, bounded."""
+    """What probes' running parts really took over what the model said of them (each pair:
+    measured, modeled, both less the probe's one-time part): the median ratio, bounded."""
     ratios = [wall / modeled for wall, modeled in walls if wall > 0 and modeled > 0]
     if not ratios:
         return 1.0

@@ -19,6 +19,7 @@ from typing import Any
 
 from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import ProbePreset
+from tuneup.probe.costmodel import kernel_key, kernels_change, pays_every_probe
 from tuneup.probe.estimate import (
     Habits,
     LadderShape,
@@ -130,7 +131,10 @@ def measured_costs(
         measured=True,
         unsettled=unsettled_shares([r for r, _ in ran], fallback.unsettled),
     )
-    modeled = [(r.wall_s, _as_run(r, budget, costs)) for r, _ in ran]
+    modeled = [
+        (r.wall_s - (once := sum(r.one_time_s.values())), _as_run(r, budget, costs) - once)
+        for r, _ in ran
+    ]
     return replace(costs, scale=scale_of(modeled))
 
 
@@ -154,8 +158,8 @@ def _stable(result: ProbeResult) -> Mapping[str, bool]:
 
 def _as_run(result: ProbeResult, budget: ProbeBudget, costs: ProbeCosts) -> float:
     """What the model says a finished probe took, given its own start, first steps, step
-    times and trials: the part of its wall the model cannot see (bookkeeping, a slow
-    warm-up) is `scale`."""
+    times and trials: the part of its running wall the model cannot see (bookkeeping, a
+    slow warm-up) is `scale`."""
     once = result.one_time_s
     firsts = sum(v for k, v in once.items() if k not in ("spawn", "setup"))
     own = replace(
@@ -235,9 +239,16 @@ def known_costs(
 
 
 def stage_shapes(plans: Sequence[StagePlan]) -> list[StageShape]:
-    """The stage plans as the ladder model sees them (a skipped stage has no candidates)."""
+    """The stage plans as the ladder model sees them (a skipped stage has no candidates; a
+    candidate that leaves the kernels as they were pays no first steps)."""
     return [
-        StageShape(p.name, 0 if p.skip_reason else len(p.candidates), p.judged, p.expected_gain)
+        StageShape(
+            p.name,
+            0 if p.skip_reason else len(p.candidates),
+            p.judged,
+            p.expected_gain,
+            new_kernels=sum(1 for c in p.candidates if kernels_change(c.values)),
+        )
         for p in plans
     ]
 
@@ -277,7 +288,7 @@ class LadderClock:
     known: ProbeCosts | None = None
     _seen: list[_Heard] = field(default_factory=list)
     _stage_probes: Counter = field(default_factory=Counter)
-    _keys: set[str] = field(default_factory=set)
+    _keys: set[tuple[Any, ...]] = field(default_factory=set)
     _lost: int = 0
 
     def __post_init__(self) -> None:
@@ -300,10 +311,10 @@ class LadderClock:
 
     def heard(self, stage: str, result: ProbeResult) -> None:
         """One more probe finished (or was taken from the journal)."""
-        key = repr(sorted(result.config.items()))
+        key = kernel_key(result.config)
         if result.served_before == 0:
             self._keys = set()  # a fresh process: nothing is warm in it
-        new = key not in self._keys
+        new = key not in self._keys or pays_every_probe(result.config)
         self._keys.add(key)
         self._seen.append(_Heard(result, new))
         if result.ok and result.contended:  # spoiled by a load: measured again, no progress
@@ -319,10 +330,10 @@ class LadderClock:
     def probe_s(self, candidate: Candidate, values: dict[str, Any], budget: ProbeBudget) -> float:
         """What the next probe (`candidate` on `values`, measured by `budget`) is expected to
         take at this ladder's costs: in a process of its own before any probe (or where none
-        is shared), its first steps where its configuration is new."""
+        is shared), its first steps where its kernels are new to the process."""
         costs = self.costs()
         fresh = not self._seen or not (costs.shares and self.shares_processes)
-        new = repr(sorted(values.items())) not in self._keys
+        new = kernel_key(values) not in self._keys or pays_every_probe(values)
         return probe_seconds(plan_for(budget, candidate), costs, fresh=fresh, new=new)
 
     def remeasures(self, probes: float) -> float:
