@@ -15,7 +15,9 @@ In one run, on the machine it runs on:
 4. the comparison: wall time and probes against each real ladder, and part by
    part (process starts, set-ups, first steps, compiles, warm-ups and loss
    steps, trials, bookkeeping, the session's start), so a miss says which
-   part missed; and stage by stage (probes, seconds).
+   part missed; stage by stage (probes, seconds); and probe by probe, where
+   the twin's ladder and a real one ran the same probe (a miss in probes
+   apart from one in the price of each).
 
 The claim it checks (issue 32): the prediction lands within 25% of the real
 ladders in wall time and in probes.
@@ -36,6 +38,8 @@ from _ladder_run import run_ladder
 from _record import record
 from gpu_twin import ladder_parts, predict
 from tuneup_plugins.twin import read_evidence
+from tuneup_plugins.twin_against import probe_by_probe
+from tuneup_plugins.twin_evidence import read_journal
 from twin_gather import gather
 
 TOLERANCE = 0.25
@@ -62,11 +66,17 @@ def real_ladder(preset: str, out: Path) -> dict[str, Any]:
         "parts": parts,
         "stages": stages,
         "last_line": (run.stdout.strip().splitlines() or [""])[-1],
+        "lines": lines,
     }
 
 
-def compare(predicted: dict[str, Any], ladders: list[dict[str, Any]]) -> dict[str, Any]:
-    """The prediction against each real ladder and their mean: errors, and which part missed."""
+def compare(
+    predicted: dict[str, Any],
+    ladders: list[dict[str, Any]],
+    predicted_lines: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """The prediction against each real ladder and their mean: errors, which part missed, and
+    the probes both ran (the twin's first run's, `predicted_lines`), probe by probe."""
     wall = statistics.mean(ladder["wall_s"] for ladder in ladders)
     probes = statistics.mean(ladder["probes"] for ladder in ladders)
     mine = dict(predicted["parts"])
@@ -86,6 +96,12 @@ def compare(predicted: dict[str, Any], ladders: list[dict[str, Any]]) -> dict[st
             "miss_s": round(value - real, 1),
         }
     missed = max(by_part, key=lambda n: abs(by_part[n]["miss_s"]))
+    # the probes each ladder ran that the twin's also ran, priced against their walls
+    kept = ("matched", "measured_s", "predicted_s", "error", "median_abs_miss_s")
+    by_probe = [
+        {k: v for k, v in probe_by_probe(predicted_lines, ladder["lines"]).items() if k in kept}
+        for ladder in ladders
+    ]
     stages = {}
     for stage, entry in predicted["stages"].items():
         real = [ladder["stages"].get(stage, {"probes": 0, "wall_s": 0.0}) for ladder in ladders]
@@ -110,6 +126,7 @@ def compare(predicted: dict[str, Any], ladders: list[dict[str, Any]]) -> dict[st
         "inside_low_high": predicted["wall_s_low"] <= wall <= predicted["wall_s_high"],
         "part_that_missed_most": missed,
         "parts": by_part,
+        "probe_by_probe": by_probe,
         "stages": stages,
     }
 
@@ -138,7 +155,8 @@ def main() -> None:
     gather(folder / "evidence", args.preset)
     gather_s = time.monotonic() - began
     evidence = read_evidence(folder / "evidence")
-    predicted = predict(evidence, preset=args.preset, seeds=args.seeds)
+    keep = folder / "predicted-probes.jsonl"
+    predicted = predict(evidence, preset=args.preset, seeds=args.seeds, keep=keep)
     print(
         f"predicted before any ladder: {predicted['wall_s']:.0f} s "
         f"(low {predicted['wall_s_low']:.0f}, high {predicted['wall_s_high']:.0f}), "
@@ -153,7 +171,7 @@ def main() -> None:
             f"exit {ladders[-1]['exit']}",
             flush=True,
         )
-    verdict = compare(predicted, ladders)
+    verdict = compare(predicted, ladders, read_journal(keep))
     print(
         json.dumps(
             {
@@ -199,7 +217,7 @@ def main() -> None:
                     "compile_cache",
                 )
             },
-            ladders=ladders,
+            ladders=[{k: v for k, v in ladder.items() if k != "lines"} for ladder in ladders],
             verdict=verdict,
         )
 

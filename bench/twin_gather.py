@@ -7,16 +7,17 @@ session probes with (so one warm worker serves the probes as in a ladder):
 1. the baseline in a fresh process (the spawn, a fresh first step), then
    `repeats` more in the warm worker (the set-up, the warm first step, the
    probe-to-probe spread of every phase, the trials' spread);
-2. every candidate of every stage the preset's default ladder would run here,
-   once, on the baseline, measuring every phase (its rates, its first step:
-   a conv key new to the process, a compile cold or from the disk caches, a
-   script, a capture), each right after a probe of the baseline (every phase,
-   no loss steps): the twin reads a candidate's rates as its ratio to that
-   probe, so the machine's drift over the gather is not taken for an effect;
-   and the baseline's each phase alone, `repeats` times, as a ladder's pairs measure
-   it (its probe-to-probe noise, its warm-ups and first steps in that shape);
-3. a compiled candidate again (torch.compile after a release: the disk
-   caches hit);
+2. the baseline's each phase alone, `repeats` times, as a ladder's pairs
+   measure it (its probe-to-probe noise, its warm-ups and first steps in that
+   shape);
+3. every candidate of every stage the preset's default ladder would run here,
+   on the baseline, measuring every phase (its rates, its first step: a conv
+   key new to the process, a compile cold or from the disk caches, a script,
+   a capture), each right after a probe of the baseline (every phase, no loss
+   steps): the twin reads a candidate's rates as its ratio to that probe, so
+   the machine's drift over the gather is not taken for an effect; all of
+   them twice, a round apart (a compile's second is its compile after a
+   release, the disk caches hit);
 4. the time around each probe beyond its wall (the session's bookkeeping),
    and the session's start before its first probe (the interpreter and imports
    from the process's start, its data made or checked), as a command pays it.
@@ -43,20 +44,22 @@ from tuneup.tuning.session.control import SilentReporter
 from tuneup.worker.main import process_start_time
 
 REPEATS = 3
+ROUNDS = 2  # each candidate twice, a round apart: one probe on a shared CPU is +-8%
 REPEAT_STAGE = "repeat"  # the baseline measured as a ladder's pairs measure it (twin_evidence)
 
 
-def _probes(built: Any, repeats: int) -> list[tuple[str, Candidate]]:
+def _probes(built: Any, repeats: int, rounds: int = ROUNDS) -> list[tuple[str, Candidate]]:
     """The baseline 1 + `repeats` times, each phase of it alone `repeats` times (the shape
-    of a ladder's pairs: their noise, warm-ups and first steps), each stage's candidates
-    once, each after the baseline again, a compile again."""
+    of a ladder's pairs: their noise, warm-ups and first steps), then `rounds` rounds of
+    every stage's candidates, each after the baseline again (a compile's second round is
+    its compile after a release)."""
     probes = [(BASELINE_STAGE, Candidate(BASELINE_STAGE, {}))] * (1 + repeats)
     for phase in ("io", "synthetic", "full"):
         alone = Candidate(BASELINE_STAGE, {}, judged=phase, whole=False, loss=False)
         probes += [(REPEAT_STAGE, alone)] * repeats
     base = dict(built.session.base_values)
     beside = Candidate(BASELINE_STAGE, {}, loss=False)  # each candidate's partner
-    again: list[tuple[str, Candidate]] = []
+    paired: list[tuple[str, Candidate]] = []
     for plan in built.session.plans:
         if plan.skip_reason:
             continue
@@ -65,10 +68,8 @@ def _probes(built: Any, repeats: int) -> list[tuple[str, Candidate]]:
             if candidate.reference or candidate.ranks not in (None, 1):
                 continue
             whole = dataclasses.replace(candidate, whole=True, judged="full")
-            probes += [(BASELINE_STAGE, beside), (plan.name, whole)]
-            if candidate.values.get("jit") == "compile":
-                again.append((plan.name, whole))
-    return probes + again
+            paired += [(BASELINE_STAGE, beside), (plan.name, whole)]
+    return probes + paired * rounds
 
 
 def gather(folder: Path, preset: str, repeats: int = REPEATS, echo: bool = True) -> Path:

@@ -199,8 +199,15 @@ def journal_figures(lines: Sequence[Mapping[str, Any]], extra: Mapping[str, Any]
         change = change_of(config, base)
         key = _key(change)
         changes[key] = change
-        _rates_of(line, rows[key], trials if id(line) in shaped else None, spreads)
         once = dict(line.get("one_time_s") or {})
+        # a gather's trials spread as read in its repeats and its warm baselines, spread
+        # over the gather (the repeats alone saw one burst: 16% where the baselines saw 4%)
+        spread = id(line) in shaped or (
+            bool(repeats) and line.get("stage") == BASELINE_STAGE and "setup" in once
+        )
+        _rates_of(
+            line, rows[key], trials if id(line) in shaped else None, spreads if spread else None
+        )
         fresh = "spawn" in once
         if fresh:
             seen = set()
@@ -236,7 +243,7 @@ def journal_figures(lines: Sequence[Mapping[str, Any]], extra: Mapping[str, Any]
         stable={p: tuple(v) for p, v in stable.items()},
         trials={p: tuple(v) for p, v in trials.items()},
         trial_noise={p: median(v) for p, v in spreads.items() if v},
-        probe_noise=_probe_noise(repeats) or _probe_noise(baselines),
+        probe_noise=_probe_noise(repeats, baselines[1:]) if repeats else _probe_noise(baselines),
         windows={p: tuple(v) for p, v in windows.items()},
         ratios=_model_ratios([line for line in ok if id(line) in shaped], windows),
         pairs=_pairs(ok),
@@ -296,10 +303,11 @@ def _rates_of(
     line: Mapping[str, Any],
     rates: dict[str, list[float]],
     trials: dict[str, list[int]] | None,
-    spreads: dict[str, list[float]],
+    spreads: dict[str, list[float]] | None,
 ) -> None:
-    """A probe's rate per phase into its row; its trials and their spread where its shape
-    is the one read for noise (`trials` None: not)."""
+    """A probe's rate per phase into its row; its trials where its shape is the one read
+    for their count (`trials` None: not), and their spread where it is read for noise
+    (`spreads` None: not)."""
     measured = _measured_phases(line)
     for phase in PHASES:
         rate = line.get(f"{phase}_sps")
@@ -308,8 +316,8 @@ def _rates_of(
         runs = line.get(f"{phase}_sps_trials") or []
         if runs and trials is not None:
             trials[phase].append(len(runs))
-            if len(runs) >= 2:
-                spreads[phase].append(relative_spread(runs))
+        if len(runs) >= 2 and spreads is not None:
+            spreads[phase].append(relative_spread(runs))
 
 
 def _costs_of(
@@ -397,13 +405,17 @@ def _model_ratios(
     return tuple(ratios)
 
 
-def _probe_noise(baselines: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+def _probe_noise(*runs: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     """Each phase's probe-to-probe spread: the baseline's repeats, as a relative deviation
-    of one probe (successive differences over sqrt 2)."""
+    of one probe (successive differences over sqrt 2), pooled over `runs` (a gather's
+    repeats, three in a row, and its warm baselines, one before each candidate: the row
+    alone saw one quiet moment, 0.8% where the baselines spread over the gather saw 5.6%)."""
     noise = {}
     for phase in PHASES:
-        rates = [float(b[f"{phase}_sps"]) for b in baselines if b.get(f"{phase}_sps")]
-        steps = _successive_steps(rates)
+        steps = []
+        for run in runs:
+            rates = [float(b[f"{phase}_sps"]) for b in run if b.get(f"{phase}_sps")]
+            steps += _successive_steps(rates)
         if steps:
             noise[phase] = median(steps)
     return noise

@@ -276,3 +276,21 @@ def test_probes_are_matched_by_stage_values_and_order_and_say_which_part_missed(
     assert first["missed_in"] == "one-time" and first["miss_s"] == 14.0
     assert again["missed_in"] == "running" and again["miss_s"] == 2.0
     assert against["error"] == pytest.approx((41 - 25) / 25, abs=0.001)
+
+
+def test_a_gathers_noise_is_read_over_its_repeats_and_its_baselines_spread_over_it():
+    from tuneup_plugins.twin_evidence import journal_figures
+
+    def probe(stage: str, full: float, trials: list[float], phases=("full",)) -> dict:
+        once = {"spawn": 3.0} if stage == "baseline" and full == 300.0 else {"setup": 0.02}
+        return {"stage": stage, "status": "ok", "wall_s": 1.0, "config": {"global_batch_size": 8},
+                "full_sps": full, "full_sps_trials": trials, "one_time_s": once,
+                "plan": {"phases": list(phases)}}  # fmt: skip
+
+    quiet = [probe("repeat", 300.0 + d, [300.0, 300.5]) for d in (0.0, 1.0, 2.0)]
+    # the baselines before each candidate, a minute apart: the machine's real spread
+    spread = [probe("baseline", f, [f, f * 1.06]) for f in (280.0, 320.0, 290.0, 330.0)]
+    figures = journal_figures([probe("baseline", 300.0, [300.0, 300.0]), *quiet, *spread], {})
+    # the three repeats alone say 0.2%; the ladder's pairs would meet the gather's 10%
+    assert figures.probe_noise["full"] > 0.05
+    assert figures.trial_noise["full"] > 0.01
