@@ -51,7 +51,8 @@ from tuneup.probe.types import PHASES, Status
 
 from .sim import SimCosts, SimTrainer
 from .twin_costs import worker_costs
-from .twin_evidence import GATHER, JournalFigures, Measured, Row, change_of, read_measured
+from .twin_evidence import GATHER, JournalFigures, Measured, read_measured
+from .twin_rates import Row, change_of
 
 # Each rate the twin assumes where a GPU run's evidence is silent, with its source: the bench
 # prints them beside every prediction, so a figure is never taken for a measurement. (Its
@@ -221,7 +222,7 @@ def read_evidence(folder: Path, journals: Sequence[Path] = ()) -> Evidence:
 
 def _loader_probe_noise(measured: Measured, figures: JournalFigures) -> float:
     """IO's and FULL's probe-to-probe spread with a CPU loader: every ladder journal's repeats
-    of a configuration (twin_evidence._repeat_steps), else the first journal's baselines."""
+    of a configuration (twin_rates.repeat_steps), else the first journal's baselines."""
     steps = [
         step
         for name, journal in measured.journals.items()

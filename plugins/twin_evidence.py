@@ -25,25 +25,21 @@ a low, likely and high value, and the measurement that would settle it.
 
 from __future__ import annotations
 
-import dataclasses
-import itertools
 import json
-import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tuneup.config import TrainConfig
 from tuneup.errors import UsageError
 from tuneup.probe.costmodel import conv_key, conv_row, row_of
 from tuneup.probe.estimate import ProbeCosts, probe_seconds
 from tuneup.probe.plan import MeasurementPlan
-from tuneup.probe.stats import median, relative_spread
+from tuneup.probe.stats import median
 from tuneup.probe.types import BASELINE_STAGE, CONFIRM_STAGE, PHASES
 
-_TRAIN_DEFAULTS = dataclasses.asdict(TrainConfig())
+from .twin_rates import Row, probe_noise, read_rates, repeat_steps, with_defaults
 
 SESSION_FOLDERS = ("session", "speed/*", "ladder", "gather")
 """Where an evidence folder holds tuneup journals, in the order read: the first GPU run's
@@ -91,43 +87,8 @@ def read_json(path: Path) -> Any:
 
 # What names where a run's data lives, or how long it runs, not what it measures: a twin's
 # configuration (the sim's) and a gather's (the worker's) differ there and nowhere else.
-_NOT_KNOBS = ("expdir", "use_cache", "seed", "log_every", "num_epochs", "max_steps", "max_seconds")
-
-
-def with_defaults(config: Mapping[str, Any]) -> dict[str, Any]:
-    """A configuration with every knob's default filled in, less where its data lives."""
-    full = {**_TRAIN_DEFAULTS, **dict(config)}
-    return {
-        k: v
-        for k, v in full.items()
-        if k not in _NOT_KNOBS and not k.endswith("_path") and "npy" not in k
-    }
-
-
-def change_of(config: Mapping[str, Any], base: Mapping[str, Any]) -> dict[str, Any]:
-    """What `config` changes from `base`, knob by knob (defaults filled in on both)."""
-    mine, theirs = with_defaults(config), with_defaults(base)
-    return {k: v for k, v in mine.items() if theirs.get(k) != v}
-
-
 def _ok(line: Mapping[str, Any]) -> bool:
     return line.get("status") == "ok" and bool(line.get("wall_s"))
-
-
-def _key(values: Mapping[str, Any]) -> str:
-    return json.dumps(dict(values), sort_keys=True, default=str)
-
-
-@dataclass(frozen=True)
-class Row:
-    """One configuration's measured rates: its change from the baseline, rates per phase."""
-
-    change: Mapping[str, Any]
-    rates: Mapping[str, tuple[float, ...]]
-
-    def rate(self, phase: str) -> float | None:
-        found = self.rates.get(phase)
-        return median(list(found)) if found else None
 
 
 @dataclass(frozen=True)
@@ -183,12 +144,9 @@ def journal_figures(lines: Sequence[Mapping[str, Any]], extra: Mapping[str, Any]
     # gather measured the baseline in that shape, its noise and warm-ups are read there
     shaped = {id(line) for line in (repeats or ok)}
     base = dict(baselines[0].get("config") or {})
-    rows: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    changes: dict[str, dict[str, Any]] = {}
+    rates = read_rates(ok, base, shaped, gather=bool(repeats))
     parts: dict[str, list[float]] = defaultdict(list)
     stable: dict[str, list[bool]] = defaultdict(list)
-    trials: dict[str, list[int]] = defaultdict(list)
-    spreads: dict[str, list[float]] = defaultdict(list)
     seen: set[tuple[Any, ...]] = set()
     setups = [line["one_time_s"]["setup"] for line in ok if "setup" in line.get("one_time_s", {})]
     plain_setup = median(setups) if setups else 0.0
@@ -196,18 +154,7 @@ def journal_figures(lines: Sequence[Mapping[str, Any]], extra: Mapping[str, Any]
     keyed: list[KeyedFirst] = []
     for line in ok:
         config = with_defaults(line.get("config") or {})
-        change = change_of(config, base)
-        key = _key(change)
-        changes[key] = change
         once = dict(line.get("one_time_s") or {})
-        # a gather's trials spread as read in its repeats and its warm baselines, spread
-        # over the gather (the repeats alone saw one burst: 16% where the baselines saw 4%)
-        spread = id(line) in shaped or (
-            bool(repeats) and line.get("stage") == BASELINE_STAGE and "setup" in once
-        )
-        _rates_of(
-            line, rows[key], trials if id(line) in shaped else None, spreads if spread else None
-        )
         fresh = "spawn" in once
         if fresh:
             seen = set()
@@ -226,11 +173,9 @@ def journal_figures(lines: Sequence[Mapping[str, Any]], extra: Mapping[str, Any]
         for phase, ok_ in dict((line.get("plan") or {}).get("stable") or {}).items():
             if id(line) in shaped:
                 stable[phase].append(bool(ok_))
-    if repeats:  # a gather: each candidate's rates as measured beside the baseline's
-        rows.update(_paired_rows(ok, base, rows.get(_key({}), {})))
     return JournalFigures(
         baseline=base,
-        rows=tuple(Row(changes[k], {p: tuple(v) for p, v in r.items()}) for k, r in rows.items()),
+        rows=rates.rows,
         spawn=tuple(parts["spawn"]),
         first_fresh=tuple(parts["first_fresh"]),
         setup=tuple(parts["setup"]),
@@ -241,9 +186,9 @@ def journal_figures(lines: Sequence[Mapping[str, Any]], extra: Mapping[str, Any]
         script=tuple(parts["script"]),
         capture=tuple(parts["capture"]),
         stable={p: tuple(v) for p, v in stable.items()},
-        trials={p: tuple(v) for p, v in trials.items()},
-        trial_noise={p: median(v) for p, v in spreads.items() if v},
-        probe_noise=_probe_noise(repeats, baselines[1:]) if repeats else _probe_noise(baselines),
+        trials=rates.trials,
+        trial_noise=rates.trial_noise,
+        probe_noise=probe_noise(repeats, baselines[1:]) if repeats else probe_noise(baselines),
         windows={p: tuple(v) for p, v in windows.items()},
         ratios=_model_ratios([line for line in ok if id(line) in shaped], windows),
         pairs=_pairs(ok),
@@ -253,7 +198,7 @@ def journal_figures(lines: Sequence[Mapping[str, Any]], extra: Mapping[str, Any]
         io_sps=tuple(float(b["io_sps"]) for b in baselines if b.get("io_sps")),
         workers=int(base.get("num_data_workers", 2) or 0),
         first_keys=tuple(keyed),
-        repeat_steps=_repeat_steps(ok),
+        repeat_steps=repeat_steps(ok),
     )
 
 
@@ -271,53 +216,6 @@ def _first_step_lost(line: Mapping[str, Any]) -> bool:
     first = float(dict(line.get("one_time_s") or {}).get("first_steps", 0.0))
     warm = dict(plan.get("warmup_s") or {}).values()
     return first < 0.05 and cap > 0 and any(float(w) > 2 * cap for w in warm)
-
-
-def _paired_rows(
-    lines: Sequence[Mapping[str, Any]],
-    base: Mapping[str, Any],
-    base_rates: Mapping[str, Sequence[float]],
-) -> dict[str, dict[str, list[float]]]:
-    """Each configuration's rates as the baseline's (their median) times its ratio to the
-    baseline probe measured just before it, per phase: a shared machine drifts 15-30% in a
-    minute, and a candidate measured once, later than the baseline, would carry the drift
-    as its effect (a gather's fused Adam at +42%, two ladders after it +9% and +28%)."""
-    typical = {p: median(list(v)) for p, v in base_rates.items() if v}
-    latest: dict[str, float] = {}
-    paired: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for line in lines:
-        change = change_of(with_defaults(line.get("config") or {}), base)
-        measured = _measured_phases(line)
-        for phase in PHASES:
-            rate = line.get(f"{phase}_sps")
-            if not rate or phase not in measured:
-                continue
-            if not change:
-                latest[phase] = float(rate)
-            elif phase in latest and phase in typical:
-                paired[_key(change)][phase].append(typical[phase] * float(rate) / latest[phase])
-    return paired
-
-
-def _rates_of(
-    line: Mapping[str, Any],
-    rates: dict[str, list[float]],
-    trials: dict[str, list[int]] | None,
-    spreads: dict[str, list[float]] | None,
-) -> None:
-    """A probe's rate per phase into its row; its trials where its shape is the one read
-    for their count (`trials` None: not), and their spread where it is read for noise
-    (`spreads` None: not)."""
-    measured = _measured_phases(line)
-    for phase in PHASES:
-        rate = line.get(f"{phase}_sps")
-        if rate and phase in measured:
-            rates[phase].append(float(rate))
-        runs = line.get(f"{phase}_sps_trials") or []
-        if runs and trials is not None:
-            trials[phase].append(len(runs))
-        if len(runs) >= 2 and spreads is not None:
-            spreads[phase].append(relative_spread(runs))
 
 
 def _costs_of(
@@ -403,52 +301,6 @@ def _model_ratios(
         if modeled > 0:  # the running parts: the one-time parts are not scaled
             ratios.append((float(line["wall_s"]) - costs.setup_s - costs.first_s) / modeled)
     return tuple(ratios)
-
-
-def _probe_noise(*runs: Sequence[Mapping[str, Any]]) -> dict[str, float]:
-    """Each phase's probe-to-probe spread: the baseline's repeats, as a relative deviation
-    of one probe (successive differences over sqrt 2), pooled over `runs` (a gather's
-    repeats, three in a row, and its warm baselines, one before each candidate: the row
-    alone saw one quiet moment, 0.8% where the baselines spread over the gather saw 5.6%)."""
-    noise = {}
-    for phase in PHASES:
-        steps = []
-        for run in runs:
-            rates = [float(b[f"{phase}_sps"]) for b in run if b.get(f"{phase}_sps")]
-            steps += _successive_steps(rates)
-        if steps:
-            noise[phase] = median(steps)
-    return noise
-
-
-def _successive_steps(rates: Sequence[float]) -> list[float]:
-    """Successive probes' differences, each as a relative deviation of one probe (over
-    sqrt 2)."""
-    return [abs(math.log(b / a)) / math.sqrt(2) for a, b in itertools.pairwise(rates)]
-
-
-def _measured_phases(line: Mapping[str, Any]) -> Sequence[str]:
-    """The phases a probe measured itself (an IO figure carried from another is not one)."""
-    return (line.get("plan") or {}).get("phases") or PHASES
-
-
-def _repeat_steps(lines: Sequence[Mapping[str, Any]]) -> dict[str, tuple[float, ...]]:
-    """Per phase, every configuration's probe-to-probe steps in a ladder (its incumbent's
-    repeats and its candidates' pairs), each a relative deviation of one probe as in
-    `_probe_noise`: on the second H200 ladder the 2-worker baseline's IO read 70-123
-    samples/s over five probes, where its first two agreed within 7%."""
-    seen: dict[tuple[str, str], list[float]] = defaultdict(list)
-    for line in lines:
-        measured = _measured_phases(line)
-        key = _key(with_defaults(line.get("config") or {}))
-        for phase in measured:
-            rate = line.get(f"{phase}_sps")
-            if rate:
-                seen[(key, phase)].append(float(rate))
-    steps: dict[str, list[float]] = defaultdict(list)
-    for (_, phase), rates in seen.items():
-        steps[phase] += _successive_steps(rates)
-    return {phase: tuple(values) for phase, values in steps.items()}
 
 
 def _pairs(lines: Iterable[Mapping[str, Any]]) -> dict[str, int]:

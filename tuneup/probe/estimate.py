@@ -58,9 +58,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tuneup.probe.costmodel import kernels_change
 from tuneup.probe.plan import MeasurementPlan, plan_probe
 from tuneup.probe.stats import median
-from tuneup.probe.types import PHASES, ProbeBudget
+from tuneup.probe.types import PHASES, Candidate, ProbeBudget
 
 BASELINE_REPEATS = 2
 CONFIRM_PAIRS = 2
@@ -274,6 +275,18 @@ class StageShape:
     judged: str = "full"
     expected_gain: float = 0.0
     new_kernels: int | None = None
+
+    @classmethod
+    def of(
+        cls,
+        name: str,
+        candidates: Sequence[Candidate],
+        judged: str = "full",
+        expected_gain: float = 0.0,
+    ) -> StageShape:
+        """A stage of these candidates, counting those whose kernels are new."""
+        new = sum(1 for c in candidates if kernels_change(c.values))
+        return cls(name, len(candidates), judged, expected_gain, new_kernels=new)
 
 
 @dataclass(frozen=True)

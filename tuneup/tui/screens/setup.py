@@ -231,9 +231,7 @@ class SetupScreen(Screen[None]):
                     "data_path",
                 )
                 yield Label("budget", classes="field")
-                yield _explained(
-                    Input(placeholder="none", id="time-budget"), "time_budget_s"
-                )
+                yield _explained(Input(placeholder="none", id="time-budget"), "time_budget_s")
             yield Static("", id="data-error")
             yield Static("", id="budget-error")
             yield Label("Ranks", classes="section")
@@ -302,9 +300,9 @@ class SetupScreen(Screen[None]):
     def shapes(self) -> list[StageShape]:
         """The checked stages as the ladder model sees them."""
         return [
-            StageShape(
+            StageShape.of(
                 p.stage,
-                len(p.candidates),
+                p.candidates,
                 self.stages[p.stage].judged_on,
                 self.stages[p.stage].expected_gain,
             )

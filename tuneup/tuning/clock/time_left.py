@@ -19,7 +19,7 @@ from typing import Any
 
 from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import ProbePreset
-from tuneup.probe.costmodel import kernel_key, kernels_change, pays_every_probe
+from tuneup.probe.costmodel import kernel_key, pays_every_probe
 from tuneup.probe.estimate import (
     Habits,
     LadderShape,
@@ -242,13 +242,7 @@ def stage_shapes(plans: Sequence[StagePlan]) -> list[StageShape]:
     """The stage plans as the ladder model sees them (a skipped stage has no candidates; a
     candidate that leaves the kernels as they were pays no first steps)."""
     return [
-        StageShape(
-            p.name,
-            0 if p.skip_reason else len(p.candidates),
-            p.judged,
-            p.expected_gain,
-            new_kernels=sum(1 for c in p.candidates if kernels_change(c.values)),
-        )
+        StageShape.of(p.name, [] if p.skip_reason else p.candidates, p.judged, p.expected_gain)
         for p in plans
     ]
 

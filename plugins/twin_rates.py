@@ -1,0 +1,192 @@
+"""The rates a journal's probes measured, and their noise: each configuration's rates per
+phase (a gather's read beside the baseline's probe just before it), the trials' spread,
+and the probe-to-probe spread of the baseline's repeats and of every configuration a
+ladder measured twice. Pure: journal lines in, figures out (twin_evidence.py reads them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import math
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tuneup.config import TrainConfig
+from tuneup.probe.stats import median, relative_spread
+from tuneup.probe.types import BASELINE_STAGE, PHASES
+
+_TRAIN_DEFAULTS = dataclasses.asdict(TrainConfig())
+
+_NOT_KNOBS = ("expdir", "use_cache", "seed", "log_every", "num_epochs", "max_steps", "max_seconds")
+
+
+def with_defaults(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A configuration with every knob's default filled in, less where its data lives."""
+    full = {**_TRAIN_DEFAULTS, **dict(config)}
+    return {
+        k: v
+        for k, v in full.items()
+        if k not in _NOT_KNOBS and not k.endswith("_path") and "npy" not in k
+    }
+
+
+def change_of(config: Mapping[str, Any], base: Mapping[str, Any]) -> dict[str, Any]:
+    """What `config` changes from `base`, knob by knob (defaults filled in on both)."""
+    mine, theirs = with_defaults(config), with_defaults(base)
+    return {k: v for k, v in mine.items() if theirs.get(k) != v}
+
+
+def config_key(values: Mapping[str, Any]) -> str:
+    return json.dumps(dict(values), sort_keys=True, default=str)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One configuration's measured rates: its change from the baseline, rates per phase."""
+
+    change: Mapping[str, Any]
+    rates: Mapping[str, tuple[float, ...]]
+
+    def rate(self, phase: str) -> float | None:
+        found = self.rates.get(phase)
+        return median(list(found)) if found else None
+
+
+def paired_rows(
+    lines: Sequence[Mapping[str, Any]],
+    base: Mapping[str, Any],
+    base_rates: Mapping[str, Sequence[float]],
+) -> dict[str, dict[str, list[float]]]:
+    """Each configuration's rates as the baseline's (their median) times its ratio to the
+    baseline probe measured just before it, per phase: a shared machine drifts 15-30% in a
+    minute, and a candidate measured once, later than the baseline, would carry the drift
+    as its effect (a gather's fused Adam at +42%, two ladders after it +9% and +28%)."""
+    typical = {p: median(list(v)) for p, v in base_rates.items() if v}
+    latest: dict[str, float] = {}
+    paired: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for line in lines:
+        change = change_of(with_defaults(line.get("config") or {}), base)
+        measured = measured_phases(line)
+        for phase in PHASES:
+            rate = line.get(f"{phase}_sps")
+            if not rate or phase not in measured:
+                continue
+            if not change:
+                latest[phase] = float(rate)
+            elif phase in latest and phase in typical:
+                paired[config_key(change)][phase].append(
+                    typical[phase] * float(rate) / latest[phase]
+                )
+    return paired
+
+
+def rates_of(
+    line: Mapping[str, Any],
+    rates: dict[str, list[float]],
+    trials: dict[str, list[int]] | None,
+    spreads: dict[str, list[float]] | None,
+) -> None:
+    """A probe's rate per phase into its row; its trials where its shape is the one read
+    for their count (`trials` None: not), and their spread where it is read for noise
+    (`spreads` None: not)."""
+    measured = measured_phases(line)
+    for phase in PHASES:
+        rate = line.get(f"{phase}_sps")
+        if rate and phase in measured:
+            rates[phase].append(float(rate))
+        runs = line.get(f"{phase}_sps_trials") or []
+        if runs and trials is not None:
+            trials[phase].append(len(runs))
+        if len(runs) >= 2 and spreads is not None:
+            spreads[phase].append(relative_spread(runs))
+
+
+def probe_noise(*runs: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Each phase's probe-to-probe spread: the baseline's repeats, as a relative deviation
+    of one probe (successive differences over sqrt 2), pooled over `runs` (a gather's
+    repeats, three in a row, and its warm baselines, one before each candidate: the row
+    alone saw one quiet moment, 0.8% where the baselines spread over the gather saw 5.6%)."""
+    noise = {}
+    for phase in PHASES:
+        steps = []
+        for run in runs:
+            rates = [float(b[f"{phase}_sps"]) for b in run if b.get(f"{phase}_sps")]
+            steps += successive_steps(rates)
+        if steps:
+            noise[phase] = median(steps)
+    return noise
+
+
+def successive_steps(rates: Sequence[float]) -> list[float]:
+    """Successive probes' differences, each as a relative deviation of one probe (over
+    sqrt 2)."""
+    return [abs(math.log(b / a)) / math.sqrt(2) for a, b in itertools.pairwise(rates)]
+
+
+def measured_phases(line: Mapping[str, Any]) -> Sequence[str]:
+    """The phases a probe measured itself (an IO figure carried from another is not one)."""
+    return (line.get("plan") or {}).get("phases") or PHASES
+
+
+def repeat_steps(lines: Sequence[Mapping[str, Any]]) -> dict[str, tuple[float, ...]]:
+    """Per phase, every configuration's probe-to-probe steps in a ladder (its incumbent's
+    repeats and its candidates' pairs), each a relative deviation of one probe as in
+    `probe_noise`: on the second H200 ladder the 2-worker baseline's IO read 70-123
+    samples/s over five probes, where its first two agreed within 7%."""
+    seen: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for line in lines:
+        measured = measured_phases(line)
+        key = config_key(with_defaults(line.get("config") or {}))
+        for phase in measured:
+            rate = line.get(f"{phase}_sps")
+            if rate:
+                seen[(key, phase)].append(float(rate))
+    steps: dict[str, list[float]] = defaultdict(list)
+    for (_, phase), rates in seen.items():
+        steps[phase] += successive_steps(rates)
+    return {phase: tuple(values) for phase, values in steps.items()}
+
+
+@dataclass(frozen=True)
+class RatesRead:
+    """A journal's table (each configuration's rates), its trials per phase where read for
+    their count, and the trials' spread per phase."""
+
+    rows: tuple[Row, ...]
+    trials: Mapping[str, tuple[int, ...]]
+    trial_noise: Mapping[str, float]
+
+
+def read_rates(
+    lines: Sequence[Mapping[str, Any]], base: Mapping[str, Any], shaped: set[int], *, gather: bool
+) -> RatesRead:
+    """Every configuration's rates per phase, as its change from `base`; the trials of the
+    lines in `shaped` (those of a ladder's pairs' shape); the trials' spread there and, in a
+    gather, in its warm baselines too, spread over it (its repeats alone saw one burst: 16%
+    where the baselines saw 4%). A gather's candidates are read beside the baseline."""
+    rows: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    changes: dict[str, dict[str, Any]] = {}
+    trials: dict[str, list[int]] = defaultdict(list)
+    spreads: dict[str, list[float]] = defaultdict(list)
+    for line in lines:
+        change = change_of(with_defaults(line.get("config") or {}), base)
+        key = config_key(change)
+        changes[key] = change
+        warm_baseline = line.get("stage") == BASELINE_STAGE and "setup" in (
+            line.get("one_time_s") or {}
+        )
+        spread = id(line) in shaped or (gather and warm_baseline)
+        rates_of(
+            line, rows[key], trials if id(line) in shaped else None, spreads if spread else None
+        )
+    if gather:  # each candidate's rates as measured beside the baseline's
+        rows.update(paired_rows(lines, base, rows.get(config_key({}), {})))
+    return RatesRead(
+        rows=tuple(Row(changes[k], {p: tuple(v) for p, v in r.items()}) for k, r in rows.items()),
+        trials={p: tuple(v) for p, v in trials.items()},
+        trial_noise={p: median(v) for p, v in spreads.items() if v},
+    )
