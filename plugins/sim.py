@@ -121,6 +121,7 @@ from typing import Any
 
 from tuneup.config import loader_round, process_kind
 from tuneup.probe.backend import ProbeBackend
+from tuneup.probe.costmodel import conv_key, pays_every_probe
 from tuneup.probe.estimate import ProbeCosts, probe_seconds
 from tuneup.probe.figures import ProbeFigures
 from tuneup.probe.plan import MeasurementPlan, plan_for
@@ -377,12 +378,14 @@ class SimTrainer(SimSurface, ProbeBackend):
         return 0.0
 
     def is_new(self, knobs: dict[str, Any], fresh: bool) -> bool:
-        """Whether a configuration's kernels are new to the (simulated) worker: here, any
-        configuration it did not run before."""
+        """Whether a configuration's kernels are new to the (simulated) worker, as the clock
+        counts them: a conv key it did not run before, or a compile, a script or a capture,
+        which every probe pays (costmodel.conv_key, pays_every_probe); its optimizer or
+        its loader alone are not."""
         if fresh or self._warm is None:
             self._warm = set()
-        key = json.dumps(knobs, sort_keys=True, default=str)
-        new = key not in self._warm
+        key = json.dumps(conv_key(knobs), default=str)
+        new = key not in self._warm or pays_every_probe(knobs)
         self._warm.add(key)
         return new
 

@@ -212,15 +212,15 @@ def worker_costs(measured: Measured, on_gpu: bool) -> WorkerCosts:
 
 
 def _scale(measured: Measured) -> Cost:
-    """What a warm probe really took over what the model says of it (its quartiles)."""
+    """What a warm probe's running part (its wall less its set-up and first steps) really
+    took over what the model says of that part (its quartiles)."""
     ratios = sorted(measured.all_of("ratios"))
     if len(ratios) < 2:
         return Cost.assumed(
             1.0,
             high=1.05,
             source="on the CPU, warm probes took 7% over the model (0.07 s a probe: the "
-            "release of the probe before, the runner's events), about 1% of a GPU probe's "
-            "5-60 s; 5% at most",
+            "release of the probe before, the runner's events); 5% at most",
             settle="a gather's repeats of the baseline (their walls against the model)",
         )
     quartiles = statistics.quantiles(ratios, n=4)
@@ -228,7 +228,7 @@ def _scale(measured: Measured) -> Cost:
         median(ratios),
         min(quartiles[0], median(ratios)),
         max(quartiles[2], median(ratios)),
-        f"{len(ratios)} warm probes' walls over the model's (median, quartiles)",
+        f"{len(ratios)} warm probes' running parts over the model's (median, quartiles)",
         True,
     )
 

@@ -15,9 +15,10 @@ will do too. From the journals every cost a run records is read:
 * TorchScript's set-up beyond the others', a CUDA graph's capture (`graph_capture`);
 * the warm-ups that never settled (`plan.stable`), trials per phase, and the
   pairs each stage's decision took (a ladder's journal);
-* every configuration's rates per phase (the `gather` table: one probe of each
-  stage's candidates on the baseline, every phase), its trials' spread, and the
-  baseline's probe-to-probe spread (its repeats).
+* every configuration's rates per phase (the `gather` table: each stage's
+  candidates on the baseline, every phase, twice, each read beside the baseline
+  probe just before it), its trials' spread, and the baseline's probe-to-probe
+  spread (a gather's repeats and its baselines spread over it; twin_rates.py).
 
 What no evidence holds is an assumption (twin_costs.py), each with its source,
 a low, likely and high value, and the measurement that would settle it.
@@ -304,7 +305,7 @@ def _model_ratios(
 
 
 def _pairs(lines: Iterable[Mapping[str, Any]]) -> dict[str, int]:
-    """The probes each stage took in a ladder's journal (a gather's is one per candidate)."""
+    """The probes each stage took in a ladder's journal (a gather's: two per candidate)."""
     counts: dict[str, int] = defaultdict(int)
     for line in lines:
         stage = str(line.get("stage"))

@@ -61,26 +61,27 @@ def paired_rows(
     base: Mapping[str, Any],
     base_rates: Mapping[str, Sequence[float]],
 ) -> dict[str, dict[str, list[float]]]:
-    """Each configuration's rates as the baseline's (their median) times its ratio to the
-    baseline probe measured just before it, per phase: a shared machine drifts 15-30% in a
-    minute, and a candidate measured once, later than the baseline, would carry the drift
-    as its effect (a gather's fused Adam at +42%, two ladders after it +9% and +28%)."""
+    """Each configuration's rates per phase: where the probe just before it measured the
+    baseline's, the baseline's median times the ratio to that probe (a shared machine
+    drifts 15-30% in a minute, and a candidate measured once, later than the baseline,
+    would carry the drift as its effect: a gather's fused Adam at +42%, two ladders after
+    it +9% and +28%); else its own rate."""
     typical = {p: median(list(v)) for p, v in base_rates.items() if v}
-    latest: dict[str, float] = {}
     paired: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    beside: dict[str, float] = {}  # the baseline's rates in the probe just before
     for line in lines:
-        change = change_of(with_defaults(line.get("config") or {}), base)
-        measured = measured_phases(line)
-        for phase in PHASES:
-            rate = line.get(f"{phase}_sps")
-            if not rate or phase not in measured:
-                continue
-            if not change:
-                latest[phase] = float(rate)
-            elif phase in latest and phase in typical:
-                paired[config_key(change)][phase].append(
-                    typical[phase] * float(rate) / latest[phase]
-                )
+        change = change_of(line.get("config") or {}, base)
+        rates = {
+            p: float(line[f"{p}_sps"])
+            for p in measured_phases(line)
+            if p in PHASES and line.get(f"{p}_sps")
+        }
+        if change:
+            for phase, rate in rates.items():
+                if phase in beside and phase in typical:
+                    rate = typical[phase] * rate / beside[phase]
+                paired[config_key(change)][phase].append(rate)
+        beside = {} if change else rates
     return paired
 
 

@@ -4,6 +4,7 @@ against the real clock."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import statistics
@@ -16,7 +17,7 @@ from tests.test_probe_real import _preset as tiny_preset
 from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import load_preset, parse_preset
 from tuneup.probe.estimate import probe_seconds
-from tuneup.probe.types import Candidate
+from tuneup.probe.types import Candidate, ProbeResult, Status
 from tuneup.trainers.adapters import load_trainer
 from tuneup.trainers.backends import WorkerBackend
 from tuneup.tuning.clock.ladder_record import LadderRecord
@@ -208,3 +209,29 @@ def test_a_resume_says_nothing_of_time_while_it_replays_the_journal(tmp_path):
     again.start(resume=True)
     again.run()
     assert said.said == []  # every probe came from the journal: no "2 min left" then 0.6 s
+
+
+def test_the_clock_prices_what_every_probe_of_a_compile_pays_and_a_per_rank_batch_search():
+    # the worker resets dynamo between probes: a compiled configuration compiles again
+    # (from the disk caches) in every probe; a rank's batch is a conv key of its own
+    preset = load_preset("cpu-smoke")
+    clock = LadderClock(load_trainer("unet"), preset, [StagePlan("jit", [])])
+    config = {"global_batch_size": 8, "jit": "none"}
+    base = ProbeResult("baseline", {}, config, Status.OK, full_sps=80.0, wall_s=5.0,
+                       one_time_s={"spawn": 3.0, "first_steps": 1.0})  # fmt: skip
+    compiled = dataclasses.replace(
+        base, stage="jit", config={**config, "jit": "compile"}, served_before=1,
+        one_time_s={"setup": 0.1, "first_steps": 6.0}, wall_s=8.0,
+    )  # fmt: skip
+    clock.heard("baseline", base)
+    clock.heard("jit", compiled)
+    probe = Candidate("again", {}, judged="full", whole=False, loss=False)
+    plain = clock.probe_s(probe, config, preset.budget)
+    first = clock.costs().first_s
+    assert first > 0
+    again = clock.probe_s(probe, {**config, "jit": "compile"}, preset.budget)
+    assert again == pytest.approx(plain + first)
+    per_rank = clock.probe_s(probe, {**config, "local_batch_size": 16}, preset.budget)
+    assert per_rank == pytest.approx(plain + first)
+    fused = clock.probe_s(probe, {**config, "optimizer_impl": "fused"}, preset.budget)
+    assert fused == pytest.approx(plain)

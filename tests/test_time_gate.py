@@ -82,3 +82,20 @@ def test_the_allocations_end_is_named_as_such_and_a_shorter_trial_meets_it_too()
     left[0] = need(0.25) + TIME_MARGIN_S - 0.1
     with pytest.raises(OutOfTime, match="in the allocation"):
         made.trials_for("baseline", Candidate("c", {}), {})
+
+
+def test_a_stage_whose_candidates_keep_the_kernels_is_gated_without_their_first_steps():
+    # as the plan priced it: fused Adam pays no cuDNN search, bf16 does (30 s here)
+    from tuneup.tuning.search.search_records import StagePlan
+
+    class Searching(Clock):
+        def costs(self) -> ProbeCosts:
+            return ProbeCosts(2.0, 0.5, 30.0, {"full": 0.01}, {"full": 2.0})
+
+    made = TimeGate(Searching(), BUDGET, 0.25, now=lambda: 0.0)  # type: ignore[arg-type]
+    made.start(40.0)
+    fused = StagePlan("optimizer", [Candidate("fused", {"optimizer_impl": "fused"})])
+    bf16 = StagePlan("amp", [Candidate("bf16", {"amp_mode": "bf16"})])
+    assert made.stage_gate(fused) is None
+    said = made.stage_gate(bf16)
+    assert said is not None and said.startswith("left out:")

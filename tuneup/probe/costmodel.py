@@ -120,7 +120,7 @@ def model_shape(knobs: Mapping[str, Any]) -> tuple[Any, ...]:
 
 def conv_key(knobs: Mapping[str, Any]) -> tuple[Any, ...]:
     """What cuDNN plans (and a CPU's kernels are picked) for: precision, TF32 math, layout,
-    batch, crop, the model's shape."""
+    batch (global, or per rank where that is set), crop, the model's shape."""
     return (
         "conv",
         knobs.get("amp_mode"),
@@ -129,6 +129,7 @@ def conv_key(knobs: Mapping[str, Any]) -> tuple[Any, ...]:
         knobs.get("global_batch_size"),
         crop(knobs),
         model_shape(knobs),
+        *((knobs["local_batch_size"],) if knobs.get("local_batch_size") else ()),
     )
 
 
@@ -141,24 +142,18 @@ def graph_key(knobs: Mapping[str, Any]) -> tuple[Any, ...] | None:
     return ("graph", knobs.get("compile_mode"), *conv_key(knobs)[1:])
 
 
-def kernel_key(knobs: Mapping[str, Any]) -> tuple[Any, ...]:
-    """What a process's first steps of a configuration pay for once: its conv key and its
-    compile. A script or a captured graph is paid by every probe that has one (`FirstUse`)."""
-    return (conv_key(knobs), knobs.get("jit"), knobs.get("compile_mode"))
-
-
 def pays_every_probe(knobs: Mapping[str, Any]) -> bool:
-    """Whether every probe of this configuration pays first steps again: it scripts its model
-    or captures a CUDA graph."""
-    return knobs.get("jit") == "script" or bool(knobs.get("cuda_graphs"))
+    """Whether every probe of this configuration pays first steps again: it compiles its
+    model (the worker resets dynamo between probes: from the disk caches, after the first),
+    scripts it, or captures a CUDA graph (`ProcessHistory.probe`)."""
+    return knobs.get("jit") in ("compile", "script") or bool(knobs.get("cuda_graphs"))
 
 
 def kernels_change(values: Mapping[str, Any]) -> bool:
     """Whether a candidate's values change what its first steps pay for in a warm process:
     a knob of the conv key (a cuDNN search), a compile or a script, a captured graph. Its
     optimizer, loader or workers do not (their first steps are steady)."""
-    scripted = values.get("jit") not in (None, "none")
-    return conv_key(values) != conv_key({}) or scripted or bool(values.get("cuda_graphs"))
+    return conv_key(values) != conv_key({}) or pays_every_probe(values)
 
 
 @dataclass(frozen=True)

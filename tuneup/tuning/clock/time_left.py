@@ -19,7 +19,7 @@ from typing import Any
 
 from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import ProbePreset
-from tuneup.probe.costmodel import kernel_key, pays_every_probe
+from tuneup.probe.costmodel import conv_key, pays_every_probe
 from tuneup.probe.estimate import (
     Habits,
     LadderShape,
@@ -30,6 +30,7 @@ from tuneup.probe.estimate import (
     confirmation_pairs,
     guess_costs,
     ladder_shape,
+    one_time_seconds,
     pairs_seen,
     probe_seconds,
     recorded_costs,
@@ -131,10 +132,10 @@ def measured_costs(
         measured=True,
         unsettled=unsettled_shares([r for r, _ in ran], fallback.unsettled),
     )
-    modeled = [
-        (r.wall_s - (once := sum(r.one_time_s.values())), _as_run(r, budget, costs) - once)
-        for r, _ in ran
-    ]
+    modeled = []
+    for r, new in ran:
+        model, once = _as_run(r, budget, costs, new)
+        modeled.append((r.wall_s - once, model - once))
     return replace(costs, scale=scale_of(modeled))
 
 
@@ -156,10 +157,14 @@ def _stable(result: ProbeResult) -> Mapping[str, bool]:
     return stable if isinstance(stable, Mapping) else {}
 
 
-def _as_run(result: ProbeResult, budget: ProbeBudget, costs: ProbeCosts) -> float:
+def _as_run(
+    result: ProbeResult, budget: ProbeBudget, costs: ProbeCosts, new: bool
+) -> tuple[float, float]:
     """What the model says a finished probe took, given its own start, first steps, step
-    times and trials: the part of its running wall the model cannot see (bookkeeping, a
-    slow warm-up) is `scale`."""
+    times and trials, and the part of that it does not scale (its start, and its first
+    steps where its kernels were `new`): the part of its running wall the model cannot see
+    (bookkeeping, a slow warm-up, a warm probe's small first steps, which the model prices
+    nowhere else) is `scale`."""
     once = result.one_time_s
     firsts = sum(v for k, v in once.items() if k not in ("spawn", "setup"))
     own = replace(
@@ -174,7 +179,9 @@ def _as_run(result: ProbeResult, budget: ProbeBudget, costs: ProbeCosts) -> floa
         unsettled={p: 0.0 if ok else 1.0 for p, ok in _stable(result).items()},
     )
     fresh = result.served_before == 0
-    return probe_seconds(result_plan(result, budget), own, fresh=fresh, new=firsts > 0)
+    plan = result_plan(result, budget)
+    model = probe_seconds(plan, own, fresh=fresh, new=new)
+    return model, one_time_seconds(own, fresh=fresh, new=new)
 
 
 SIMULATED = "the simulated trainer's own seconds"
@@ -305,7 +312,7 @@ class LadderClock:
 
     def heard(self, stage: str, result: ProbeResult) -> None:
         """One more probe finished (or was taken from the journal)."""
-        key = kernel_key(result.config)
+        key = conv_key(result.config)
         if result.served_before == 0:
             self._keys = set()  # a fresh process: nothing is warm in it
         new = key not in self._keys or pays_every_probe(result.config)
@@ -327,7 +334,7 @@ class LadderClock:
         is shared), its first steps where its kernels are new to the process."""
         costs = self.costs()
         fresh = not self._seen or not (costs.shares and self.shares_processes)
-        new = kernel_key(values) not in self._keys or pays_every_probe(values)
+        new = conv_key(values) not in self._keys or pays_every_probe(values)
         return probe_seconds(plan_for(budget, candidate), costs, fresh=fresh, new=new)
 
     def remeasures(self, probes: float) -> float:
