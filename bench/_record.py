@@ -27,15 +27,22 @@ def record(bench: str, out: Path | None, **figures: Any) -> dict[str, Any]:
 
 
 def _commit() -> str | None:
-    """`git describe --always --dirty` of the working tree, None where git cannot say."""
+    """The commit the code ran at (`git rev-parse --short HEAD`), with "-dirty" where code
+    outside bench/results differs from it (a record written before is not code); None
+    where git cannot say."""
+    here = Path(__file__).resolve().parent
     try:
-        done = subprocess.run(
-            ["git", "describe", "--always", "--dirty"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            cwd=Path(__file__).resolve().parent,
-        )
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True, text=True, timeout=10, cwd=here,
+        )  # fmt: skip
+        changed = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!bench/results"],
+            capture_output=True, text=True, timeout=10, cwd=here.parent,
+        )  # fmt: skip
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return done.stdout.strip() or None if done.returncode == 0 else None
+    if head.returncode != 0 or not head.stdout.strip():
+        return None
+    dirty = changed.returncode == 0 and bool(changed.stdout.strip())
+    return head.stdout.strip() + ("-dirty" if dirty else "")
