@@ -448,7 +448,8 @@ def main() -> None:
         budget_s = parse_duration(args.budget) if args.budget else None
         evidence = read_evidence(args.evidence, args.journal_evidence)
         with tempfile.TemporaryDirectory() as folder:
-            keep = args.journal or Path(folder) / "journal.jsonl"
+            against = args.against is not None
+            keep = args.journal or (Path(folder) / "journal.jsonl" if against else None)
             result = predict(
                 evidence,
                 preset=args.preset,
@@ -458,7 +459,7 @@ def main() -> None:
                 keep=keep,
                 compile_cache=args.compile_cache,
             )
-            if args.against is not None:
+            if against and keep is not None:
                 result["against"] = {
                     "journal": str(args.against),
                     **probe_by_probe(read_journal(keep), read_journal(args.against)),

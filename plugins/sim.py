@@ -121,7 +121,7 @@ from typing import Any
 
 from tuneup.config import loader_round, process_kind
 from tuneup.probe.backend import ProbeBackend
-from tuneup.probe.costmodel import conv_key, pays_every_probe
+from tuneup.probe.costmodel import conv_key, kernels_new
 from tuneup.probe.estimate import ProbeCosts, probe_seconds
 from tuneup.probe.figures import ProbeFigures
 from tuneup.probe.plan import MeasurementPlan, plan_for
@@ -201,7 +201,7 @@ class SimTrainer(SimSurface, ProbeBackend):
         self._repeats: dict[str, int] = {}
         self._started = False  # a (simulated) worker process is running
         self._kind = ""  # the process kind it runs (config.process_kind)
-        self._warm: set[str] | None = None  # the configurations it ran
+        self._warm: set[tuple[Any, ...]] | None = None  # the conv keys it ran
         self._served = 0
 
     def __call__(self, stage: str, candidate: Candidate, values: dict[str, Any]) -> ProbeResult:
@@ -380,13 +380,12 @@ class SimTrainer(SimSurface, ProbeBackend):
     def is_new(self, knobs: dict[str, Any], fresh: bool) -> bool:
         """Whether a configuration's kernels are new to the (simulated) worker, as the clock
         counts them: a conv key it did not run before, or a compile, a script or a capture,
-        which every probe pays (costmodel.conv_key, pays_every_probe); its optimizer or
-        its loader alone are not."""
+        which every probe pays (costmodel.kernels_new); its optimizer or its loader alone
+        are not."""
         if fresh or self._warm is None:
             self._warm = set()
-        key = json.dumps(conv_key(knobs), default=str)
-        new = key not in self._warm or pays_every_probe(knobs)
-        self._warm.add(key)
+        new = kernels_new(knobs, self._warm)
+        self._warm.add(conv_key(knobs))
         return new
 
     def _process_for(self, knobs: dict[str, Any]) -> tuple[bool, bool]:

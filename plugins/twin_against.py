@@ -14,16 +14,17 @@ Pure: journal lines in, a comparison out.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tuneup.probe.stats import median
 
+from .twin_rates import config_key
+
 
 def _key(line: Mapping[str, Any], seen: Counter[tuple[str, str]]) -> tuple[str, str, int]:
-    probe = (str(line.get("stage")), json.dumps(line.get("variant") or {}, sort_keys=True))
+    probe = (str(line.get("stage")), config_key(line.get("variant") or {}))
     seen[probe] += 1
     return (*probe, seen[probe])
 
@@ -46,7 +47,7 @@ def probe_by_probe(
     """Each probe both ladders ran, with its measured and predicted seconds, the part that
     missed, and the totals over those probes; the probes only one of them ran, counted."""
     twin, real = _ran(predicted), _ran(measured)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for key, line in real.items():
         if key not in twin:
             continue
@@ -55,7 +56,7 @@ def probe_by_probe(
         rows.append(
             {
                 "stage": key[0],
-                "variant": json.loads(key[1]),
+                "variant": dict(line.get("variant") or {}),
                 "measured_s": round(real_once + real_run, 1),
                 "predicted_s": round(twin_once + twin_run, 1),
                 "miss_s": round(miss_once + miss_run, 1),

@@ -58,7 +58,7 @@ class Row:
 
 def paired_rows(
     lines: Sequence[Mapping[str, Any]],
-    base: Mapping[str, Any],
+    changes: Sequence[Mapping[str, Any]],
     base_rates: Mapping[str, Sequence[float]],
 ) -> dict[str, dict[str, list[float]]]:
     """Each configuration's rates per phase: where the probe just before it measured the
@@ -69,8 +69,7 @@ def paired_rows(
     typical = {p: median(list(v)) for p, v in base_rates.items() if v}
     paired: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     beside: dict[str, float] = {}  # the baseline's rates in the probe just before
-    for line in lines:
-        change = change_of(line.get("config") or {}, base)
+    for line, change in zip(lines, changes, strict=True):
         rates = {
             p: float(line[f"{p}_sps"])
             for p in measured_phases(line)
@@ -173,8 +172,8 @@ def read_rates(
     changes: dict[str, dict[str, Any]] = {}
     trials: dict[str, list[int]] = defaultdict(list)
     spreads: dict[str, list[float]] = defaultdict(list)
-    for line in lines:
-        change = change_of(with_defaults(line.get("config") or {}), base)
+    per_line = [change_of(line.get("config") or {}, base) for line in lines]
+    for line, change in zip(lines, per_line, strict=True):
         key = config_key(change)
         changes[key] = change
         warm_baseline = line.get("stage") == BASELINE_STAGE and "setup" in (
@@ -185,7 +184,7 @@ def read_rates(
             line, rows[key], trials if id(line) in shaped else None, spreads if spread else None
         )
     if gather:  # each candidate's rates as measured beside the baseline's
-        rows.update(paired_rows(lines, base, rows.get(config_key({}), {})))
+        rows.update(paired_rows(lines, per_line, rows.get(config_key({}), {})))
     return RatesRead(
         rows=tuple(Row(changes[k], {p: tuple(v) for p, v in r.items()}) for k, r in rows.items()),
         trials={p: tuple(v) for p, v in trials.items()},

@@ -149,6 +149,12 @@ def pays_every_probe(knobs: Mapping[str, Any]) -> bool:
     return knobs.get("jit") in ("compile", "script") or bool(knobs.get("cuda_graphs"))
 
 
+def kernels_new(knobs: Mapping[str, Any], seen: set[tuple[Any, ...]]) -> bool:
+    """Whether a probe of `knobs` pays first steps in a process that has run the conv keys
+    `seen`: its conv key is new there, or it pays them in every probe."""
+    return conv_key(knobs) not in seen or pays_every_probe(knobs)
+
+
 def kernels_change(values: Mapping[str, Any]) -> bool:
     """Whether a candidate's values change what its first steps pay for in a warm process:
     a knob of the conv key (a cuDNN search), a compile or a script, a captured graph. Its

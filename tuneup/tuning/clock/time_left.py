@@ -19,7 +19,7 @@ from typing import Any
 
 from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import ProbePreset
-from tuneup.probe.costmodel import conv_key, pays_every_probe
+from tuneup.probe.costmodel import conv_key, kernels_new
 from tuneup.probe.estimate import (
     Habits,
     LadderShape,
@@ -312,11 +312,10 @@ class LadderClock:
 
     def heard(self, stage: str, result: ProbeResult) -> None:
         """One more probe finished (or was taken from the journal)."""
-        key = conv_key(result.config)
         if result.served_before == 0:
             self._keys = set()  # a fresh process: nothing is warm in it
-        new = key not in self._keys or pays_every_probe(result.config)
-        self._keys.add(key)
+        new = kernels_new(result.config, self._keys)
+        self._keys.add(conv_key(result.config))
         self._seen.append(_Heard(result, new))
         if result.ok and result.contended:  # spoiled by a load: measured again, no progress
             self._lost += 1
@@ -334,7 +333,7 @@ class LadderClock:
         is shared), its first steps where its kernels are new to the process."""
         costs = self.costs()
         fresh = not self._seen or not (costs.shares and self.shares_processes)
-        new = conv_key(values) not in self._keys or pays_every_probe(values)
+        new = kernels_new(values, self._keys)
         return probe_seconds(plan_for(budget, candidate), costs, fresh=fresh, new=new)
 
     def remeasures(self, probes: float) -> float:
