@@ -52,7 +52,7 @@ from tuneup.probe.types import PHASES, Status
 from .sim import SimCosts, SimTrainer
 from .twin_costs import worker_costs
 from .twin_evidence import GATHER, JournalFigures, Measured, read_measured
-from .twin_rates import Row, change_of
+from .twin_rates import Row, change_of, debiased_ratio, deviation_of_steps, effect_noise
 
 # Each rate the twin assumes where a GPU run's evidence is silent, with its source: the bench
 # prints them beside every prediction, so a figure is never taken for a measurement. (Its
@@ -109,6 +109,8 @@ class Evidence:
         table: the gathered configurations' rates (empty: a knobs.json run's model).
         baseline: the configuration the table's changes are from.
         trial_noise, probe_noise: per phase, where a gather measured them.
+        effect_noise: per phase, how far one gathered reading of a candidate's ratio strays
+            (twin_rates.effect_noise): what the table's ratios are debiased by.
         overhead: a probe's bookkeeping beyond its wall.
         start: the session's start before its first probe, where a gather measured it.
         recorded_stages: the probes each stage took in a recorded ladder's journal (what
@@ -134,6 +136,7 @@ class Evidence:
     baseline: Mapping[str, Any] = field(default_factory=dict)
     trial_noise: Mapping[str, float] = field(default_factory=dict)
     probe_noise: Mapping[str, float] = field(default_factory=dict)
+    effect_noise: Mapping[str, float] = field(default_factory=dict)
     overhead: Cost = OVERHEAD
     start: Cost | None = None
     recorded_stages: Mapping[str, int] = field(default_factory=dict)
@@ -205,6 +208,7 @@ def read_evidence(folder: Path, journals: Sequence[Path] = ()) -> Evidence:
         baseline=gathered.baseline if gathered else {},
         trial_noise=trial if gathered else {},
         probe_noise=dict(gathered.probe_noise) if gathered else {},
+        effect_noise=effect_noise(gathered.rows, gathered.probe_noise) if gathered else {},
         overhead=Cost.of(overheads, "the time around each gathered probe beyond its wall")
         if overheads
         else OVERHEAD,
@@ -230,7 +234,7 @@ def _loader_probe_noise(measured: Measured, figures: JournalFigures) -> float:
         for phase in ("io", "full")
         for step in journal.repeat_steps.get(phase, ())
     ]
-    return median(steps) if len(steps) >= 3 else figures.probe_noise.get("full", 0.03)
+    return deviation_of_steps(steps) if len(steps) >= 3 else figures.probe_noise.get("full", 0.03)
 
 
 class GpuTwin(SimTrainer):
@@ -352,7 +356,8 @@ class GpuTwin(SimTrainer):
         return change_of(values, self.evidence.baseline)
 
     def _table_sps(self, values: dict[str, Any]) -> dict[str, float]:
-        """The baseline's rates times each gathered change's ratio, phase by phase."""
+        """The baseline's rates times each gathered change's ratio, phase by phase, each
+        ratio with its readings' noise taken out of its size (twin_rates.debiased_ratio)."""
         table = self.evidence.table
         base = next(r for r in table if not r.change)
         change = self._change(values)
@@ -360,9 +365,11 @@ class GpuTwin(SimTrainer):
         for phase in PHASES:
             rate = base.rate(phase) or 1.0
             for row in _cover(change, table):
-                own = row.rate(phase)
-                if own is not None and base.rate(phase):
-                    rate *= own / (base.rate(phase) or own)
+                own, typical = row.rate(phase), base.rate(phase)
+                if own is not None and typical:
+                    readings = len(row.rates.get(phase, ()))
+                    noise = self.evidence.effect_noise.get(phase, 0.0)
+                    rate *= debiased_ratio(own / typical, readings, noise)
             rates[phase] = rate
         return rates
 
