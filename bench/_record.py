@@ -17,7 +17,7 @@ def record(bench: str, out: Path | None, **figures: Any) -> dict[str, Any]:
         "bench": bench,
         "command": "python " + " ".join(sys.argv),
         "date": time.strftime("%Y-%m-%d"),
-        "commit": _commit(),
+        "commit": code_commit(),
         **figures,
     }
     if out is not None:
@@ -26,7 +26,7 @@ def record(bench: str, out: Path | None, **figures: Any) -> dict[str, Any]:
     return document
 
 
-def _commit() -> str | None:
+def code_commit() -> str | None:
     """The commit the code ran at (`git rev-parse --short HEAD`), with "-dirty" where code
     outside bench/results differs from it (a record written before is not code); None
     where git cannot say."""

@@ -19,6 +19,10 @@ In one run, on the machine it runs on:
    the twin's ladder and a real one ran the same probe (a miss in probes
    apart from one in the price of each).
 
+With `--out`, the check is also packed under bench/results/twin_checks/ (its gather and
+its ladders' journals, 70 KB): bench/twin_replay.py sets a later twin beside every ladder
+a check has run.
+
 The claim it checks (issue 32): the prediction lands within 25% of the real
 ladders in wall time and in probes.
 """
@@ -35,7 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from _ladder_run import run_ladder
-from _record import record
+from _record import code_commit, record
+from _twin_archive import ARCHIVES, pack
 from gpu_twin import ladder_parts, predict
 from tuneup_plugins.twin import read_evidence
 from tuneup_plugins.twin_against import probe_by_probe
@@ -48,7 +53,15 @@ TOLERANCE = 0.25
 def real_ladder(preset: str, out: Path) -> dict[str, Any]:
     """`tuneup probe --preset P --out DIR` timed from outside, its journal read back."""
     run = run_ladder(preset, out)
-    wall, lines = run.wall_s, run.lines
+    last = (run.stdout.strip().splitlines() or [""])[-1]
+    return ladder_record(run.lines, run.wall_s, run.exit, last)
+
+
+def ladder_record(
+    lines: list[dict[str, Any]], wall: float, exit_: int, last_line: str = ""
+) -> dict[str, Any]:
+    """A real ladder as the comparison reads it: its wall from outside, its journal's
+    probes, parts and stages."""
     probe_walls = sum(float(line.get("wall_s") or 0.0) for line in lines)
     parts = ladder_parts(lines)
     # what the journal does not hold: the command's start, its data check, the bookkeeping
@@ -60,12 +73,12 @@ def real_ladder(preset: str, out: Path) -> dict[str, Any]:
         entry["probes"] += 1
         entry["wall_s"] = round(entry["wall_s"] + float(line.get("wall_s") or 0.0), 1)
     return {
-        "exit": run.exit,
+        "exit": exit_,
         "wall_s": round(wall, 1),
         "probes": len(lines),
         "parts": parts,
         "stages": stages,
-        "last_line": (run.stdout.strip().splitlines() or [""])[-1],
+        "last_line": last_line,
         "lines": lines,
     }
 
@@ -194,6 +207,14 @@ def main() -> None:
             f"{part['measured_s']:7.1f} s  miss {part['miss_s']:+7.1f} s"
         )
     if args.out:
+        pack(
+            folder,
+            ARCHIVES / f"{args.out.stem}.tar.gz",
+            ladders,
+            preset=args.preset,
+            predicted={k: predicted[k] for k in ("wall_s", "wall_s_low", "wall_s_high", "probes")},
+            commit=code_commit(),
+        )
         record(
             "twin_check",
             args.out,
