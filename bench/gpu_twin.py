@@ -336,7 +336,7 @@ class _Listener:
     def total_changed(self, total: int) -> None:
         pass
 
-    def time_left(self, seconds: float, measured: bool) -> None:
+    def time_left(self, seconds: float, basis: str) -> None:
         # said before probe_done: this figure follows probe number done + 1 (0: the start)
         done = self.done + (1 if self.estimates else 0)
         self.estimates.append((done, self.clock(), seconds))

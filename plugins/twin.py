@@ -314,6 +314,7 @@ class GpuTwin(SimTrainer):
             unsettled=self.unsettled(knobs),
             warm_windows=self.evidence.costs.windows(self.end),
             scale=self.evidence.costs.scale.at(self.end),
+            batch_exponent=self.evidence.costs.batch_exponent.at(self.end),
         )
 
     # --- noise -------------------------------------------------------------------------------

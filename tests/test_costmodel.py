@@ -166,11 +166,15 @@ def test_a_presets_costs_say_which_figures_were_measured_and_how_warm_ups_settle
     from tuneup.preset.schema import check_costs
 
     h200 = load_preset("h200").costs
-    assert h200 is not None and h200["measured"] == ["spawn_s", "setup_s"]  # the rest predicted
+    # the rest predicted
+    assert h200 is not None
+    assert h200["measured"] == ["spawn_s", "setup_s", "first_s", "batch_exponent"]
     assert 0 < h200["unsettled"]["io"] < 1 and h200["scale"] > 1
     _, problems = check_costs({"measured": ["spawn_s", "warp_s"], "unsettled": {"io": 1.5}})
     assert any("measured" in p and "warp_s" not in p for p in problems)
     assert any("unsettled" in p and "0 to 1" in p for p in problems)
+    _, grows = check_costs({"batch_exponent": -1})
+    assert grows and "batch_exponent" in grows[0] and "0 (not at all) to 2" in grows[0]
     _, scaled = check_costs({"scale": 9})
     assert scaled and "probe.costs.scale" in scaled[0] and "0.5 to 3" in scaled[0]
     _, fine = check_costs({"measured": ["setup_s"], "unsettled": {"full": 0.25}, "scale": 1.6})

@@ -192,6 +192,42 @@ def test_a_stage_whose_candidates_keep_the_kernels_pays_their_loss_steps_not_fir
     assert kind_seconds(first, BUDGET, COSTS) - plain == pytest.approx(10 * 0.25)
 
 
+def test_a_larger_batchs_new_kernels_pay_a_search_that_grows_with_the_batch():
+    # cuDNN's benchmark runs every algorithm at the batch: on the second H200 ladder
+    # bf16 + channels_last searched 33 s at batch 64, 66 s at 128. A budget that priced
+    # batches 128 and 256 at one mean first step planned them as cheap as bf16's 12 s.
+    costs = dataclasses.replace(COSTS, batch_exponent=1.0)
+    batches = StagePlan(
+        "batch_size",
+        [Candidate("batch_size", {"global_batch_size": b}) for b in (128, 256)],
+        judged="full",
+    )
+    (shape,) = stage_shapes([batches], batch=64)
+    assert shape.new_batches == (2.0, 4.0)
+    habits = Habits(0.0, 0.0)
+    grown = stage_shape(shape, habits).seconds(BUDGET, costs)
+    flat = stage_shape(shape, habits).seconds(BUDGET, COSTS)
+    assert grown - flat == pytest.approx(COSTS.first_s * (2 + 4 - 2))
+    # without the baseline's batch (or where first steps do not grow) nothing changes
+    (unknown,) = stage_shapes([batches])
+    assert stage_shape(unknown, habits).seconds(BUDGET, costs) == pytest.approx(flat)
+
+    def searched(batch: int, first: float) -> ProbeResult:
+        return ProbeResult(
+            "batch_size", {}, {"global_batch_size": batch}, Status.OK, full_sps=100.0,
+            full_sps_trials=[100.0] * 2, one_time_s={"setup": 2.0, "first_steps": first},
+            wall_s=first + 5.0, served_before=1, plan=plan_probe(BUDGET).to_dict(),
+        )  # fmt: skip
+
+    # what a ladder measured at batch 128 is read back to the baseline's batch, so the
+    # next search at 256 is priced at 256, not at 128's mean
+    learned = measured_costs([(searched(128, 66.0), True)], BUDGET, costs, base_batch=64)
+    assert learned.first_s == pytest.approx(33.0)
+    at_256 = probe_seconds(plan_probe(BUDGET), learned, new=True, batch=4.0)
+    at_64 = probe_seconds(plan_probe(BUDGET), learned, new=True)
+    assert at_256 - at_64 == pytest.approx(3 * 33.0)
+
+
 def test_the_guess_prices_every_phase_at_the_step_model() -> None:
     guess = guess_costs(BUDGET, StepModel(startup_s=30, step_s=0.1, served_startup_s=5))
     assert guess.step_s == {p: 0.1 for p in PHASES}

@@ -22,6 +22,7 @@ class Clock:
 
     def __init__(self, heard: bool = True) -> None:
         self.heard_any = heard
+        self.base_batch: float | None = None
 
     def probe_s(self, candidate: Candidate, values: dict[str, Any], budget: ProbeBudget) -> float:
         return 2.0 + 8 * budget.trial_s

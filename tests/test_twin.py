@@ -200,6 +200,10 @@ def test_a_time_budget_on_the_twin_is_kept_and_leaves_out_the_least_gain_first()
     # AMP's +50% is kept; stages of a few percent (for the most seconds) go first
     assert "amp" not in left and left and set(left) <= {"batch_size", "jit", "cuda_graphs"}
     assert kept["probes"] > 2  # past the baseline: the data stage ran
+    # and it is used: the batches' searches are priced at their batch (136 s at 256), not
+    # at one mean first step, so the plan leaves out what does not fit, not more (it once
+    # left out jit too, and ran 5 of the 8 minutes)
+    assert kept["wall_s"] >= 360 and "jit" not in left
 
 
 def test_a_ladder_journal_teaches_first_steps_by_row_and_its_repeats_noise(tmp_path: Path):

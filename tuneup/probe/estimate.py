@@ -14,7 +14,11 @@ A probe (`probe_seconds`) of plan P (tuneup.probe.plan) costs
 * ``first_s`` in a warm process when its configuration's kernels are new there
   (knobs that change cuDNN's plans: precision, layout, batch; a compilation),
   the first steps' cost beyond steady steps: a mean over such probes, since a
-  few of them (TF32 off, torch.compile) cost far more than the rest;
+  few of them (TF32 off, torch.compile) cost far more than the rest, at the
+  baseline's batch: a candidate of another batch pays it times (its batch over
+  the baseline's) ** ``batch_exponent`` (cuDNN's search runs every algorithm
+  at the batch: 1.03 on the H200, 66 s at 128 where 33 s at 64; 0 where first
+  steps do not grow with it);
 * the loss steps: ``loss_steps`` FULL steps, in a configuration's first probe
   (later ones of the same seed would record the same curve);
 * for each phase: its warm-up (its first step, then two windows of a quarter
@@ -113,12 +117,15 @@ class ProbeKind:
         new: its configuration's kernels are new to its process.
         first: its configuration's first probe (it records the loss steps), where its
             kernels are not new (a new optimizer, loader or worker count).
+        batch: its batch over the baseline's, where its kernels are new (its first steps
+            grow with it: ProbeCosts.batch_exponent).
     """
 
     phases: tuple[str, ...]
     fresh: bool = False
     new: bool = False
     first: bool = False
+    batch: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -129,7 +136,8 @@ class ProbeCosts:
         spawn_s, setup_s: a probe's start in a fresh process (its first steps
             included), and in a warm one.
         first_s: first steps beyond steady in a warm process, where a configuration's
-            kernels are new there (a mean).
+            kernels are new there (a mean, at the baseline's batch).
+        batch_exponent: how those first steps grow with the batch (module docstring).
         step_s: a steady step of each phase.
         trials: the trials each phase takes (expected: a fraction is fine).
         scale: what this machine's probes' running parts took over what the model said
@@ -158,6 +166,7 @@ class ProbeCosts:
     unsettled: Mapping[str, float] = field(default_factory=dict)
     warm_windows: Mapping[str, float] = field(default_factory=dict)
     loader_round: int = 1
+    batch_exponent: float = 0.0
 
     def step(self, phase: str) -> float:
         return self.step_s.get(phase) or self.step_s.get("full") or 0.0
@@ -196,16 +205,23 @@ def recorded_costs(
         unsettled=unsettled,
         loader_round=int(recorded.get("loader_round", 1)),
         scale=float(recorded.get("scale", 1.0)),
+        batch_exponent=float(recorded.get("batch_exponent", 0.0)),
     )
 
 
 def probe_seconds(
-    plan: MeasurementPlan, costs: ProbeCosts, *, fresh: bool = False, new: bool = False
+    plan: MeasurementPlan,
+    costs: ProbeCosts,
+    *,
+    fresh: bool = False,
+    new: bool = False,
+    batch: float = 1.0,
 ) -> float:
-    """One probe's wall time (the module docstring's model), never over the plan's limit."""
+    """One probe's wall time (the module docstring's model), never over the plan's limit;
+    `batch`: its batch over the baseline's."""
     fresh = fresh or not costs.shares
     plan = dataclasses.replace(plan, loader_round=max(plan.loader_round, costs.loader_round))
-    once = one_time_seconds(costs, fresh=fresh, new=new)
+    once = one_time_seconds(costs, fresh=fresh, new=new, batch=batch)
     seconds = 0.0
     if plan.loss_steps:
         seconds += plan.loss_steps * costs.step("full")
@@ -222,12 +238,18 @@ def probe_seconds(
     return min(plan.limit_s, once + seconds * costs.scale)
 
 
-def one_time_seconds(costs: ProbeCosts, *, fresh: bool, new: bool) -> float:
+def one_time_seconds(costs: ProbeCosts, *, fresh: bool, new: bool, batch: float = 1.0) -> float:
     """A probe's unscaled part: its start, and in a warm process its new kernels' first
-    steps (a fresh process's start includes them)."""
+    steps, at its batch (`batch`: over the baseline's; a fresh process's start includes
+    them)."""
     if fresh or not costs.shares:
         return costs.spawn_s
-    return costs.setup_s + (costs.first_s if new else 0.0)
+    return costs.setup_s + (first_seconds(costs, batch) if new else 0.0)
+
+
+def first_seconds(costs: ProbeCosts, batch: float = 1.0) -> float:
+    """New kernels' first steps at `batch` times the baseline's batch."""
+    return costs.first_s * max(batch, 1e-9) ** costs.batch_exponent
 
 
 def kind_seconds(kind: ProbeKind, budget: ProbeBudget, costs: ProbeCosts) -> float:
@@ -239,7 +261,7 @@ def kind_seconds(kind: ProbeKind, budget: ProbeBudget, costs: ProbeCosts) -> flo
         budget, judged=judged, whole=len(kind.phases) > 1, loss=kind.new or kind.fresh or kind.first
     )
     plan = dataclasses.replace(plan, phases=kind.phases)
-    return probe_seconds(plan, costs, fresh=kind.fresh, new=kind.new)
+    return probe_seconds(plan, costs, fresh=kind.fresh, new=kind.new, batch=kind.batch)
 
 
 @dataclass(frozen=True)
@@ -268,13 +290,15 @@ class StageShape:
     """A stage as the ladder model sees it: its candidates, the phase that judges it, the
     gain it is expected to bring (what a time budget keeps first), and how many of its
     candidates bring kernels new to the process (`costmodel.kernels_change`; None: every
-    one unless the stage is judged on IO, which runs no model)."""
+    one unless the stage is judged on IO, which runs no model), with each one's batch over
+    the baseline's (`new_batches`; none given: the baseline's)."""
 
     name: str
     candidates: int
     judged: str = "full"
     expected_gain: float = 0.0
     new_kernels: int | None = None
+    new_batches: tuple[float, ...] = ()
 
     @classmethod
     def of(
@@ -283,10 +307,28 @@ class StageShape:
         candidates: Sequence[Candidate],
         judged: str = "full",
         expected_gain: float = 0.0,
+        batch: float | None = None,
     ) -> StageShape:
-        """A stage of these candidates, counting those whose kernels are new."""
-        new = sum(1 for c in candidates if kernels_change(c.values))
-        return cls(name, len(candidates), judged, expected_gain, new_kernels=new)
+        """A stage of these candidates, counting those whose kernels are new, and where the
+        baseline's `batch` is given, each one's batch over it."""
+        new = [c for c in candidates if kernels_change(c.values)]
+        batches = tuple(batch_ratio(c.values, batch) for c in new) if batch else ()
+        return cls(name, len(candidates), judged, expected_gain, len(new), batches)
+
+
+def batch_of(config: Mapping[str, Any]) -> float | None:
+    """A configuration's global batch, where it gives one."""
+    own = config.get("global_batch_size")
+    if not isinstance(own, int | float) or isinstance(own, bool) or own <= 0:
+        return None
+    return float(own)
+
+
+def batch_ratio(values: Mapping[str, Any], batch: float | None) -> float:
+    """A configuration's batch over the baseline's `batch` (1 where it sets none, or the
+    baseline's is not known)."""
+    own = batch_of(values)
+    return own / batch if own and batch else 1.0
 
 
 @dataclass(frozen=True)
@@ -316,8 +358,9 @@ def stage_shape(stage: StageShape, habits: Habits) -> LadderShape:
     if stage.new_kernels is not None:
         new = min(new, max(0, stage.new_kernels))
     counts: defaultdict[ProbeKind, float] = defaultdict(float)
-    if new:
-        counts[ProbeKind(judged, new=True)] += new
+    batches = list(stage.new_batches[:new]) + [1.0] * max(0, new - len(stage.new_batches))
+    for batch in batches:
+        counts[ProbeKind(judged, new=True, batch=batch)] += 1
     if stage.candidates > new:  # a first probe still records its loss steps (not IO's)
         counts[ProbeKind(judged, first=stage.judged != "io")] += stage.candidates - new
     counts[ProbeKind(judged)] += anchors(stage.candidates, habits.adopt_rate)

@@ -31,6 +31,7 @@ from tuneup.probe.estimate import (
     ProbeCosts,
     StageShape,
     StepModel,
+    batch_of,
     duration_text,
     fits,
     ladder_shape,
@@ -305,6 +306,7 @@ class SetupScreen(Screen[None]):
                 p.candidates,
                 self.stages[p.stage].judged_on,
                 self.stages[p.stage].expected_gain,
+                batch_of(self.preset.train),
             )
             for p in self.chosen()
         ]

@@ -27,6 +27,7 @@ from tuneup.probe.estimate import (
     ProbeKind,
     StageShape,
     StepModel,
+    batch_ratio,
     confirmation_pairs,
     guess_costs,
     ladder_shape,
@@ -87,6 +88,7 @@ def measured_costs(
     fallback: ProbeCosts,
     *,
     typical: bool = False,
+    base_batch: float | None = None,
 ) -> ProbeCosts:
     """What probes cost here, from the ok probes heard so far; `fallback` for what none said.
 
@@ -97,6 +99,8 @@ def measured_costs(
         typical: each phase's step over the whole ladder (the median: what a ladder's
             probes typically cost, as a record keeps it); else the latest (the incumbent's
             now, what the stage under way runs).
+        base_batch: the baseline's batch: new kernels' first steps at another batch are
+            read back to it (ProbeCosts.batch_exponent) before their mean is taken.
     """
     ran = [(r, new) for r, new in heard if r.ok and r.wall_s > 0]
     if not ran:
@@ -109,6 +113,7 @@ def measured_costs(
     setups = [r.one_time_s["setup"] for r, _ in ran if "setup" in r.one_time_s]
     firsts = [
         sum(v for k, v in r.one_time_s.items() if k not in ("spawn", "setup"))
+        / batch_ratio(r.config, base_batch) ** fallback.batch_exponent
         for r, new in ran
         if new and r.served_before > 0
     ]
@@ -245,11 +250,14 @@ def known_costs(
     return adapter.known_costs(values, budget, machine)
 
 
-def stage_shapes(plans: Sequence[StagePlan]) -> list[StageShape]:
+def stage_shapes(plans: Sequence[StagePlan], batch: float | None = None) -> list[StageShape]:
     """The stage plans as the ladder model sees them (a skipped stage has no candidates; a
-    candidate that leaves the kernels as they were pays no first steps)."""
+    candidate that leaves the kernels as they were pays no first steps; one of another batch
+    than the baseline's `batch` pays them at its own)."""
     return [
-        StageShape.of(p.name, [] if p.skip_reason else p.candidates, p.judged, p.expected_gain)
+        StageShape.of(
+            p.name, [] if p.skip_reason else p.candidates, p.judged, p.expected_gain, batch
+        )
         for p in plans
     ]
 
@@ -271,6 +279,8 @@ class LadderClock:
             for fresh ones, and a probe runs one rank): else each costs a fresh one.
         machine: the machine's tag (ladder_record.machine_tag), for the record.
         record: where ladder costs are kept between sessions; None: nowhere.
+        base_batch: the baseline's global batch (first steps are priced at it, and grow
+            with a candidate's own: ProbeCosts.batch_exponent); None: not known.
     """
 
     adapter: TrainerAdapter
@@ -282,6 +292,7 @@ class LadderClock:
     shares_processes: bool = True
     machine: str = ""
     record: LadderRecord | None = None
+    base_batch: float | None = None
     # Probes a busy machine may still spoil (tuning/search/load.py's ladder bound): the time left
     # counts the re-measures the load has cost so far, up to this many.
     lost_allowance: int = LADDER_PROBES
@@ -334,7 +345,8 @@ class LadderClock:
         costs = self.costs()
         fresh = not self._seen or not (costs.shares and self.shares_processes)
         new = kernels_new(values, self._keys)
-        return probe_seconds(plan_for(budget, candidate), costs, fresh=fresh, new=new)
+        batch = batch_ratio(values, self.base_batch)
+        return probe_seconds(plan_for(budget, candidate), costs, fresh=fresh, new=new, batch=batch)
 
     def remeasures(self, probes: float) -> float:
         """The re-measures `probes` more probes are expected to cost at the rate a busy
@@ -347,7 +359,7 @@ class LadderClock:
     def costs(self) -> ProbeCosts:
         """What a probe costs here: measured as soon as probes finished."""
         heard = [(h.result, h.new) for h in self._seen]
-        return measured_costs(heard, self.budget, self._guess())
+        return measured_costs(heard, self.budget, self._guess(), base_batch=self.base_batch)
 
     def later_costs(self, costs: ProbeCosts) -> ProbeCosts:
         """What a probe of a stage not begun yet costs: its steps, trials and first steps as
@@ -364,7 +376,9 @@ class LadderClock:
     def typical_costs(self) -> ProbeCosts:
         """What this ladder's probes typically cost (kept for the next estimate)."""
         heard = [(h.result, h.new) for h in self._seen]
-        return measured_costs(heard, self.budget, self._guess(), typical=True)
+        return measured_costs(
+            heard, self.budget, self._guess(), typical=True, base_batch=self.base_batch
+        )
 
     def habits(self, stage: str | None) -> Habits:
         """How decisions go: this session's stages decided before `stage`, else a record's."""
@@ -441,7 +455,7 @@ class LadderClock:
         )
 
     def _stage_shapes(self) -> list[StageShape]:
-        return stage_shapes(self.plans)
+        return stage_shapes(self.plans, self.base_batch)
 
     def _guess(self) -> ProbeCosts:
         """The trainer's guess of this ladder's probe costs, or the record of an earlier one."""

@@ -175,7 +175,9 @@ class TimeGate:
             return None
         left = self.deadline - self.now()
         costs = self.clock.costs()
-        shape = StageShape.of(plan.name, plan.candidates, plan.judged, plan.expected_gain)
+        shape = StageShape.of(
+            plan.name, plan.candidates, plan.judged, plan.expected_gain, self.clock.base_batch
+        )
         need = stage_shape(shape, self.clock.habits(plan.name)).seconds(self.budget, costs)
         firsts: dict[tuple[str, Any], float] = {}
         for cand in plan.candidates:
