@@ -3,7 +3,7 @@ later twin can be set beside every ladder a check has run (bench/twin_replay.py)
 
 A check's folder (twin_check.py --keep) holds the compile caches and each probe's logs
 too (4 MB); the twin reads only the gather's journal, gather.json and session.json, and a
-comparison only the ladders' journals and their walls timed from outside (70 KB packed).
+comparison only the ladders' journals and their walls timed from outside (45-60 KB packed).
 """
 
 from __future__ import annotations

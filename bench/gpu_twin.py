@@ -55,7 +55,8 @@ from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import load_preset
 from tuneup.probe.backend import ProbeBackend
 from tuneup.probe.costmodel import ENDS, End, FirstUse, conv_key
-from tuneup.probe.estimate import duration_text, parse_duration, recorded_costs
+from tuneup.probe.durations import duration_text, parse_duration
+from tuneup.probe.estimate import recorded_costs
 from tuneup.probe.types import BASELINE_STAGE, CONFIRM_STAGE, Candidate, ProbeResult
 from tuneup.trainers.adapters import load_trainer
 from tuneup.tuning.search import paired

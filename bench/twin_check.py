@@ -20,7 +20,7 @@ In one run, on the machine it runs on:
    apart from one in the price of each).
 
 With `--out`, the check is also packed under bench/results/twin_checks/ (its gather and
-its ladders' journals, 70 KB): bench/twin_replay.py sets a later twin beside every ladder
+its ladders' journals, 45-60 KB): bench/twin_replay.py sets a later twin beside every ladder
 a check has run.
 
 The claim it checks (issue 32): the prediction lands within 25% of the real

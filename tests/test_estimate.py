@@ -6,6 +6,7 @@ import dataclasses
 
 import pytest
 
+from tuneup.probe.durations import parse_duration
 from tuneup.probe.estimate import (
     CONFIRM,
     WHOLE,
@@ -20,15 +21,15 @@ from tuneup.probe.estimate import (
     kind_seconds,
     ladder_shape,
     pairs_seen,
-    parse_duration,
     probe_seconds,
     stage_shape,
     time_left_text,
 )
 from tuneup.probe.plan import plan_probe
 from tuneup.probe.types import PHASES, Candidate, ProbeBudget, ProbeResult, Status
+from tuneup.tuning.clock.measured import measured_costs
 from tuneup.tuning.clock.planner import plan_ladder
-from tuneup.tuning.clock.time_left import measured_costs, stage_shapes
+from tuneup.tuning.clock.time_left import stage_shapes
 from tuneup.tuning.search.search_records import StagePlan
 
 BUDGET = ProbeBudget(trial_s=0.5, min_trials=2, max_trials=4, warmup_cap_s=10, loss_steps=10)

@@ -16,12 +16,13 @@ from tuneup_plugins.sim import SimCosts, SimTrainer
 from tests.test_probe_real import _preset as tiny_preset
 from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import load_preset, parse_preset
-from tuneup.probe.estimate import probe_seconds
+from tuneup.probe.estimate import Habits, ProbeCosts, probe_seconds
 from tuneup.probe.types import Candidate, ProbeResult, Status
 from tuneup.trainers.adapters import load_trainer
 from tuneup.trainers.backends import WorkerBackend
 from tuneup.tuning.clock.ladder_record import LadderRecord
-from tuneup.tuning.clock.time_left import LadderClock, measured_costs, result_plan
+from tuneup.tuning.clock.measured import measured_costs, result_plan
+from tuneup.tuning.clock.time_left import LadderClock
 from tuneup.tuning.results.journal import ResultsDir
 from tuneup.tuning.search.search_records import StagePlan
 from tuneup.tuning.session.assembly import SessionRequest
@@ -182,6 +183,24 @@ def test_a_ladder_of_several_ranks_prices_every_probe_as_a_fresh_one() -> None:
     assert alone.seconds_left(None)[0] > shared.seconds_left(None)[0]
 
 
+def test_probes_of_fresh_processes_are_all_counted_whatever_their_kind() -> None:
+    # a stage of three candidates, one of them a new conv key: counted as fresh probes,
+    # its kinds must add up, not overwrite one another (0.5 probes were once left of 3.5)
+    plans = [
+        StagePlan(
+            "amp",
+            [Candidate(v, {"amp_mode": v}) for v in ("bf16", "fp16")]
+            + [Candidate("fused", {"optimizer_impl": "fused"})],
+            judged="synthetic",
+        )
+    ]
+    preset = load_preset("generic-cuda")
+    shared = LadderClock(load_trainer("unet"), preset, plans)
+    alone = LadderClock(load_trainer("unet"), preset, plans, shares_processes=False)
+    counted = sum(shared.left(None, shared.costs()).counts.values())
+    assert sum(alone.left(None, alone.costs()).counts.values()) == pytest.approx(counted)
+
+
 def test_fresh_processes_is_asked_for_recorded_and_kept_on_resume(tmp_path: Path) -> None:
     from tests.test_session_life import tuneup_run
 
@@ -235,3 +254,22 @@ def test_the_clock_prices_what_every_probe_of_a_compile_pays_and_a_per_rank_batc
     assert per_rank == pytest.approx(plain + first)
     fused = clock.probe_s(probe, {**config, "optimizer_impl": "fused"}, preset.budget)
     assert fused == pytest.approx(plain)
+
+
+def test_a_machines_kept_costs_keep_how_first_steps_grow_with_the_batch(tmp_path: Path) -> None:
+    # the next session on this machine reads the kept costs before the preset's: their
+    # first step is at the baseline's batch, and must still grow with a larger one
+    from tuneup.probe.estimate import first_seconds
+    from tuneup.tuning.clock.ladder_record import LadderCosts
+
+    record = LadderRecord(tmp_path)
+    costs = ProbeCosts(
+        spawn_s=40.0, setup_s=1.3, first_s=22.7, step_s={"full": 0.13}, trials={"full": 2.0},
+        batch_exponent=1.03, loader_round=3,
+    )  # fmt: skip
+    record.remember("unet", "h200", "H200", LadderCosts(costs, Habits(0.1, 0.75)))
+    back = record.recall("unet", "h200", "H200")
+    assert back is not None
+    assert back.costs.batch_exponent == pytest.approx(1.03)
+    assert back.costs.loader_round == 3
+    assert first_seconds(back.costs, 2.0) == pytest.approx(22.7 * 2**1.03)

@@ -23,6 +23,7 @@ class Clock:
     def __init__(self, heard: bool = True) -> None:
         self.heard_any = heard
         self.base_batch: float | None = None
+        self.incumbent_batch: float | None = None
 
     def probe_s(self, candidate: Candidate, values: dict[str, Any], budget: ProbeBudget) -> float:
         return 2.0 + 8 * budget.trial_s
@@ -100,3 +101,23 @@ def test_a_stage_whose_candidates_keep_the_kernels_is_gated_without_their_first_
     assert made.stage_gate(fused) is None
     said = made.stage_gate(bf16)
     assert said is not None and said.startswith("left out:")
+
+
+def test_a_stage_after_a_larger_batch_was_adopted_is_gated_at_that_batch():
+    # on the H200 the batch stage comes before jit and CUDA graphs: once 256 is adopted,
+    # their new kernels' first steps are searched at 256 (4x batch 64's), not at 64
+    from tuneup.tuning.search.search_records import StagePlan
+
+    class Grown(Clock):
+        def costs(self) -> ProbeCosts:
+            return ProbeCosts(2.0, 0.5, 30.0, {"full": 0.01}, {"full": 2.0}, batch_exponent=1.0)
+
+    bf16 = StagePlan("amp", [Candidate("bf16", {"amp_mode": "bf16"})])
+    clock = Grown()
+    clock.base_batch = 64.0
+    made = TimeGate(clock, BUDGET, 0.25, now=lambda: 0.0)  # type: ignore[arg-type]
+    made.start(60.0)
+    assert made.stage_gate(bf16) is None  # its 30 s search fits at 64
+    clock.incumbent_batch = 256.0
+    said = made.stage_gate(bf16)
+    assert said is not None and said.startswith("left out:")  # 120 s at 256 does not

@@ -82,7 +82,7 @@ from suite_steps import DEFAULT_STEPS, NOT_BY_DEFAULT, STEP_NAMES, STEPS
 from suite_types import HERE, ROOT, Context, Outcome, Step
 
 from tuneup.preset.autopick import gpu_inventory
-from tuneup.probe.estimate import parse_duration
+from tuneup.probe.durations import parse_duration
 
 RESERVE_S = 8.0  # kept back for the orphans step and the final writes
 ORPHAN_WAIT_S = 5.0  # a finished step's children may take a moment to exit

@@ -240,11 +240,10 @@ def check_costs(raw: Any) -> tuple[dict[str, Any] | None, list[str]]:
             "probe.costs.scale: must be what probes took over the model's parts, from "
             f"{low:g} to {high:g}, got {scale!r}"
         )
-    exponent = raw.get("batch_exponent", 0.0)
-    if not is_number(exponent) or not 0 <= exponent <= 2:
+    grows = raw.get("batch_exponent", 0.0)
+    if not is_number(grows) or not 0 <= grows <= 2:
         problems.append(
-            "probe.costs.batch_exponent: must be how first steps grow with the batch, from 0 "
-            f"(not at all) to 2, got {exponent!r}"
+            f"probe.costs.batch_exponent: must be from 0 (not at all) to 2, got {grows!r}"
         )
     rate = raw.get("adopt_rate", 0.5)
     if not is_number(rate) or not 0 <= rate <= 1:

@@ -62,7 +62,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tuneup.probe.costmodel import kernels_change
+from tuneup.config import TrainConfig
+from tuneup.probe.costmodel import conv_key, kernels_change
+from tuneup.probe.durations import duration_text
 from tuneup.probe.plan import MeasurementPlan, plan_probe
 from tuneup.probe.stats import median
 from tuneup.probe.types import PHASES, Candidate, ProbeBudget
@@ -308,27 +310,45 @@ class StageShape:
         judged: str = "full",
         expected_gain: float = 0.0,
         batch: float | None = None,
+        at: float | None = None,
     ) -> StageShape:
         """A stage of these candidates, counting those whose kernels are new, and where the
-        baseline's `batch` is given, each one's batch over it."""
+        baseline's `batch` is given, each one's batch over it (a candidate that sets none
+        runs at the incumbent's, `at`)."""
         new = [c for c in candidates if kernels_change(c.values)]
-        batches = tuple(batch_ratio(c.values, batch) for c in new) if batch else ()
+        batches = tuple(_search_batch(c.values, batch, at) for c in new) if batch else ()
         return cls(name, len(candidates), judged, expected_gain, len(new), batches)
 
 
-def batch_of(config: Mapping[str, Any]) -> float | None:
-    """A configuration's global batch, where it gives one."""
-    own = config.get("global_batch_size")
-    if not isinstance(own, int | float) or isinstance(own, bool) or own <= 0:
-        return None
-    return float(own)
+def _search_batch(values: Mapping[str, Any], batch: float | None, at: float | None) -> float:
+    """The batch a candidate's first steps are priced at, over the baseline's: a cuDNN
+    search where it changes the conv key, at its batch; a compile, script or capture alone
+    searches nothing, and is priced as measured (at the baseline's)."""
+    return batch_ratio(values, batch, at) if conv_key(values) != conv_key({}) else 1.0
 
 
-def batch_ratio(values: Mapping[str, Any], batch: float | None) -> float:
-    """A configuration's batch over the baseline's `batch` (1 where it sets none, or the
-    baseline's is not known)."""
-    own = batch_of(values)
-    return own / batch if own and batch else 1.0
+def batch_of(values: Mapping[str, Any], default: float | None = None) -> float | None:
+    """The batch `values` set for a step (local_batch_size where set, else the global one,
+    as conv_key reads it), else `default` (a whole configuration: TrainConfig's)."""
+    for knob in ("local_batch_size", "global_batch_size"):
+        own = values.get(knob)
+        if isinstance(own, int | float) and not isinstance(own, bool) and own > 0:
+            return float(own)
+    return default
+
+
+def config_batch(config: Mapping[str, Any]) -> float:
+    """A whole configuration's batch (TrainConfig's default where it gives none)."""
+    return batch_of(config, float(TrainConfig.global_batch_size)) or 1.0
+
+
+def batch_ratio(values: Mapping[str, Any], batch: float | None, at: float | None = None) -> float:
+    """`values`' batch over the baseline's `batch`; where they set none, the incumbent's
+    (`at`: a stage's candidates run on it; the baseline's where not given). 1 where the
+    baseline's is not known."""
+    if not batch:
+        return 1.0
+    return (batch_of(values) or at or batch) / batch
 
 
 @dataclass(frozen=True)
@@ -429,75 +449,6 @@ def scale_of(walls: Sequence[tuple[float, float]]) -> float:
         return 1.0
     low, high = SCALE_BOUNDS
     return min(high, max(low, median(ratios)))
-
-
-def duration_text(seconds: float) -> str:
-    """As people read it: "45 s", "3 min 20 s", "12 min", "2 h 05 min"."""
-    if seconds < 59.5:
-        return f"{seconds:.0f} s"
-    if seconds < 9.5 * 60:
-        minutes, rest = divmod(round(seconds), 60)
-        return f"{minutes} min {rest:02d} s" if rest else f"{minutes} min"
-    minutes = round(seconds / 60)
-    if minutes < 60:
-        return f"{minutes} min"
-    return f"{minutes // 60} h {minutes % 60:02d} min"
-
-
-_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_duration(text: str) -> float:
-    """Seconds in "90s", "10m", "1.5h", "1h30m", "1h30" (a number after a unit counts in
-    the next smaller one, as a clock reads: 1 h 30 min; "2m30" is 2 min 30 s) or SLURM's
-    "HH:MM:SS" / "MM:SS".
-
-    Raises:
-        ValueError: anything else, with what would be understood.
-    """
-    raw = text.strip().lower().replace(" ", "")
-    fix = "give it with a unit (90s, 10m, 1h30m, 1h30) or as HH:MM:SS"
-    if not raw:
-        raise ValueError(f"an empty duration: {fix}")
-    if ":" in raw:
-        parts = raw.split(":")
-        if len(parts) > 3 or not all(p.isdigit() for p in parts):
-            raise ValueError(f"{text!r} is not a duration: {fix}")
-        seconds = 0.0
-        for part in parts:
-            seconds = seconds * 60 + int(part)
-        return _positive(seconds, text, fix)
-    seconds, number, last = 0.0, "", ""
-    for char in raw:
-        if char.isdigit() or char == ".":
-            number += char
-        elif char in _UNITS and number:
-            seconds += _amount(number, char, text, fix)
-            number, last = "", char
-        else:
-            raise ValueError(f"{text!r} is not a duration: {fix}")
-    if number:
-        smaller = _NEXT_SMALLER.get(last)
-        if smaller is None:
-            raise ValueError(f"{text!r} has no unit: {fix}")
-        seconds += _amount(number, smaller, text, fix)
-    return _positive(seconds, text, fix)
-
-
-_NEXT_SMALLER = {"h": "m", "m": "s"}  # "1h30" is 1 h 30 min, "2m30" 2 min 30 s
-
-
-def _amount(number: str, unit: str, text: str, fix: str) -> float:
-    try:
-        return float(number) * _UNITS[unit]
-    except ValueError:
-        raise ValueError(f"{text!r} is not a duration: {fix}") from None
-
-
-def _positive(seconds: float, text: str, fix: str) -> float:
-    if not seconds > 0:
-        raise ValueError(f"{text!r} is no time at all: {fix}")
-    return seconds
 
 
 def time_left_text(seconds: float, basis: str) -> str:

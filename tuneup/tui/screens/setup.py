@@ -26,13 +26,13 @@ from tuneup.cluster.job import JobEnv
 from tuneup.errors import UsageError
 from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import ProbePreset, load_preset, preset_stage
+from tuneup.probe.durations import duration_text
 from tuneup.probe.estimate import (
     Habits,
     ProbeCosts,
     StageShape,
     StepModel,
-    batch_of,
-    duration_text,
+    config_batch,
     fits,
     ladder_shape,
     time_limit,
@@ -306,7 +306,7 @@ class SetupScreen(Screen[None]):
                 p.candidates,
                 self.stages[p.stage].judged_on,
                 self.stages[p.stage].expected_gain,
-                batch_of(self.preset.train),
+                config_batch(self.preset.train),
             )
             for p in self.chosen()
         ]

@@ -61,6 +61,8 @@ class LadderRecord:
                 measured=True,
                 recorded=True,
                 unsettled={str(k): float(v) for k, v in dict(entry.get("unsettled", {})).items()},
+                loader_round=int(entry.get("loader_round", 1)),
+                batch_exponent=float(entry.get("batch_exponent", 0.0)),
             )
             habits = Habits(float(entry["pairs_per_stage"]), float(entry["adopt_rate"]))
             return LadderCosts(costs, habits, when=str(entry.get("when", "")))
@@ -79,6 +81,8 @@ class LadderRecord:
             "trials": {k: round(v, 2) for k, v in costs.trials.items()},
             "scale": round(costs.scale, 3),
             "unsettled": {k: round(v, 3) for k, v in costs.unsettled.items()},
+            "loader_round": costs.loader_round,
+            "batch_exponent": round(costs.batch_exponent, 3),
             "pairs_per_stage": round(measured.habits.pairs_per_stage, 2),
             "adopt_rate": round(measured.habits.adopt_rate, 2),
             "when": measured.when or time.strftime("%Y-%m-%d"),

@@ -27,13 +27,13 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tuneup.probe.durations import duration_text
 from tuneup.probe.estimate import (
     BASELINE_REPEATS,
     CONFIRM_PAIRS,
     Habits,
     ProbeCosts,
     StageShape,
-    duration_text,
     ladder_shape,
     stage_shape,
 )

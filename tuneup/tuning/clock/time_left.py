@@ -2,7 +2,7 @@
 
 The session hears every probe (run or taken from the journal) and asks, after
 each, how many probes are still expected and what they will cost: the model of
-probe.estimate, fed with this ladder's own probes (`measured_costs`: their
+probe.estimate, fed with this ladder's own probes (measured.py: their
 start-up, first steps, step times, trial counts, and how far the model was
 off), else with what an earlier ladder of the same trainer and preset cost
 here (tuning.ladder_record), else with the trainer's StepModel guess. At the
@@ -12,8 +12,8 @@ end the ladder's figures are kept for the next.
 from __future__ import annotations
 
 import math
-from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -27,19 +27,16 @@ from tuneup.probe.estimate import (
     ProbeKind,
     StageShape,
     StepModel,
-    batch_ratio,
+    config_batch,
     confirmation_pairs,
     guess_costs,
     ladder_shape,
-    one_time_seconds,
     pairs_seen,
     probe_seconds,
     recorded_costs,
-    scale_of,
     stage_shape,
 )
-from tuneup.probe.plan import MeasurementPlan, plan_for, plan_probe
-from tuneup.probe.stats import median
+from tuneup.probe.plan import plan_for
 from tuneup.probe.types import (
     BASELINE_STAGE,
     CONFIRM_STAGE,
@@ -50,28 +47,9 @@ from tuneup.probe.types import (
 )
 from tuneup.trainers.adapters import TrainerAdapter
 from tuneup.tuning.clock.ladder_record import LadderCosts, LadderRecord
-from tuneup.tuning.search.guard import batch_of
+from tuneup.tuning.clock.measured import measured_costs
 from tuneup.tuning.search.load import LADDER_PROBES
 from tuneup.tuning.search.search_records import StagePlan
-
-
-def result_plan(result: ProbeResult, budget: ProbeBudget) -> MeasurementPlan:
-    """The plan a probe was measured by (as it recorded it), else its budget's whole plan."""
-    if result.plan:
-        try:
-            return MeasurementPlan.from_dict(result.plan)
-        except (TypeError, ValueError):
-            pass
-    return plan_probe(budget)
-
-
-def step_seconds(result: ProbeResult, phase: str) -> float | None:
-    """A steady step of `phase` in this probe: its global batch over the phase's rate."""
-    rate = result.rate(phase)
-    batch = batch_of(result.config)
-    if rate is None or batch is None:
-        return None
-    return batch * max(1, result.ranks if result.config.get("local_batch_size") else 1) / rate
 
 
 @dataclass
@@ -80,113 +58,6 @@ class _Heard:
 
     result: ProbeResult
     new: bool
-
-
-def measured_costs(
-    heard: Sequence[tuple[ProbeResult, bool]],
-    budget: ProbeBudget,
-    fallback: ProbeCosts,
-    *,
-    typical: bool = False,
-    base_batch: float | None = None,
-) -> ProbeCosts:
-    """What probes cost here, from the ok probes heard so far; `fallback` for what none said.
-
-    Args:
-        heard: each probe with whether its configuration's kernels were new to its process.
-        budget: the session's budget (a probe without a recorded plan was measured by it).
-        fallback: the guess, or an earlier ladder's record.
-        typical: each phase's step over the whole ladder (the median: what a ladder's
-            probes typically cost, as a record keeps it); else the latest (the incumbent's
-            now, what the stage under way runs).
-        base_batch: the baseline's batch: new kernels' first steps at another batch are
-            read back to it (ProbeCosts.batch_exponent) before their mean is taken.
-    """
-    ran = [(r, new) for r, new in heard if r.ok and r.wall_s > 0]
-    if not ran:
-        return fallback
-    spawns = [
-        r.one_time_s["spawn"] + r.one_time_s.get("first_steps", 0.0)
-        for r, _ in ran
-        if "spawn" in r.one_time_s
-    ]
-    setups = [r.one_time_s["setup"] for r, _ in ran if "setup" in r.one_time_s]
-    firsts = [
-        sum(v for k, v in r.one_time_s.items() if k not in ("spawn", "setup"))
-        / batch_ratio(r.config, base_batch) ** fallback.batch_exponent
-        for r, new in ran
-        if new and r.served_before > 0
-    ]
-    step_s = dict(fallback.step_s)
-    trials = dict(fallback.trials)
-    for phase in PHASES:
-        steps = [s for r, _ in ran if (s := step_seconds(r, phase)) is not None]
-        if steps:
-            step_s[phase] = median(steps) if typical else steps[-1]
-        counts = [len(r.trials_of(phase)) for r, _ in ran if r.trials_of(phase)]
-        if counts:
-            trials[phase] = median(counts)
-    costs = replace(
-        fallback,
-        spawn_s=median(spawns) if spawns else fallback.spawn_s,
-        setup_s=median(setups) if setups else fallback.setup_s,
-        first_s=sum(firsts) / len(firsts) if firsts else fallback.first_s,
-        step_s=step_s,
-        trials=trials,
-        scale=1.0,
-        measured=True,
-        unsettled=unsettled_shares([r for r, _ in ran], fallback.unsettled),
-    )
-    modeled = []
-    for r, new in ran:
-        model, once = _as_run(r, budget, costs, new)
-        modeled.append((r.wall_s - once, model - once))
-    return replace(costs, scale=scale_of(modeled))
-
-
-def unsettled_shares(
-    results: Sequence[ProbeResult], fallback: Mapping[str, float]
-) -> dict[str, float]:
-    """Per phase, the share of warm-ups that ran to their cap without settling (each probe's
-    recorded plan says which were stable); `fallback` for a phase no probe recorded."""
-    shares = dict(fallback)
-    for phase in PHASES:
-        stable = [r.plan["stable"][phase] for r in results if phase in _stable(r)]
-        if stable:
-            shares[phase] = sum(1 for s in stable if not s) / len(stable)
-    return shares
-
-
-def _stable(result: ProbeResult) -> Mapping[str, bool]:
-    stable = result.plan.get("stable") if result.plan else None
-    return stable if isinstance(stable, Mapping) else {}
-
-
-def _as_run(
-    result: ProbeResult, budget: ProbeBudget, costs: ProbeCosts, new: bool
-) -> tuple[float, float]:
-    """What the model says a finished probe took, given its own start, first steps, step
-    times and trials, and the part of that it does not scale (its start, and its first
-    steps where its kernels were `new`): the part of its running wall the model cannot see
-    (bookkeeping, a slow warm-up, a warm probe's small first steps, which the model prices
-    nowhere else) is `scale`."""
-    once = result.one_time_s
-    firsts = sum(v for k, v in once.items() if k not in ("spawn", "setup"))
-    own = replace(
-        costs,
-        spawn_s=once.get("spawn", costs.spawn_s) + firsts,
-        setup_s=once.get("setup", costs.setup_s),
-        first_s=firsts,
-        step_s={p: step_seconds(result, p) or costs.step(p) for p in PHASES},
-        trials={p: float(len(result.trials_of(p)) or costs.trials.get(p, 1.0)) for p in PHASES},
-        scale=1.0,
-        shares=True,  # whether it shared a process, it says itself (served_before)
-        unsettled={p: 0.0 if ok else 1.0 for p, ok in _stable(result).items()},
-    )
-    fresh = result.served_before == 0
-    plan = result_plan(result, budget)
-    model = probe_seconds(plan, own, fresh=fresh, new=new)
-    return model, one_time_seconds(own, fresh=fresh, new=new)
 
 
 SIMULATED = "the simulated trainer's own seconds"
@@ -250,13 +121,15 @@ def known_costs(
     return adapter.known_costs(values, budget, machine)
 
 
-def stage_shapes(plans: Sequence[StagePlan], batch: float | None = None) -> list[StageShape]:
+def stage_shapes(
+    plans: Sequence[StagePlan], batch: float | None = None, at: float | None = None
+) -> list[StageShape]:
     """The stage plans as the ladder model sees them (a skipped stage has no candidates; a
     candidate that leaves the kernels as they were pays no first steps; one of another batch
-    than the baseline's `batch` pays them at its own)."""
+    than the baseline's `batch` pays them at its own, or at the incumbent's, `at`)."""
     return [
         StageShape.of(
-            p.name, [] if p.skip_reason else p.candidates, p.judged, p.expected_gain, batch
+            p.name, [] if p.skip_reason else p.candidates, p.judged, p.expected_gain, batch, at
         )
         for p in plans
     ]
@@ -302,6 +175,7 @@ class LadderClock:
     _stage_probes: Counter = field(default_factory=Counter)
     _keys: set[tuple[Any, ...]] = field(default_factory=set)
     _lost: int = 0
+    _incumbent_batch: float | None = None
 
     def __post_init__(self) -> None:
         # Asked after every probe: an earlier ladder's record is read once.
@@ -327,6 +201,8 @@ class LadderClock:
             self._keys = set()  # a fresh process: nothing is warm in it
         new = kernels_new(result.config, self._keys)
         self._keys.add(conv_key(result.config))
+        if result.ok and len(result.plan.get("phases", ())) > 1:  # the baseline, an adoption
+            self._incumbent_batch = config_batch(result.config)
         self._seen.append(_Heard(result, new))
         if result.ok and result.contended:  # spoiled by a load: measured again, no progress
             self._lost += 1
@@ -345,7 +221,9 @@ class LadderClock:
         costs = self.costs()
         fresh = not self._seen or not (costs.shares and self.shares_processes)
         new = kernels_new(values, self._keys)
-        batch = batch_ratio(values, self.base_batch)
+        base = self.base_batch
+        searched = base is not None and conv_key(values) not in self._keys
+        batch = config_batch(values) / base if base is not None and searched else 1.0
         return probe_seconds(plan_for(budget, candidate), costs, fresh=fresh, new=new, batch=batch)
 
     def remeasures(self, probes: float) -> float:
@@ -454,8 +332,14 @@ class LadderClock:
             LadderCosts(self.typical_costs(), self.habits(CONFIRM_STAGE)),
         )
 
+    @property
+    def incumbent_batch(self) -> float | None:
+        """The batch of the configuration a stage's candidates now run on (the baseline's,
+        or the last adopted), where a probe has measured it."""
+        return self._incumbent_batch or self.base_batch
+
     def _stage_shapes(self) -> list[StageShape]:
-        return stage_shapes(self.plans, self.base_batch)
+        return stage_shapes(self.plans, self.base_batch, self.incumbent_batch)
 
     def _guess(self) -> ProbeCosts:
         """The trainer's guess of this ladder's probe costs, or the record of an earlier one."""
@@ -479,9 +363,10 @@ class LadderClock:
         """The probes left, each in a process of its own where none is shared."""
         if costs.shares and self.shares_processes:
             return shape
-        return LadderShape(
-            {ProbeKind(k.phases, fresh=True, new=True): n for k, n in shape.counts.items()}
-        )
+        fresh: defaultdict[ProbeKind, float] = defaultdict(float)
+        for kind, n in shape.counts.items():  # kinds that differed in a warm process add up
+            fresh[ProbeKind(kind.phases, fresh=True, new=True)] += n
+        return LadderShape(dict(fresh))
 
 
 def _remainder(shape: LadderShape, done: int) -> LadderShape:
@@ -496,9 +381,6 @@ def _remainder(shape: LadderShape, done: int) -> LadderShape:
 __all__ = [
     "LadderClock",
     "known_costs",
-    "measured_costs",
     "prior_costs",
-    "result_plan",
     "stage_shapes",
-    "step_seconds",
 ]

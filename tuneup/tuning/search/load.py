@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tuneup.probe.estimate import duration_text
+from tuneup.probe.durations import duration_text
 from tuneup.probe.types import BASELINE_STAGE, ProbeResult
 from tuneup.tuning.search.search_records import StageCut
 

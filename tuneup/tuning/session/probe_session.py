@@ -25,7 +25,7 @@ from tuneup.errors import UsageError
 from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import ProbePreset
 from tuneup.probe.backend import ProbeBackend, as_backend
-from tuneup.probe.estimate import batch_of
+from tuneup.probe.estimate import config_batch
 from tuneup.probe.types import (
     BASELINE_STAGE,
     CONFIRM_STAGE,
@@ -145,7 +145,7 @@ class ProbeSession:
             machine=machine_tag(self.machine),
             record=self.record,
             known=known_costs(self.adapter, self.base_values, self.preset.budget, self.machine),
-            base_batch=batch_of(self.base_values),
+            base_batch=config_batch(self.base_values),
         )
         budget = self.preset.budget
         shortest = self.shortest_trial_s

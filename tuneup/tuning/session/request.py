@@ -31,8 +31,8 @@ def parse_stages(text: str | None) -> tuple[str, ...] | None:
 
 
 def parse_budget(text: str) -> float:
-    """`--budget 10m` in seconds (tuneup.probe.estimate.parse_duration)."""
-    from tuneup.probe.estimate import parse_duration  # loaded when given: --help stays instant
+    """`--budget 10m` in seconds (tuneup.probe.durations.parse_duration)."""
+    from tuneup.probe.durations import parse_duration  # loaded when given: --help stays instant
 
     return parse_duration(text)
 

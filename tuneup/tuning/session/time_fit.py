@@ -17,7 +17,8 @@ from tuneup.cluster.job import JobEnv
 from tuneup.errors import UsageError
 from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import ProbePreset
-from tuneup.probe.estimate import ProbeCosts, batch_of, duration_text, time_limit
+from tuneup.probe.durations import duration_text
+from tuneup.probe.estimate import ProbeCosts, config_batch, time_limit
 from tuneup.trainers.adapters import TrainerAdapter
 from tuneup.tuning.clock.ladder_record import LadderRecord, machine_tag
 from tuneup.tuning.clock.planner import (
@@ -88,7 +89,7 @@ def fit_to_time(
     costs, habits, basis = prior_costs(adapter, preset, machine_tag(machine), record, shares, known)
     shortest = shortest_trial_s or preset.budget.trial_s * SHORTEST_TRIAL_SHARE
     plan = plan_ladder(
-        stage_shapes(plans, batch_of(base)),
+        stage_shapes(plans, config_batch(base)),
         preset.budget,
         costs,
         limit,

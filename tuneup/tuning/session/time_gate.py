@@ -31,12 +31,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tuneup.config import first_uses
+from tuneup.probe.durations import duration_text
 from tuneup.probe.estimate import (
     LadderShape,
     ProbeKind,
     StageShape,
     confirmation_pairs,
-    duration_text,
     stage_shape,
 )
 from tuneup.probe.types import BASELINE_STAGE, CONFIRM_STAGE, Candidate, ProbeBudget
@@ -176,7 +176,12 @@ class TimeGate:
         left = self.deadline - self.now()
         costs = self.clock.costs()
         shape = StageShape.of(
-            plan.name, plan.candidates, plan.judged, plan.expected_gain, self.clock.base_batch
+            plan.name,
+            plan.candidates,
+            plan.judged,
+            plan.expected_gain,
+            self.clock.base_batch,
+            self.clock.incumbent_batch,
         )
         need = stage_shape(shape, self.clock.habits(plan.name)).seconds(self.budget, costs)
         firsts: dict[tuple[str, Any], float] = {}

@@ -1,0 +1,157 @@
+"""What a ladder's own probes say its probes cost: start-ups, set-ups, first steps (read
+back to the baseline's batch), step times, trial counts, the warm-ups that never settled,
+and how far the model was off their running parts (`scale`). The clock (time_left.py)
+prices what is left with them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from tuneup.probe.costmodel import pays_every_probe
+from tuneup.probe.estimate import (
+    ProbeCosts,
+    config_batch,
+    one_time_seconds,
+    probe_seconds,
+    scale_of,
+)
+from tuneup.probe.plan import MeasurementPlan, plan_probe
+from tuneup.probe.stats import median
+from tuneup.probe.types import PHASES, ProbeBudget, ProbeResult
+from tuneup.tuning.search.guard import batch_of
+
+
+def result_plan(result: ProbeResult, budget: ProbeBudget) -> MeasurementPlan:
+    """The plan a probe was measured by (as it recorded it), else its budget's whole plan."""
+    if result.plan:
+        try:
+            return MeasurementPlan.from_dict(result.plan)
+        except (TypeError, ValueError):
+            pass
+    return plan_probe(budget)
+
+
+def step_seconds(result: ProbeResult, phase: str) -> float | None:
+    """A steady step of `phase` in this probe: its global batch over the phase's rate."""
+    rate = result.rate(phase)
+    batch = batch_of(result.config)
+    if rate is None or batch is None:
+        return None
+    return batch * max(1, result.ranks if result.config.get("local_batch_size") else 1) / rate
+
+
+def measured_costs(
+    heard: Sequence[tuple[ProbeResult, bool]],
+    budget: ProbeBudget,
+    fallback: ProbeCosts,
+    *,
+    typical: bool = False,
+    base_batch: float | None = None,
+) -> ProbeCosts:
+    """What probes cost here, from the ok probes heard so far; `fallback` for what none said.
+
+    Args:
+        heard: each probe with whether its configuration's kernels were new to its process.
+        budget: the session's budget (a probe without a recorded plan was measured by it).
+        fallback: the guess, or an earlier ladder's record.
+        typical: each phase's step over the whole ladder (the median: what a ladder's
+            probes typically cost, as a record keeps it); else the latest (the incumbent's
+            now, what the stage under way runs).
+        base_batch: the baseline's batch: new kernels' first steps at another batch are
+            read back to it (ProbeCosts.batch_exponent) before their mean is taken.
+    """
+    ran = [(r, new) for r, new in heard if r.ok and r.wall_s > 0]
+    if not ran:
+        return fallback
+    spawns = [
+        r.one_time_s["spawn"] + r.one_time_s.get("first_steps", 0.0)
+        for r, _ in ran
+        if "spawn" in r.one_time_s
+    ]
+    setups = [r.one_time_s["setup"] for r, _ in ran if "setup" in r.one_time_s]
+    firsts = [
+        sum(v for k, v in r.one_time_s.items() if k not in ("spawn", "setup"))
+        / _searched_at(r.config, base_batch) ** fallback.batch_exponent
+        for r, new in ran
+        if new and r.served_before > 0
+    ]
+    step_s = dict(fallback.step_s)
+    trials = dict(fallback.trials)
+    for phase in PHASES:
+        steps = [s for r, _ in ran if (s := step_seconds(r, phase)) is not None]
+        if steps:
+            step_s[phase] = median(steps) if typical else steps[-1]
+        counts = [len(r.trials_of(phase)) for r, _ in ran if r.trials_of(phase)]
+        if counts:
+            trials[phase] = median(counts)
+    costs = replace(
+        fallback,
+        spawn_s=median(spawns) if spawns else fallback.spawn_s,
+        setup_s=median(setups) if setups else fallback.setup_s,
+        first_s=sum(firsts) / len(firsts) if firsts else fallback.first_s,
+        step_s=step_s,
+        trials=trials,
+        scale=1.0,
+        measured=True,
+        unsettled=unsettled_shares([r for r, _ in ran], fallback.unsettled),
+    )
+    modeled = []
+    for r, new in ran:
+        model, once = _as_run(r, budget, costs, new)
+        modeled.append((r.wall_s - once, model - once))
+    return replace(costs, scale=scale_of(modeled))
+
+
+def _searched_at(config: Mapping[str, Any], base_batch: float | None) -> float:
+    """The batch a new probe's first steps searched at, over the baseline's: 1 for a
+    compile, script or capture, which search nothing the batch grows."""
+    if not base_batch or pays_every_probe(config):
+        return 1.0
+    return config_batch(config) / base_batch
+
+
+def unsettled_shares(
+    results: Sequence[ProbeResult], fallback: Mapping[str, float]
+) -> dict[str, float]:
+    """Per phase, the share of warm-ups that ran to their cap without settling (each probe's
+    recorded plan says which were stable); `fallback` for a phase no probe recorded."""
+    shares = dict(fallback)
+    for phase in PHASES:
+        stable = [r.plan["stable"][phase] for r in results if phase in _stable(r)]
+        if stable:
+            shares[phase] = sum(1 for s in stable if not s) / len(stable)
+    return shares
+
+
+def _stable(result: ProbeResult) -> Mapping[str, bool]:
+    stable = result.plan.get("stable") if result.plan else None
+    return stable if isinstance(stable, Mapping) else {}
+
+
+def _as_run(
+    result: ProbeResult, budget: ProbeBudget, costs: ProbeCosts, new: bool
+) -> tuple[float, float]:
+    """What the model says a finished probe took, given its own start, first steps, step
+    times and trials, and the part of that it does not scale (its start, and its first
+    steps where its kernels were `new`): the part of its running wall the model cannot see
+    (bookkeeping, a slow warm-up, a warm probe's small first steps, which the model prices
+    nowhere else) is `scale`."""
+    once = result.one_time_s
+    firsts = sum(v for k, v in once.items() if k not in ("spawn", "setup"))
+    own = replace(
+        costs,
+        spawn_s=once.get("spawn", costs.spawn_s) + firsts,
+        setup_s=once.get("setup", costs.setup_s),
+        first_s=firsts,
+        step_s={p: step_seconds(result, p) or costs.step(p) for p in PHASES},
+        trials={p: float(len(result.trials_of(p)) or costs.trials.get(p, 1.0)) for p in PHASES},
+        scale=1.0,
+        shares=True,  # whether it shared a process, it says itself (served_before)
+        unsettled={p: 0.0 if ok else 1.0 for p, ok in _stable(result).items()},
+    )
+    fresh = result.served_before == 0
+    plan = result_plan(result, budget)
+    model = probe_seconds(plan, own, fresh=fresh, new=new)
+    return model, one_time_seconds(own, fresh=fresh, new=new)
