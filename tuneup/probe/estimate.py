@@ -342,6 +342,11 @@ def config_batch(config: Mapping[str, Any]) -> float:
     return batch_of(config, float(TrainConfig.global_batch_size)) or 1.0
 
 
+def batch_over(config: Mapping[str, Any], base_batch: float | None) -> float:
+    """A whole configuration's batch over the baseline's (1 where that is not known)."""
+    return config_batch(config) / base_batch if base_batch else 1.0
+
+
 def batch_ratio(values: Mapping[str, Any], batch: float | None, at: float | None = None) -> float:
     """`values`' batch over the baseline's `batch`; where they set none, the incumbent's
     (`at`: a stage's candidates run on it; the baseline's where not given). 1 where the

@@ -12,6 +12,7 @@ from typing import Any
 from tuneup.probe.costmodel import pays_every_probe
 from tuneup.probe.estimate import (
     ProbeCosts,
+    batch_over,
     config_batch,
     one_time_seconds,
     probe_seconds,
@@ -20,7 +21,6 @@ from tuneup.probe.estimate import (
 from tuneup.probe.plan import MeasurementPlan, plan_probe
 from tuneup.probe.stats import median
 from tuneup.probe.types import PHASES, ProbeBudget, ProbeResult
-from tuneup.tuning.search.guard import batch_of
 
 
 def result_plan(result: ProbeResult, budget: ProbeBudget) -> MeasurementPlan:
@@ -36,10 +36,10 @@ def result_plan(result: ProbeResult, budget: ProbeBudget) -> MeasurementPlan:
 def step_seconds(result: ProbeResult, phase: str) -> float | None:
     """A steady step of `phase` in this probe: its global batch over the phase's rate."""
     rate = result.rate(phase)
-    batch = batch_of(result.config)
-    if rate is None or batch is None:
+    if rate is None:
         return None
-    return batch * max(1, result.ranks if result.config.get("local_batch_size") else 1) / rate
+    ranks = max(1, result.ranks if result.config.get("local_batch_size") else 1)
+    return config_batch(result.config) * ranks / rate
 
 
 def measured_costs(
@@ -107,9 +107,7 @@ def measured_costs(
 def _searched_at(config: Mapping[str, Any], base_batch: float | None) -> float:
     """The batch a new probe's first steps searched at, over the baseline's: 1 for a
     compile, script or capture, which search nothing the batch grows."""
-    if not base_batch or pays_every_probe(config):
-        return 1.0
-    return config_batch(config) / base_batch
+    return 1.0 if pays_every_probe(config) else batch_over(config, base_batch)
 
 
 def unsettled_shares(

@@ -27,6 +27,7 @@ from tuneup.probe.estimate import (
     ProbeKind,
     StageShape,
     StepModel,
+    batch_over,
     config_batch,
     confirmation_pairs,
     guess_costs,
@@ -221,9 +222,8 @@ class LadderClock:
         costs = self.costs()
         fresh = not self._seen or not (costs.shares and self.shares_processes)
         new = kernels_new(values, self._keys)
-        base = self.base_batch
-        searched = base is not None and conv_key(values) not in self._keys
-        batch = config_batch(values) / base if base is not None and searched else 1.0
+        searched = conv_key(values) not in self._keys  # a cuDNN search, at its batch
+        batch = batch_over(values, self.base_batch) if searched else 1.0
         return probe_seconds(plan_for(budget, candidate), costs, fresh=fresh, new=new, batch=batch)
 
     def remeasures(self, probes: float) -> float:
