@@ -90,6 +90,30 @@ def test_a_failure_in_a_served_process_costs_that_probe_alone(
 
 
 @pytest.mark.slow
+def test_a_compile_failure_is_survived_and_the_next_probe_is_served_as_if_fresh(
+    tmp_path, tiny_values, monkeypatch
+):
+    # On the H200 a respawn after torch.compile failed cost 78 s (a new process, cuDNN's
+    # searches again): the worker checks itself sound and serves on instead.
+    monkeypatch.setenv("TUNEUP_WORKER_FAULT", "compile:amp_mode=bf16")
+    pids = Pids()
+    runner = ProbeRunner(LocalLauncher(), tmp_path, on_event=pids, grace_s=2.0)
+    try:
+        first = probe(runner, tiny_values)
+        failed = probe(runner, {**tiny_values, "amp_mode": "bf16"})
+        after = probe(runner, tiny_values)
+    finally:
+        runner.close()
+
+    assert failed.status is Status.CRASH
+    assert failed.reason.startswith("compile error: AssertionError: simulated compile failure")
+    assert (first.served_before, failed.served_before, after.served_before) == (0, 1, 2)
+    assert pids.pids[0] == pids.pids[1] == pids.pids[2]
+    assert after.status is Status.OK and "spawn" not in after.one_time_s
+    assert after.losses == pytest.approx(first.losses, rel=1e-6)
+
+
+@pytest.mark.slow
 def test_serve_reads_spec_paths_until_eof_and_stops_after_a_failure(tmp_path, tiny_values):
     good = tmp_path / "good.json"
     good.write_text(json.dumps(ProbeSpec(config=tiny_values, plan=plan_probe(BUDGET)).to_dict()))

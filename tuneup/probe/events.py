@@ -135,6 +135,7 @@ class ErrorEvent(Event):
     kind: str = "other"
     message: str = ""
     rank: int | None = None
+    kept: bool = False  # a serving worker found itself sound after it and serves on
 
 
 EventHandler = Callable[[Event], None]
@@ -245,6 +246,7 @@ def _error_event(get: _Get, common: dict[str, Any]) -> Event:
         kind=str(get("kind", "other")),
         message="" if message is None else str(message),
         rank=count(get("rank")),
+        kept=get("kept") is True,
     )
 
 
@@ -299,6 +301,7 @@ _CUDA_PATTERN = re.compile(
 )
 _CUDA_TYPES = ("AcceleratorError", "CudaError")
 _COMPILE_MODULES = ("torch._dynamo", "torch._inductor", "triton")
+_COMPILE_FRAMES = (*_COMPILE_MODULES, "torch._functorch._aot_autograd")
 
 
 def _chain(exc: BaseException) -> Iterator[BaseException]:
@@ -309,6 +312,17 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
         seen.add(id(current))
         yield current
         current = current.__cause__ or current.__context__
+
+
+def _raised_in_compiled_code(exc: BaseException) -> bool:
+    """Raised by torch.compile's machinery, whatever its type: an Inductor stride check in a
+    compiled backward is a plain AssertionError from a torch._functorch frame."""
+    tb = exc.__traceback__
+    while tb is not None:
+        if str(tb.tb_frame.f_globals.get("__name__", "")).startswith(_COMPILE_FRAMES):
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def _type_names(exc: BaseException) -> list[tuple[str, str]]:
@@ -337,6 +351,8 @@ def classify_error(exc: BaseException) -> str:
         return "compile"
     if any(name in _CUDA_TYPES for _, name in names) or _CUDA_PATTERN.search(message):
         return "cuda"
+    if any(_raised_in_compiled_code(item) for item in chain):
+        return "compile"
     if "not supported" in message.lower() or "unsupported" in message.lower():
         return "unsupported"
     return "other"

@@ -11,9 +11,11 @@ they always were.
 
 A serving process is given up (stopped, and the next probe starts a fresh
 one) whenever a probe does not end with its result: an error, a crash, a
-timeout, an interrupt. `KeptWorker` is the runner's one kept worker and the
-ones it let go: a worker replaced while idle retires in the background, its
-exit overlapping the next process's start-up, never a measurement.
+timeout, an interrupt; save an error after which the worker found itself
+sound and said so (``ErrorEvent.kept``: torch.compile's own failures).
+`KeptWorker` is the runner's one kept worker and the ones it let go: a worker
+replaced while idle retires in the background, its exit overlapping the next
+process's start-up, never a measurement.
 """
 
 from __future__ import annotations
@@ -118,11 +120,12 @@ class ResidentWorker:
             return False
         return True
 
-    def finish(self, record: ChildRun, ended_with_result: bool) -> None:
-        """The probe is over: copy its stderr out; count it when it ended with its result."""
+    def finish(self, record: ChildRun, serves_on: bool) -> None:
+        """The probe is over: copy its stderr out; count it when the worker serves on after
+        it (its result, or an error it found itself sound after)."""
         with self._lock:
             self._record = None
-        if ended_with_result:
+        if serves_on:
             self.served += 1
         _copy_from(self.log_path, self._log_offset, record.stderr_path)
 

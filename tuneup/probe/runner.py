@@ -48,7 +48,7 @@ from tuneup.probe.childproc import (
     tail_lines,
     wait_exit,
 )
-from tuneup.probe.events import EventHandler, ResultEvent, parse_event
+from tuneup.probe.events import ErrorEvent, EventHandler, ResultEvent, parse_event
 from tuneup.probe.outcome import (
     CALLBACK_FAILED,
     EXITED,
@@ -315,9 +315,14 @@ class ProbeRunner:
                 failed=lambda: resident.callback_error is not None,
             )
             self._callback_error = resident.callback_error
+            # Its share of the process ended with its result, or with an error after which
+            # the worker found itself sound (ErrorEvent.kept): either way it serves on.
             done = (
                 record.ended == EXITED
-                and any(isinstance(e, ResultEvent) for e in record.events)
+                and any(
+                    isinstance(e, ResultEvent) or (isinstance(e, ErrorEvent) and e.kept)
+                    for e in record.events
+                )
                 and not has_exited(proc)
             )
         except BaseException:  # a KeyboardInterrupt in this thread: the probe goes at once
@@ -325,12 +330,12 @@ class ProbeRunner:
             raise
         finally:
             if done:
-                record.returncode = 0  # its share of the process ended with the result
+                record.returncode = 0
             else:
-                # Anything but a result (an error, a crash, a timeout, an interrupt): the
-                # process goes, and with it whatever the failed probe left in it. After its
-                # error event the worker exits by itself and gets the grace to do so; one
-                # still in its probe is signalled at once.
+                # Anything else (an error it did not survive, a crash, a timeout, an
+                # interrupt): the process goes, and with it whatever the failed probe left
+                # in it. After its error event the worker exits by itself and gets the
+                # grace to do so; one still in its probe is signalled at once.
                 self._kept.forget()
                 ended_itself = record.ended == EXITED and resident.probe_ended.is_set()
                 grace = 0.0 if stop_now else self.grace_s
