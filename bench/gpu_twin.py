@@ -44,9 +44,16 @@ from pathlib import Path
 from typing import Any
 
 from _record import record
-from tuneup_plugins.twin import ASSUMED, Evidence, GpuTwin, read_evidence
+from tuneup_plugins.twin import (
+    Evidence,
+    GpuTwin,
+    assumed_rates,
+    measured_rates,
+    read_evidence,
+)
 from tuneup_plugins.twin_against import probe_by_probe
 from tuneup_plugins.twin_evidence import GATHER, read_journal, read_json
+from tuneup_plugins.twin_learned import RecordedFailure
 from twin_gather import gather
 
 from tuneup.cluster.job import JobEnv
@@ -393,8 +400,21 @@ def predict(
         "figures": {name: cost.to_dict() for name, cost in figures.items()},
         "unsettled": {name: cost.settle for name, cost in figures.items() if not cost.measured},
         "recorded_stage_probes": dict(evidence.recorded_stages),
-        "assumed": {} if evidence.table else ASSUMED,
+        "assumed": assumed_rates(evidence),
+        "measured_rates": measured_rates(evidence),
+        "recorded_failures": [recorded_failure(f) for f in evidence.failures],
         "predicted": "by the twin, from the evidence and the assumptions",
+    }
+
+
+def recorded_failure(failure: RecordedFailure) -> dict[str, Any]:
+    """A recorded crash as the JSON says it."""
+    return {
+        "variant": dict(failure.variant),
+        "row": failure.row,
+        "wall_s": failure.wall_s,
+        "reason": failure.reason,
+        "worker_serves_on": failure.survived,
     }
 
 
@@ -515,6 +535,13 @@ def show(result: dict[str, Any]) -> None:
         print("  what would settle each assumed figure:")
         for name, settle in result["unsettled"].items():
             print(f"    {name}: {settle}")
+    for what, why in result.get("measured_rates", {}).items():
+        print(f"  measured rate, {what}: {why}")
+    for failure in result.get("recorded_failures", []):
+        print(
+            f"  recorded failure, {failure['variant']} in {failure['row']}: "
+            f"{failure['wall_s']:.1f} s, {failure['reason'][:80]}"
+        )
     for what, why in result["assumed"].items():
         print(f"  assumed rate, {what}: {why}")
     if "against" in result:

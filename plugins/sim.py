@@ -231,7 +231,8 @@ class SimTrainer(SimSurface, ProbeBackend):
         if problem is not None:
             status, reason = problem
             spent = self.failed_costs(k)  # its start and first step: a failure shows there
-            self._process_ended()
+            if not self.serves_on_after_failure(values):
+                self._process_ended()
             said = f"simulated: {reason}"
             return ProbeResult(
                 stage, variant, dict(values), status, said, ranks=ranks, one_time_s=spent,
@@ -397,6 +398,10 @@ class SimTrainer(SimSurface, ProbeBackend):
         self._started, self._kind = True, kind
         self._served = 0 if fresh else self._served + 1
         return fresh, self.is_new(knobs, fresh)
+
+    def serves_on_after_failure(self, values: dict[str, Any]) -> bool:
+        """Whether the worker survives this probe's failure (none does here)."""
+        return False
 
     def _process_ended(self) -> None:
         """A probe failed: the runner ends its process, the next starts a fresh one."""

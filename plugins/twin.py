@@ -52,6 +52,7 @@ from tuneup.probe.types import PHASES, Status
 from .sim import SimCosts, SimTrainer
 from .twin_costs import worker_costs
 from .twin_evidence import GATHER, JournalFigures, Measured, read_measured
+from .twin_learned import RecordedFailure, batch_gains, measured_gains
 from .twin_rates import Row, change_of, debiased_ratio, deviation_of_steps, effect_noise
 
 # Each rate the twin assumes where a GPU run's evidence is silent, with its source: the bench
@@ -66,7 +67,8 @@ ASSUMED: dict[str, str] = {
     "CUDA graphs": "+2.7% SYNTHETIC: the sim's launch model (2 ms of launches in a 63 ms "
     "step, cut to 0.3 ms by a graph)",
     "bf16 + channels_last": "bf16 x the fp32 channels_last gain (1.035): no measurement",
-    "batch size": "SYNTHETIC per sample x (batch / 64)^0.05; memory fits 141 GB",
+    "batch size": "SYNTHETIC per sample as a ladder measured it at that batch over the same "
+    "configuration at 64, else x (batch / 64)^0.05; memory fits 141 GB",
     "loaders": "lowmem per worker as measured at 2 (58.8 samples/s), sublinear in workers "
     "as the sim's curve fitted to the tutorial's 2/4/8/16 workers on 32 cores, scaled to 16; "
     "inmem 1.6x lowmem; the GPU-resident loader 8000 samples/s; DALI absent (as on that node)",
@@ -77,6 +79,29 @@ ASSUMED: dict[str, str] = {
     "composition": "FULL = (IO^-3 + SYNTHETIC^-3)^(-1/3): 0.99 of min(IO, SYNTHETIC) at "
     "the recorded baseline, 0.79 where the two are equal (the tutorial's 0.77-0.81)",
 }
+
+_GAIN_NAMES = {"fused": "fused Adam", "script": "TorchScript", "compile": "torch.compile",
+               "graphs": "CUDA graphs"}  # fmt: skip
+
+
+def assumed_rates(evidence: Evidence) -> dict[str, str]:
+    """ASSUMED, less the gains a ladder measured (Evidence.gains); none beside a gather."""
+    if evidence.table:
+        return {}
+    measured = {_GAIN_NAMES[name] for name in evidence.gains}
+    return {what: why for what, why in ASSUMED.items() if what not in measured}
+
+
+def measured_rates(evidence: Evidence) -> dict[str, str]:
+    """The gains and batch speeds a ladder measured, said as the assumptions are."""
+    said = {
+        _GAIN_NAMES[name]: f"{100 * (gain - 1):+.1f} % (a ladder's probes with and without it)"
+        for name, gain in evidence.gains.items()
+    }
+    for batch, gain in evidence.batch_gains.items():
+        said[f"batch {batch}"] = f"{100 * (gain - 1):+.1f} % per sample over batch 64 (a ladder's)"
+    return said
+
 
 COMPOSITION_P = 3.0
 GPU_LOADER_SPS = 8000.0
@@ -115,6 +140,12 @@ class Evidence:
         start: the session's start before its first probe, where a gather measured it.
         recorded_stages: the probes each stage took in a recorded ladder's journal (what
             the twin's own stages are set beside).
+        failures: the crashed probes of recorded ladders (twin_learned): the same
+            candidate in the same conv row fails again, at the recorded cost.
+        batch_gains: per-sample speed at a batch over the base batch's, where a ladder
+            measured both (twin_learned.batch_gains).
+        gains: GAINS that a ladder measured (twin_learned.measured_gains): they replace
+            the assumed ones.
     """
 
     folder: Path
@@ -140,6 +171,9 @@ class Evidence:
     overhead: Cost = OVERHEAD
     start: Cost | None = None
     recorded_stages: Mapping[str, int] = field(default_factory=dict)
+    failures: tuple[RecordedFailure, ...] = ()
+    batch_gains: Mapping[int, float] = field(default_factory=dict)
+    gains: Mapping[str, float] = field(default_factory=dict)
 
     def figures(self) -> dict[str, Cost]:
         """Every cost figure the twin prices with, by name."""
@@ -221,6 +255,9 @@ def read_evidence(folder: Path, journals: Sequence[Path] = ()) -> Evidence:
             if name != GATHER
             for stage, n in j.pairs.items()
         },
+        failures=tuple(measured.failures()),
+        batch_gains=batch_gains(measured.rows()),
+        gains=measured_gains(measured.rows()),
     )
 
 
@@ -294,9 +331,24 @@ class GpuTwin(SimTrainer):
         return float(knobs["global_batch_size"]) / max(per_worker, 1e-9)
 
     def failed_costs(self, knobs: dict[str, Any]) -> dict[str, float]:
+        """A recorded crash costs what it cost there, all of it past its start; another
+        failure, its start and first step. The worker serves on after a compile failure."""
         self._process_for(knobs)
-        self.history.failed()
-        return self.evidence.costs.failed(self._use, knobs, self.end)
+        recorded = self._recorded_failure(knobs)
+        if recorded is None or not recorded.survived:
+            self.history.failed()
+        parts = self.evidence.costs.failed(self._use, knobs, self.end)
+        if recorded is None:
+            return parts
+        start = "spawn" if self._use.fresh else "setup"
+        return {start: parts[start], "failed": max(0.0, recorded.wall_s - parts[start])}
+
+    def serves_on_after_failure(self, values: dict[str, Any]) -> bool:
+        recorded = self._recorded_failure(self.knobs(values))
+        return recorded is not None and recorded.survived
+
+    def _recorded_failure(self, knobs: Mapping[str, Any]) -> RecordedFailure | None:
+        return next((f for f in self.evidence.failures if f.matches(knobs)), None)
 
     def unsettled(self, knobs: dict[str, Any]) -> dict[str, float]:
         """The share of each phase's warm-ups that run to the cap: those the CPU loader
@@ -338,7 +390,11 @@ class GpuTwin(SimTrainer):
     def problem(
         self, values: dict[str, Any], ranks: int | None = None
     ) -> tuple[Status, str] | None:
-        """A gathered change runs as it ran in the gather; the rest as the sim says."""
+        """A recorded crash comes back; a gathered change runs as it ran in the gather; the
+        rest as the sim says."""
+        recorded = self._recorded_failure(self.knobs(values))
+        if recorded is not None:
+            return Status.CRASH, f"as recorded: {recorded.reason}"
         if self.evidence.table and _covered(self._change(values), self.evidence.table):
             return None
         return super().problem(values, ranks)
@@ -380,15 +436,17 @@ class GpuTwin(SimTrainer):
         rate = rows.get(row_of(k), base)
         if k["amp_mode"] != "none" and k["channels_last"]:
             rate *= rows.get("channels_last", base) / base
+        gains = {**GAINS, **self.evidence.gains}
         if k["optimizer_impl"] in ("fused", "apex"):
-            rate *= GAINS["fused"]
+            rate *= gains["fused"]
         if k["jit"] == "script":
-            rate *= GAINS["script"]
+            rate *= gains["script"]
         elif k["jit"] == "compile":
-            rate *= GAINS["compile"]
+            rate *= gains["compile"]
         if k["cuda_graphs"]:
-            rate *= GAINS["graphs"]
-        return rate * (k["global_batch_size"] / 64) ** 0.05
+            rate *= gains["graphs"]
+        batch = int(k["global_batch_size"])
+        return rate * self.evidence.batch_gains.get(batch, (batch / 64) ** 0.05)
 
     def _twin_io(self, k: dict[str, Any]) -> float:
         kind = k["data_loader_config"]
@@ -432,5 +490,7 @@ __all__ = [
     "Evidence",
     "GpuTwin",
     "Measured",
+    "assumed_rates",
+    "measured_rates",
     "read_evidence",
 ]

@@ -40,6 +40,7 @@ from tuneup.probe.plan import MeasurementPlan
 from tuneup.probe.stats import median
 from tuneup.probe.types import BASELINE_STAGE, CONFIRM_STAGE, PHASES
 
+from .twin_learned import RecordedFailure, recorded_failures
 from .twin_rates import Row, probe_noise, read_rates, repeat_steps, with_defaults
 
 SESSION_FOLDERS = ("session", "speed/*", "ladder", "gather")
@@ -132,6 +133,7 @@ class JournalFigures:
     workers: int = 2
     first_keys: tuple[KeyedFirst, ...] = ()
     repeat_steps: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    failures: tuple[RecordedFailure, ...] = ()
 
 
 def journal_figures(lines: Sequence[Mapping[str, Any]], extra: Mapping[str, Any]) -> JournalFigures:
@@ -200,6 +202,7 @@ def journal_figures(lines: Sequence[Mapping[str, Any]], extra: Mapping[str, Any]
         workers=int(base.get("num_data_workers", 2) or 0),
         first_keys=tuple(keyed),
         repeat_steps=repeat_steps(ok),
+        failures=recorded_failures(lines),
     )
 
 
@@ -332,6 +335,14 @@ class Measured:
         """Every journal's first steps of new conv keys."""
         return [first for j in self.journals.values() for first in j.first_keys]
 
+    def failures(self) -> list[RecordedFailure]:
+        """Every journal's crashed probes."""
+        return [failure for j in self.journals.values() for failure in j.failures]
+
+    def rows(self) -> list[Row]:
+        """Every journal's configurations and their rates."""
+        return [row for j in self.journals.values() for row in j.rows]
+
     def all_of(self, name: str) -> list[float]:
         """A cost's every measurement over the folder's journals."""
         values: list[float] = []
@@ -366,8 +377,10 @@ def read_measured(folder: Path, journals: Sequence[Path] = ()) -> Measured:
     for session in sessions:
         lines = read_journal(session / "journal.jsonl")
         extra = read_json(session / "gather.json") if session.name == GATHER else {}
+        # Ladders' sessions are all named 00 in their suite folders: one must not hide another.
+        key = session.name if session.name not in figures else str(session)
         try:
-            figures[session.name] = journal_figures(lines, extra or {})
+            figures[key] = journal_figures(lines, extra or {})
         except UsageError as exc:
             raise UsageError(f"{session / 'journal.jsonl'}: {exc}") from None
         recorded = read_json(session / "session.json")

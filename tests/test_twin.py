@@ -8,10 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from tuneup_plugins.twin import read_evidence
+from tuneup_plugins.twin import GpuTwin, assumed_rates, read_evidence
 from tuneup_plugins.twin_against import probe_by_probe
 
 from tuneup.errors import UsageError
+from tuneup.probe.types import Status
 
 ROOT = Path(__file__).resolve().parent.parent
 H200 = ROOT / "bench" / "results" / "gpu-h200-2026-11-26"
@@ -200,10 +201,10 @@ def test_a_time_budget_on_the_twin_is_kept_and_leaves_out_the_least_gain_first()
     # AMP's +50% is kept; stages of a few percent (for the most seconds) go first
     assert "amp" not in left and left and set(left) <= {"batch_size", "jit", "cuda_graphs"}
     assert kept["probes"] > 2  # past the baseline: the data stage ran
-    # and it is used: the batches' searches are priced at their batch (136 s at 256), not
-    # at one mean first step, so the plan leaves out what does not fit, not more (it once
-    # left out jit too, and ran 5 of the 8 minutes)
-    assert kept["wall_s"] >= 360 and "jit" not in left
+    # the batches' searches are priced at their batch (about 150 s at 256), not at one mean
+    # first step, so the plan leaves out what does not fit, not more (it once left out jit
+    # too); the jit stage then ends early, as recorded (compile failed, script +0.1%)
+    assert left == ["batch_size"] and kept["wall_s"] >= 240
 
 
 def test_a_ladder_journal_teaches_first_steps_by_row_and_its_repeats_noise(tmp_path: Path):
@@ -360,3 +361,122 @@ def test_a_gathered_effect_within_its_own_noise_is_no_effect_and_a_large_one_sta
     assert fused == pytest.approx(plain)
     assert evidence.effect_noise["synthetic"] > 0.08  # its rounds disagree by that much
     assert bf16 / plain == pytest.approx(0.105, rel=0.01)
+
+
+def _ladder_line(base: dict, **fields) -> str:
+    line = {**base, **{k: v for k, v in fields.items() if k != "values"}}
+    line["config"] = {**base["config"], **fields.get("values", {})}
+    return json.dumps(line)
+
+
+def test_a_recorded_compile_failure_comes_back_at_its_cost_and_the_worker_serves_on(
+    tmp_path: Path,
+):
+    """The third H200 ladder: torch.compile failed on bf16 + channels_last after 19 s. The
+    twin had priced a 60 s compile that worked; it now replays the failure, and today's
+    worker serves on after it (no new process, no cuDNN search again)."""
+    base = json.loads((H200 / "session" / "journal.jsonl").read_text().splitlines()[0])
+    cl = {"amp_mode": "bf16", "channels_last": True}
+    failed = _ladder_line(
+        base, status="crash", wall_s=19.2, variant={"jit": "compile"}, one_time_s={},
+        reason="AssertionError: expected size 512==512, stride 64==1 at dim=1",
+        values={**cl, "jit": "compile"},
+    )  # fmt: skip
+    ladder = tmp_path / "ladder" / "journal.jsonl"
+    ladder.parent.mkdir()
+    ladder.write_text(json.dumps(base) + "\n" + failed + "\n")
+    evidence = read_evidence(H200, [ladder])
+    (failure,) = evidence.failures
+    assert failure.survived and failure.row == "amp bf16 + channels_last"
+
+    twin_ = GpuTwin(evidence)
+    knobs = twin_.knobs({**cl, "jit": "compile"})
+    said = (Status.CRASH, f"as recorded: {failure.reason}")
+    assert twin_.problem({**cl, "jit": "compile"}) == said
+    assert twin_.problem({"jit": "compile"}) is None  # fp32's row compiled there
+    twin_.knobs({})
+    twin_.failed_costs(twin_.knobs({}))  # a first probe: the process starts
+    spent = twin_.failed_costs(knobs)
+    assert spent == {"setup": pytest.approx(evidence.costs.setup.likely),
+                     "failed": pytest.approx(19.2 - evidence.costs.setup.likely)}  # fmt: skip
+    assert twin_.serves_on_after_failure({**cl, "jit": "compile"})
+
+
+def test_a_failure_the_worker_does_not_survive_ends_its_process_in_the_twin(tmp_path: Path):
+    base = json.loads((H200 / "session" / "journal.jsonl").read_text().splitlines()[0])
+    crashed = _ladder_line(
+        base, status="crash", wall_s=3.0, variant={"cuda_graphs": True}, one_time_s={},
+        reason="CUDA error: an illegal memory access was encountered",
+        values={"cuda_graphs": True},
+    )  # fmt: skip
+    ladder = tmp_path / "ladder" / "journal.jsonl"
+    ladder.parent.mkdir()
+    ladder.write_text(json.dumps(base) + "\n" + crashed + "\n")
+    twin_ = GpuTwin(read_evidence(H200, [ladder]))
+    assert not twin_.evidence.failures[0].survived
+    assert not twin_.serves_on_after_failure({"cuda_graphs": True})
+
+
+def test_measured_batch_speeds_and_knob_gains_replace_the_assumed_ones(tmp_path: Path):
+    """The third H200 ladder measured batch 256 no faster than 128, and TorchScript and CUDA
+    graphs within 0.3%: the twin had assumed +7%, +2% and +2.7%, and adopted all three."""
+    base = json.loads((H200 / "session" / "journal.jsonl").read_text().splitlines()[0])
+    fast = {"data_loader_config": "gpu", "amp_mode": "bf16", "channels_last": True}
+
+    def probe(full: float | None = None, syn: float | None = None, **values) -> str:
+        phases = [p for p, r in (("full", full), ("synthetic", syn)) if r]
+        return _ladder_line(
+            base, full_sps=full, synthetic_sps=syn, io_sps=None, plan={"phases": phases},
+            values={**fast, **values},
+        )  # fmt: skip
+
+    lines = [
+        json.dumps(base),
+        probe(full=1790.0),
+        probe(full=1880.0, global_batch_size=128),
+        probe(full=1885.0, global_batch_size=256),
+        probe(syn=2066.0, global_batch_size=128),
+        probe(syn=2072.0, global_batch_size=128, jit="script"),
+    ]
+    ladder = tmp_path / "ladder" / "journal.jsonl"
+    ladder.parent.mkdir()
+    ladder.write_text("\n".join(lines) + "\n")
+    evidence = read_evidence(H200, [ladder])
+    gains = {128: pytest.approx(1880 / 1790), 256: pytest.approx(1885 / 1790)}
+    assert evidence.batch_gains == gains
+    assert evidence.gains == {"script": pytest.approx(2072 / 2066)}
+    twin_ = GpuTwin(evidence)
+    rates = {
+        b: twin_.expected_sps({**fast, "global_batch_size": b})["synthetic"]
+        for b in (128, 256)
+    }
+    assert rates[256] / rates[128] == pytest.approx(1885 / 1880, rel=1e-3)
+    still = assumed_rates(evidence)
+    assert "TorchScript" not in still and "torch.compile" in still
+
+
+def test_ladders_in_folders_of_the_same_name_are_all_read(tmp_path: Path):
+    """Every suite folder's ladder is speed/00: the third one had hidden the first two."""
+    base = json.loads((H200 / "session" / "journal.jsonl").read_text().splitlines()[0])
+    journals = []
+    for name, wall in (("a", 11.0), ("b", 22.0)):
+        journal = tmp_path / name / "speed" / "00" / "journal.jsonl"
+        journal.parent.mkdir(parents=True)
+        crash = _ladder_line(base, status="crash", wall_s=wall, variant={"jit": "compile"})
+        journal.write_text(json.dumps(base) + "\n" + crash + "\n")
+        journals.append(journal)
+    assert sorted(f.wall_s for f in read_evidence(H200, journals).failures) == [11.0, 22.0]
+
+
+def test_the_whole_h200_ladder_measured_to_its_end_is_what_the_twin_now_replays():
+    """2026-11-27c: 731 s and 29 probes, measured; the twin from all four H200 folders, with
+    today's worker (which serves on after torch.compile's failure), recommends what that
+    ladder did and prices it below the measured wall by about the respawn it saves."""
+    now = twin()
+    assert now["recommendation"] == {
+        "global_batch_size": 128, "data_loader_config": "gpu", "amp_mode": "bf16",
+        "channels_last": True, "optimizer_impl": "fused",
+    }  # fmt: skip
+    assert now["figures"]["batch_exponent"]["likely"] > 1.05
+    assert 731 - 200 < now["wall_s"] < 731
+    assert now["parts"]["failed"] == pytest.approx(19.2, abs=1.0)
