@@ -106,7 +106,7 @@ def figures(folder: Path, wall: float, lines: list[tuple[float, str]]) -> dict[s
     measured = [p for p in probes if p["status"] != "skipped"]
     fresh = [p for p in measured if not p.get("served_before")]
     shared = [p for p in measured if p.get("served_before")]
-    timed = [p.get("timed_s") for p in measured]
+    timed = [p.get("timed_s") for p in measured if p["status"] == "ok"]  # a failure timed none
     exact = sum(t for t in timed if t) if all(t is not None for t in timed) else None
     rebuilt = sum(rebuilt_trial_seconds(p, budget) for p in measured)
 

@@ -441,3 +441,23 @@ def test_the_whole_ladder_records_where_its_steps_went(tmp_path: Path) -> None:
     assert figures["baseline"] == {k: v for k, v in base.items() if k != "top"}
     assert figures["recommendation"]["mfu"] == 0.39 and figures["left"] == "conv 71%"
     assert figures["findings"] == ["GPU busy 12% of the step (rule: below 50%)"]
+
+
+def test_a_ladder_with_a_failed_probe_still_says_its_share_in_timed_trials(tmp_path: Path) -> None:
+    """The H200's whole ladder (27c) had torch.compile fail: its line timed nothing, and the
+    record said "0% in timed trials" where 13.9% of it was."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import ladder_speed
+    finally:
+        sys.path.pop(0)
+    figures = ladder_speed.figures(ROOT / "bench/results/gpu-h200-2026-11-27c/speed/00", 731.3, [])
+    assert figures["trial_share"] == pytest.approx(0.139, abs=0.002)
+    steps = _suite_steps()
+    ctx = steps.Context(mode="gpu", out=tmp_path)
+    _ladder_ran(tmp_path, 731.3, PREDICTED)
+    run = json.loads((tmp_path / "speed.json").read_text())
+    run["runs"][0].update(trial_share=None, trial_share_rebuilt=0.139)
+    (tmp_path / "speed.json").write_text(json.dumps(run))
+    outcome = steps.speed_parse(ctx, steps.Finished(0, "", "", 733.0))
+    assert "14% in timed trials" in outcome.key

@@ -52,6 +52,14 @@ def speed_prepare(ctx: Context) -> str | None:
     return None
 
 
+def trial_share_text(run: dict[str, Any]) -> str:
+    """The share of the ladder in timed trials: as journaled, else as rebuilt from rates."""
+    share = run.get("trial_share")
+    if share is None:
+        share = run.get("trial_share_rebuilt")
+    return "?%" if share is None else f"{100 * share:.0f}%"
+
+
 def speed_parse(ctx: Context, done: Finished) -> Outcome:
     """The whole ladder's wall time and probes, whether it beat 10 minutes, and the GPU
     twin's prediction (prediction.json, written before it ran) beside them."""
@@ -87,7 +95,7 @@ def speed_parse(ctx: Context, done: Finished) -> Outcome:
     figures["profile"] = profile_figures(sorted((ctx.out / "speed").glob("*")))
     key = (
         f"{run['preset']}: {compared_text(versus)}; "
-        f"{100 * (run.get('trial_share') or 0):.0f}% in timed trials"
+        f"{trial_share_text(run)} in timed trials"
     )
     if done.rc != 0:
         return Outcome("fail", _ended(done), figures, key)
