@@ -287,6 +287,7 @@ def run_ladder(
             "spawn_s": round(learned.spawn_s, 1),
             "setup_s": round(learned.setup_s, 1),
             "first_s": round(learned.first_s, 1),
+            "kernel_s": None if learned.kernel_s is None else round(learned.kernel_s, 2),
             "step_s": {k: round(v, 4) for k, v in learned.step_s.items()},
             "trials": {k: round(v, 1) for k, v in learned.trials.items()},
             "scale": round(learned.scale, 3),

@@ -168,11 +168,13 @@ def test_a_presets_costs_say_which_figures_were_measured_and_how_warm_ups_settle
     h200 = load_preset("h200").costs
     # the rest predicted
     assert h200 is not None
-    assert h200["measured"] == ["spawn_s", "setup_s", "first_s", "batch_exponent"]
+    assert h200["measured"] == ["spawn_s", "setup_s", "first_s", "batch_exponent", "kernel_s"]
     assert 0 < h200["unsettled"]["io"] < 1 and h200["scale"] > 1
     _, problems = check_costs({"measured": ["spawn_s", "warp_s"], "unsettled": {"io": 1.5}})
     assert any("measured" in p and "warp_s" not in p for p in problems)
     assert any("unsettled" in p and "0 to 1" in p for p in problems)
+    _, alone = check_costs({"kernel_s": -0.2})
+    assert alone and "probe.costs.kernel_s" in alone[0] and "0 or more" in alone[0]
     _, grows = check_costs({"batch_exponent": -1})
     assert grows and "batch_exponent" in grows[0] and "0 (not at all) to 2" in grows[0]
     _, scaled = check_costs({"scale": 9})

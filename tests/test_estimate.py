@@ -338,3 +338,37 @@ def test_a_kind_is_priced_by_the_plan_it_stands_for() -> None:
     assert LadderShape({ProbeKind(("io",)): 2.0}).seconds(BUDGET, COSTS) == pytest.approx(
         2 * kind_seconds(ProbeKind(("io",)), BUDGET, COSTS)
     )
+
+
+def test_a_compile_script_or_capture_alone_is_priced_apart_from_a_cudnn_search():
+    # on the H200 a warm worker's cuDNN search took 13-162 s, TorchScript's and a CUDA
+    # graph's first steps 0.1-0.2 s: one mean first step priced the jit and CUDA graph
+    # stages at two searches each, and the whole ladder 15% over the twin's
+    costs = dataclasses.replace(COSTS, kernel_s=0.2)
+    jit = StagePlan(
+        "jit", [Candidate("jit", {"jit": m}) for m in ("script", "compile")], judged="synthetic"
+    )
+    amp = StagePlan("amp", [Candidate("amp", {"amp_mode": "bf16"})], judged="synthetic")
+    shapes = {s.name: s for s in stage_shapes([jit, amp], batch=64)}
+    assert shapes["jit"].new_searches == (False, False) and shapes["amp"].new_searches == (True,)
+    habits = Habits(0.0, 0.0)
+    apart = stage_shape(shapes["jit"], habits).seconds(BUDGET, costs)
+    as_searches = stage_shape(shapes["jit"], habits).seconds(BUDGET, COSTS)
+    assert as_searches - apart == pytest.approx(2 * (COSTS.first_s - 0.2))
+    # a search is priced as before; and without kernel_s (an older record) as a search
+    assert stage_shape(shapes["amp"], habits).seconds(BUDGET, costs) == pytest.approx(
+        stage_shape(shapes["amp"], habits).seconds(BUDGET, COSTS)
+    )
+    assert COSTS.kernels_alone() == COSTS.first_s
+
+    def warm(config: dict, first: float) -> ProbeResult:
+        return ProbeResult(
+            "s", {}, config, Status.OK, synthetic_sps=100.0, synthetic_sps_trials=[100.0] * 2,
+            one_time_s={"setup": 1.0, "first_steps": first}, wall_s=first + 4.0,
+            served_before=1, plan=plan_probe(BUDGET).to_dict(),
+        )  # fmt: skip
+
+    heard = [(warm({"amp_mode": "bf16"}, 30.0), True), (warm({"jit": "script"}, 0.3), True)]
+    learned = measured_costs(heard, BUDGET, COSTS, base_batch=64)
+    assert (learned.first_s, learned.kernel_s) == (pytest.approx(30.0), pytest.approx(0.3))
+

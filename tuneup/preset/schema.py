@@ -32,6 +32,7 @@ COST_KEYS = (
     "adopt_rate",
     "scale",
     "batch_exponent",
+    "kernel_s",
     "unsettled",
     "measured",
     "source",
@@ -229,7 +230,7 @@ def check_costs(raw: Any) -> tuple[dict[str, Any] | None, list[str]]:
     if not isinstance(raw, Mapping):
         return None, [f"probe.costs: must be a mapping ({', '.join(COST_KEYS)})"]
     problems = unknown_keys(raw, COST_KEYS, "probe.costs.")
-    for key in ("spawn_s", "setup_s", "first_s", "pairs_per_stage"):
+    for key in ("spawn_s", "setup_s", "first_s", "kernel_s", "pairs_per_stage"):
         value = raw.get(key, 0.0)
         if not is_number(value) or value < 0:
             problems.append(f"probe.costs.{key}: must be a number of 0 or more, got {value!r}")
@@ -240,8 +241,7 @@ def check_costs(raw: Any) -> tuple[dict[str, Any] | None, list[str]]:
             "probe.costs.scale: must be what probes took over the model's parts, from "
             f"{low:g} to {high:g}, got {scale!r}"
         )
-    grows = raw.get("batch_exponent", 0.0)
-    if not is_number(grows) or not 0 <= grows <= 2:
+    if not is_number(grows := raw.get("batch_exponent", 0.0)) or not 0 <= grows <= 2:
         problems.append(
             f"probe.costs.batch_exponent: must be from 0 (not at all) to 2, got {grows!r}"
         )

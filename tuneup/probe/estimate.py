@@ -17,8 +17,9 @@ A probe (`probe_seconds`) of plan P (tuneup.probe.plan) costs
   few of them (TF32 off, torch.compile) cost far more than the rest, at the
   baseline's batch: a candidate of another batch pays it times (its batch over
   the baseline's) ** ``batch_exponent`` (cuDNN's search runs every algorithm
-  at the batch: 1.03 on the H200, 66 s at 128 where 33 s at 64; 0 where first
-  steps do not grow with it);
+  at the batch: 1.13 on the H200, 66 s at 128 and 162 s at 256 where 33 s at
+  64; 0 where first steps do not grow with it); a compile, a script or a CUDA
+  graph's capture alone searches nothing and pays ``kernel_s`` (where given);
 * the loss steps: ``loss_steps`` FULL steps, in a configuration's first probe
   (later ones of the same seed would record the same curve);
 * for each phase: its warm-up (its first step, then two windows of a quarter
@@ -62,7 +63,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tuneup.config import TrainConfig
+from tuneup.probe.batches import batch_ratio
 from tuneup.probe.costmodel import conv_key, kernels_change
 from tuneup.probe.durations import duration_text
 from tuneup.probe.plan import MeasurementPlan, plan_probe
@@ -121,6 +122,8 @@ class ProbeKind:
             kernels are not new (a new optimizer, loader or worker count).
         batch: its batch over the baseline's, where its kernels are new (its first steps
             grow with it: ProbeCosts.batch_exponent).
+        search: its new kernels include a cuDNN search (a new conv key); else they are a
+            compile, a script or a capture alone (ProbeCosts.kernel_s).
     """
 
     phases: tuple[str, ...]
@@ -128,6 +131,7 @@ class ProbeKind:
     new: bool = False
     first: bool = False
     batch: float = 1.0
+    search: bool = True
 
 
 @dataclass(frozen=True)
@@ -154,6 +158,8 @@ class ProbeCosts:
             step (WARM_WINDOWS where not given: two that agree).
         loader_round: the configuration's loader round (`tuneup.config.loader_round`):
             its FULL and IO windows and trials hold that many steps at least.
+        kernel_s: the first steps of a compile, a script or a capture alone, which search
+            nothing (on the H200: 0.1-0.4 s, where a search took 13-162 s); None: first_s.
     """
 
     spawn_s: float
@@ -169,9 +175,14 @@ class ProbeCosts:
     warm_windows: Mapping[str, float] = field(default_factory=dict)
     loader_round: int = 1
     batch_exponent: float = 0.0
+    kernel_s: float | None = None
 
     def step(self, phase: str) -> float:
         return self.step_s.get(phase) or self.step_s.get("full") or 0.0
+
+    def kernels_alone(self) -> float:
+        """What a compile, a script or a capture alone costs first."""
+        return self.first_s if self.kernel_s is None else self.kernel_s
 
 
 def guess_costs(budget: ProbeBudget, model: StepModel) -> ProbeCosts:
@@ -208,6 +219,7 @@ def recorded_costs(
         loader_round=int(recorded.get("loader_round", 1)),
         scale=float(recorded.get("scale", 1.0)),
         batch_exponent=float(recorded.get("batch_exponent", 0.0)),
+        kernel_s=float(recorded["kernel_s"]) if "kernel_s" in recorded else None,
     )
 
 
@@ -218,12 +230,13 @@ def probe_seconds(
     fresh: bool = False,
     new: bool = False,
     batch: float = 1.0,
+    search: bool = True,
 ) -> float:
     """One probe's wall time (the module docstring's model), never over the plan's limit;
-    `batch`: its batch over the baseline's."""
+    `batch`: its batch over the baseline's; `search`: as ProbeKind's."""
     fresh = fresh or not costs.shares
     plan = dataclasses.replace(plan, loader_round=max(plan.loader_round, costs.loader_round))
-    once = one_time_seconds(costs, fresh=fresh, new=new, batch=batch)
+    once = one_time_seconds(costs, fresh=fresh, new=new, batch=batch, search=search)
     seconds = 0.0
     if plan.loss_steps:
         seconds += plan.loss_steps * costs.step("full")
@@ -240,13 +253,17 @@ def probe_seconds(
     return min(plan.limit_s, once + seconds * costs.scale)
 
 
-def one_time_seconds(costs: ProbeCosts, *, fresh: bool, new: bool, batch: float = 1.0) -> float:
+def one_time_seconds(
+    costs: ProbeCosts, *, fresh: bool, new: bool, batch: float = 1.0, search: bool = True
+) -> float:
     """A probe's unscaled part: its start, and in a warm process its new kernels' first
-    steps, at its batch (`batch`: over the baseline's; a fresh process's start includes
-    them)."""
+    steps: a search at its batch (`batch`: over the baseline's), else a compile, a script
+    or a capture alone (a fresh process's start includes them)."""
     if fresh or not costs.shares:
         return costs.spawn_s
-    return costs.setup_s + (first_seconds(costs, batch) if new else 0.0)
+    if not new:
+        return costs.setup_s
+    return costs.setup_s + (first_seconds(costs, batch) if search else costs.kernels_alone())
 
 
 def first_seconds(costs: ProbeCosts, batch: float = 1.0) -> float:
@@ -263,7 +280,9 @@ def kind_seconds(kind: ProbeKind, budget: ProbeBudget, costs: ProbeCosts) -> flo
         budget, judged=judged, whole=len(kind.phases) > 1, loss=kind.new or kind.fresh or kind.first
     )
     plan = dataclasses.replace(plan, phases=kind.phases)
-    return probe_seconds(plan, costs, fresh=kind.fresh, new=kind.new, batch=kind.batch)
+    return probe_seconds(
+        plan, costs, fresh=kind.fresh, new=kind.new, batch=kind.batch, search=kind.search
+    )
 
 
 @dataclass(frozen=True)
@@ -301,6 +320,7 @@ class StageShape:
     expected_gain: float = 0.0
     new_kernels: int | None = None
     new_batches: tuple[float, ...] = ()
+    new_searches: tuple[bool, ...] = ()
 
     @classmethod
     def of(
@@ -317,7 +337,8 @@ class StageShape:
         runs at the incumbent's, `at`)."""
         new = [c for c in candidates if kernels_change(c.values)]
         batches = tuple(_search_batch(c.values, batch, at) for c in new) if batch else ()
-        return cls(name, len(candidates), judged, expected_gain, len(new), batches)
+        searches = tuple(conv_key(c.values) != conv_key({}) for c in new)
+        return cls(name, len(candidates), judged, expected_gain, len(new), batches, searches)
 
 
 def _search_batch(values: Mapping[str, Any], batch: float | None, at: float | None) -> float:
@@ -325,35 +346,6 @@ def _search_batch(values: Mapping[str, Any], batch: float | None, at: float | No
     search where it changes the conv key, at its batch; a compile, script or capture alone
     searches nothing, and is priced as measured (at the baseline's)."""
     return batch_ratio(values, batch, at) if conv_key(values) != conv_key({}) else 1.0
-
-
-def batch_of(values: Mapping[str, Any], default: float | None = None) -> float | None:
-    """The batch `values` set for a step (local_batch_size where set, else the global one,
-    as conv_key reads it), else `default` (a whole configuration: TrainConfig's)."""
-    for knob in ("local_batch_size", "global_batch_size"):
-        own = values.get(knob)
-        if isinstance(own, int | float) and not isinstance(own, bool) and own > 0:
-            return float(own)
-    return default
-
-
-def config_batch(config: Mapping[str, Any]) -> float:
-    """A whole configuration's batch (TrainConfig's default where it gives none)."""
-    return batch_of(config, float(TrainConfig.global_batch_size)) or 1.0
-
-
-def batch_over(config: Mapping[str, Any], base_batch: float | None) -> float:
-    """A whole configuration's batch over the baseline's (1 where that is not known)."""
-    return config_batch(config) / base_batch if base_batch else 1.0
-
-
-def batch_ratio(values: Mapping[str, Any], batch: float | None, at: float | None = None) -> float:
-    """`values`' batch over the baseline's `batch`; where they set none, the incumbent's
-    (`at`: a stage's candidates run on it; the baseline's where not given). 1 where the
-    baseline's is not known."""
-    if not batch:
-        return 1.0
-    return (batch_of(values) or at or batch) / batch
 
 
 @dataclass(frozen=True)
@@ -384,8 +376,9 @@ def stage_shape(stage: StageShape, habits: Habits) -> LadderShape:
         new = min(new, max(0, stage.new_kernels))
     counts: defaultdict[ProbeKind, float] = defaultdict(float)
     batches = list(stage.new_batches[:new]) + [1.0] * max(0, new - len(stage.new_batches))
-    for batch in batches:
-        counts[ProbeKind(judged, new=True, batch=batch)] += 1
+    searches = list(stage.new_searches[:new]) + [True] * max(0, new - len(stage.new_searches))
+    for batch, search in zip(batches, searches, strict=True):
+        counts[ProbeKind(judged, new=True, batch=batch, search=search)] += 1
     if stage.candidates > new:  # a first probe still records its loss steps (not IO's)
         counts[ProbeKind(judged, first=stage.judged != "io")] += stage.candidates - new
     counts[ProbeKind(judged)] += anchors(stage.candidates, habits.adopt_rate)

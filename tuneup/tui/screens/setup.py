@@ -26,13 +26,13 @@ from tuneup.cluster.job import JobEnv
 from tuneup.errors import UsageError
 from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import ProbePreset, load_preset, preset_stage
+from tuneup.probe.batches import config_batch
 from tuneup.probe.durations import duration_text
 from tuneup.probe.estimate import (
     Habits,
     ProbeCosts,
     StageShape,
     StepModel,
-    config_batch,
     fits,
     ladder_shape,
     time_limit,

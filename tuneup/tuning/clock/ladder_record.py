@@ -63,6 +63,7 @@ class LadderRecord:
                 unsettled={str(k): float(v) for k, v in dict(entry.get("unsettled", {})).items()},
                 loader_round=int(entry.get("loader_round", 1)),
                 batch_exponent=float(entry.get("batch_exponent", 0.0)),
+                kernel_s=float(entry["kernel_s"]) if "kernel_s" in entry else None,
             )
             habits = Habits(float(entry["pairs_per_stage"]), float(entry["adopt_rate"]))
             return LadderCosts(costs, habits, when=str(entry.get("when", "")))
@@ -83,6 +84,7 @@ class LadderRecord:
             "unsettled": {k: round(v, 3) for k, v in costs.unsettled.items()},
             "loader_round": costs.loader_round,
             "batch_exponent": round(costs.batch_exponent, 3),
+            **({"kernel_s": round(costs.kernel_s, 3)} if costs.kernel_s is not None else {}),
             "pairs_per_stage": round(measured.habits.pairs_per_stage, 2),
             "adopt_rate": round(measured.habits.adopt_rate, 2),
             "when": measured.when or time.strftime("%Y-%m-%d"),

@@ -7,13 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
 
+from tuneup.probe.batches import batch_over, config_batch
 from tuneup.probe.costmodel import pays_every_probe
 from tuneup.probe.estimate import (
     ProbeCosts,
-    batch_over,
-    config_batch,
     one_time_seconds,
     probe_seconds,
     scale_of,
@@ -71,11 +69,17 @@ def measured_costs(
         if "spawn" in r.one_time_s
     ]
     setups = [r.one_time_s["setup"] for r, _ in ran if "setup" in r.one_time_s]
-    firsts = [
-        sum(v for k, v in r.one_time_s.items() if k not in ("spawn", "setup"))
-        / _searched_at(r.config, base_batch) ** fallback.batch_exponent
+    # a warm probe's new kernels: a cuDNN search (read back to the baseline's batch), or a
+    # compile, a script or a capture alone, which search nothing (priced apart: kernel_s)
+    searches = [
+        _first_steps(r) / batch_over(r.config, base_batch) ** fallback.batch_exponent
         for r, new in ran
-        if new and r.served_before > 0
+        if new and r.served_before > 0 and not pays_every_probe(r.config)
+    ]
+    alone = [
+        _first_steps(r)
+        for r, new in ran
+        if new and r.served_before > 0 and pays_every_probe(r.config)
     ]
     step_s = dict(fallback.step_s)
     trials = dict(fallback.trials)
@@ -90,7 +94,8 @@ def measured_costs(
         fallback,
         spawn_s=median(spawns) if spawns else fallback.spawn_s,
         setup_s=median(setups) if setups else fallback.setup_s,
-        first_s=sum(firsts) / len(firsts) if firsts else fallback.first_s,
+        first_s=sum(searches) / len(searches) if searches else fallback.first_s,
+        kernel_s=sum(alone) / len(alone) if alone else fallback.kernel_s,
         step_s=step_s,
         trials=trials,
         scale=1.0,
@@ -104,10 +109,9 @@ def measured_costs(
     return replace(costs, scale=scale_of(modeled))
 
 
-def _searched_at(config: Mapping[str, Any], base_batch: float | None) -> float:
-    """The batch a new probe's first steps searched at, over the baseline's: 1 for a
-    compile, script or capture, which search nothing the batch grows."""
-    return 1.0 if pays_every_probe(config) else batch_over(config, base_batch)
+def _first_steps(result: ProbeResult) -> float:
+    """A probe's first steps beyond its start (a compile's and a capture's included)."""
+    return sum(v for k, v in result.one_time_s.items() if k not in ("spawn", "setup"))
 
 
 def unsettled_shares(

@@ -19,6 +19,7 @@ from typing import Any
 
 from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import ProbePreset
+from tuneup.probe.batches import batch_over, config_batch
 from tuneup.probe.costmodel import conv_key, kernels_new
 from tuneup.probe.estimate import (
     Habits,
@@ -27,8 +28,6 @@ from tuneup.probe.estimate import (
     ProbeKind,
     StageShape,
     StepModel,
-    batch_over,
-    config_batch,
     confirmation_pairs,
     guess_costs,
     ladder_shape,
@@ -224,7 +223,8 @@ class LadderClock:
         new = kernels_new(values, self._keys)
         searched = conv_key(values) not in self._keys  # a cuDNN search, at its batch
         batch = batch_over(values, self.base_batch) if searched else 1.0
-        return probe_seconds(plan_for(budget, candidate), costs, fresh=fresh, new=new, batch=batch)
+        plan = plan_for(budget, candidate)
+        return probe_seconds(plan, costs, fresh=fresh, new=new, batch=batch, search=searched)
 
     def remeasures(self, probes: float) -> float:
         """The re-measures `probes` more probes are expected to cost at the rate a busy

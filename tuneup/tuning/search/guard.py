@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tuneup.config import LR_SCHEDULE_DEFAULT, TrainConfig
-from tuneup.probe.estimate import batch_of as step_batch
+from tuneup.probe.batches import batch_of as step_batch
 
 DEFAULT_TOLERANCE = 0.20
 DEFAULT_ABS_TOLERANCE = 0.01
@@ -42,7 +42,7 @@ BATCH_KNOBS = ("global_batch_size", "local_batch_size")
 
 def batch_of(values: Mapping[str, Any]) -> int | None:
     """The batch a probe's step takes: local_batch_size when set, else the global one
-    (tuneup.probe.estimate.batch_of); a knob left out takes TrainConfig's default (64)."""
+    (tuneup.probe.batches.batch_of); a knob left out takes TrainConfig's default (64)."""
     found = step_batch(values, float(TrainConfig.global_batch_size))
     return int(found) if found else None
 

@@ -25,7 +25,7 @@ from tuneup.errors import UsageError
 from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import ProbePreset
 from tuneup.probe.backend import ProbeBackend, as_backend
-from tuneup.probe.estimate import config_batch
+from tuneup.probe.batches import config_batch
 from tuneup.probe.types import (
     BASELINE_STAGE,
     CONFIRM_STAGE,
