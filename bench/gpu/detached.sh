@@ -21,7 +21,7 @@ if [ "$verb" = start ]; then
     out=/tmp/g
     args=("$@")
     for ((i = 0; i < ${#args[@]}; i++)); do
-        [ "${args[$i]}" = --out ] && out="${args[$((i + 1))]}"
+        [ "${args[$i]}" = --out ] && out="${args[$((i + 1))]:?--out needs a folder}"
     done
     [[ " $* " == *" --out "* ]] || args+=(--out "$out")
     echo "$out" >"$STATE/out"
