@@ -231,12 +231,13 @@ class SimTrainer(SimSurface, ProbeBackend):
         if problem is not None:
             status, reason = problem
             spent = self.failed_costs(k)  # its start and first step: a failure shows there
+            served = self._served  # as the runner reports the worker's count
             if not self.serves_on_after_failure(values):
                 self._process_ended()
             said = f"simulated: {reason}"
             return ProbeResult(
                 stage, variant, dict(values), status, said, ranks=ranks, one_time_s=spent,
-                wall_s=sum(spent.values()),
+                wall_s=sum(spent.values()), served_before=served,
             )  # fmt: skip
         plan = self.plan_of(candidate, k)
         key = _noise_key(k, ranks) + _effects_key(self.effects, values)

@@ -256,8 +256,8 @@ def read_evidence(folder: Path, journals: Sequence[Path] = ()) -> Evidence:
             for stage, n in j.pairs.items()
         },
         failures=tuple(measured.failures()),
-        batch_gains=batch_gains(measured.rows()),
-        gains=measured_gains(measured.rows()),
+        batch_gains=batch_gains(measured.ladders()),
+        gains=measured_gains(measured.ladders()),
     )
 
 

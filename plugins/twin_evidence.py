@@ -339,9 +339,9 @@ class Measured:
         """Every journal's crashed probes."""
         return [failure for j in self.journals.values() for failure in j.failures]
 
-    def rows(self) -> list[Row]:
-        """Every journal's configurations and their rates."""
-        return [row for j in self.journals.values() for row in j.rows]
+    def ladders(self) -> list[tuple[Mapping[str, Any], tuple[Row, ...]]]:
+        """Every journal's baseline and its configurations' rates (changes from it)."""
+        return [(j.baseline, j.rows) for j in self.journals.values()]
 
     def all_of(self, name: str) -> list[float]:
         """A cost's every measurement over the folder's journals."""

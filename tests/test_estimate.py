@@ -27,7 +27,7 @@ from tuneup.probe.estimate import (
 )
 from tuneup.probe.plan import plan_probe
 from tuneup.probe.types import PHASES, Candidate, ProbeBudget, ProbeResult, Status
-from tuneup.tuning.clock.measured import measured_costs
+from tuneup.tuning.clock.measured import Heard, measured_costs
 from tuneup.tuning.clock.planner import plan_ladder
 from tuneup.tuning.clock.time_left import stage_shapes
 from tuneup.tuning.search.search_records import StagePlan
@@ -343,18 +343,19 @@ def test_a_kind_is_priced_by_the_plan_it_stands_for() -> None:
 def test_a_compile_script_or_capture_alone_is_priced_apart_from_a_cudnn_search():
     # on the H200 a warm worker's cuDNN search took 13-162 s, TorchScript's and a CUDA
     # graph's first steps 0.1-0.2 s: one mean first step priced the jit and CUDA graph
-    # stages at two searches each, and the whole ladder 15% over the twin's
+    # stages as searches, and the whole ladder 15% over the twin's. A compile (tens of
+    # seconds cold) stays priced at first_s.
     costs = dataclasses.replace(COSTS, kernel_s=0.2)
     jit = StagePlan(
         "jit", [Candidate("jit", {"jit": m}) for m in ("script", "compile")], judged="synthetic"
     )
     amp = StagePlan("amp", [Candidate("amp", {"amp_mode": "bf16"})], judged="synthetic")
     shapes = {s.name: s for s in stage_shapes([jit, amp], batch=64)}
-    assert shapes["jit"].new_searches == (False, False) and shapes["amp"].new_searches == (True,)
+    assert shapes["jit"].new_searches == (False, True) and shapes["amp"].new_searches == (True,)
     habits = Habits(0.0, 0.0)
     apart = stage_shape(shapes["jit"], habits).seconds(BUDGET, costs)
     as_searches = stage_shape(shapes["jit"], habits).seconds(BUDGET, COSTS)
-    assert as_searches - apart == pytest.approx(2 * (COSTS.first_s - 0.2))
+    assert as_searches - apart == pytest.approx(COSTS.first_s - 0.2)
     # a search is priced as before; and without kernel_s (an older record) as a search
     assert stage_shape(shapes["amp"], habits).seconds(BUDGET, costs) == pytest.approx(
         stage_shape(shapes["amp"], habits).seconds(BUDGET, COSTS)
@@ -371,4 +372,8 @@ def test_a_compile_script_or_capture_alone_is_priced_apart_from_a_cudnn_search()
     heard = [(warm({"amp_mode": "bf16"}, 30.0), True), (warm({"jit": "script"}, 0.3), True)]
     learned = measured_costs(heard, BUDGET, COSTS, base_batch=64)
     assert (learned.first_s, learned.kernel_s) == (pytest.approx(30.0), pytest.approx(0.3))
+    # a script on a conv key new to its process searched too: its 40 s is a search's
+    both = Heard(warm({"jit": "script", "amp_mode": "fp16"}, 40.0), True, new_key=True)
+    learned = measured_costs([*heard, both], BUDGET, COSTS, base_batch=64)
+    assert (learned.first_s, learned.kernel_s) == (pytest.approx(35.0), pytest.approx(0.3))
 

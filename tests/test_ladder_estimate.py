@@ -246,15 +246,22 @@ def test_the_clock_prices_what_every_probe_of_a_compile_pays_and_a_per_rank_batc
     clock.heard("jit", compiled)
     probe = Candidate("again", {}, judged="full", whole=False, loss=False)
     plain = clock.probe_s(probe, config, preset.budget)
-    # a compile alone searches nothing: it is priced as compiles were here, not as a search
-    costs = clock.costs()
-    assert costs.kernel_s == pytest.approx(6.0) and costs.first_s != pytest.approx(6.0)
+    first = clock.costs().first_s
+    assert first == pytest.approx(6.0)
     again = clock.probe_s(probe, {**config, "jit": "compile"}, preset.budget)
-    assert again == pytest.approx(plain + 6.0)
+    assert again == pytest.approx(plain + first)
     per_rank = clock.probe_s(probe, {**config, "local_batch_size": 16}, preset.budget)
-    assert per_rank == pytest.approx(plain + costs.first_s)
+    assert per_rank == pytest.approx(plain + first)
     fused = clock.probe_s(probe, {**config, "optimizer_impl": "fused"}, preset.budget)
     assert fused == pytest.approx(plain)
+    # a script alone searches nothing and compiles nothing: priced as scripts were here
+    scripted = dataclasses.replace(
+        compiled, config={**config, "jit": "script"}, one_time_s={"setup": 0.1, "first_steps": 0.3}
+    )
+    clock.heard("jit", scripted)
+    assert clock.costs().kernel_s == pytest.approx(0.3) and clock.costs().first_s == first
+    script = clock.probe_s(probe, {**config, "jit": "script"}, preset.budget)
+    assert script == pytest.approx(clock.probe_s(probe, config, preset.budget) + 0.3)
 
 
 def test_a_machines_kept_costs_keep_how_first_steps_grow_with_the_batch(tmp_path: Path) -> None:

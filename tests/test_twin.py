@@ -12,7 +12,7 @@ from tuneup_plugins.twin import GpuTwin, assumed_rates, read_evidence
 from tuneup_plugins.twin_against import probe_by_probe
 
 from tuneup.errors import UsageError
-from tuneup.probe.types import Status
+from tuneup.probe.types import Candidate, Status
 
 ROOT = Path(__file__).resolve().parent.parent
 H200 = ROOT / "bench" / "results" / "gpu-h200-2026-11-26"
@@ -400,13 +400,20 @@ def test_a_recorded_compile_failure_comes_back_at_its_cost_and_the_worker_serves
     assert spent == {"setup": pytest.approx(evidence.costs.setup.likely),
                      "failed": pytest.approx(19.2 - evidence.costs.setup.likely)}  # fmt: skip
     assert twin_.serves_on_after_failure({**cl, "jit": "compile"})
+    # as the runner reports it: the failed probe and the next were served by one worker
+    ladder = GpuTwin(evidence)
+    ladder.measure("baseline", Candidate("base", {}), {})
+    failed = ladder.measure("jit", Candidate("jit", {"jit": "compile"}), {**cl, "jit": "compile"})
+    after = ladder.measure("jit", Candidate("incumbent", {}), cl)
+    assert failed.status is Status.CRASH and failed.wall_s == pytest.approx(19.2)
+    assert (failed.served_before, after.served_before) == (1, 2)
 
 
 def test_a_failure_the_worker_does_not_survive_ends_its_process_in_the_twin(tmp_path: Path):
     base = json.loads((H200 / "session" / "journal.jsonl").read_text().splitlines()[0])
     crashed = _ladder_line(
         base, status="crash", wall_s=3.0, variant={"cuda_graphs": True}, one_time_s={},
-        reason="CUDA error: an illegal memory access was encountered",
+        reason="CUDA error: RuntimeError: CUDA error: an illegal memory access was encountered",
         values={"cuda_graphs": True},
     )  # fmt: skip
     ladder = tmp_path / "ladder" / "journal.jsonl"
@@ -462,8 +469,20 @@ def test_ladders_in_folders_of_the_same_name_are_all_read(tmp_path: Path):
     for name, wall in (("a", 11.0), ("b", 22.0)):
         journal = tmp_path / name / "speed" / "00" / "journal.jsonl"
         journal.parent.mkdir(parents=True)
-        crash = _ladder_line(base, status="crash", wall_s=wall, variant={"jit": "compile"})
-        journal.write_text(json.dumps(base) + "\n" + crash + "\n")
+        crash = _ladder_line(
+            base, status="crash", wall_s=wall, variant={"jit": "compile"},
+            reason="compile error: AssertionError: expected size 512==512",
+        )  # fmt: skip
+        # what would not come back: a transient fault, a death by signal, an interrupt
+        gone = [
+            _ladder_line(base, status="crash", wall_s=3.0, variant={"jit": "script"}, **extra)
+            for extra in (
+                {"reason": "RuntimeError: boom", "transient": True},
+                {"reason": "worker killed by SIGKILL"},
+                {"reason": "interrupted by user"},
+            )
+        ]
+        journal.write_text("\n".join([json.dumps(base), crash, *gone]) + "\n")
         journals.append(journal)
     assert sorted(f.wall_s for f in read_evidence(H200, journals).failures) == [11.0, 22.0]
 

@@ -213,10 +213,23 @@ def _raised_from(outer: BaseException, inner: BaseException) -> BaseException:
         return caught
 
 
-def _raised_in(module: str, exc: BaseException) -> BaseException:
-    """`exc` as raised by code of `module` (a frame whose globals name it)."""
+def _raised_in(module: str, exc: BaseException, file: str = "<string>") -> BaseException:
+    """`exc` as raised by code of `module` (a frame whose globals name it) in `file`."""
     try:
-        exec("raise exc", {"__name__": module, "exc": exc})
+        exec(compile("raise exc", file, "exec"), {"__name__": module, "exc": exc})
+    except BaseException as caught:
+        return caught
+    raise AssertionError("not raised")
+
+
+def _under(module: str, inner: BaseException) -> BaseException:
+    """`inner`, raised by the model's own code called from a frame of `module`."""
+
+    def model() -> None:
+        raise inner
+
+    try:
+        exec("model()", {"__name__": module, "model": model})
     except BaseException as caught:
         return caught
     raise AssertionError("not raised")
@@ -229,11 +242,32 @@ _STRIDE_CHECK = "expected size 512==512, stride 64==1 at dim=1; Error in op: con
 @pytest.mark.parametrize(
     ("exc", "kind"),
     [
-        (_raised_in("torch._functorch._aot_autograd.runtime_wrappers", AssertionError(
-            _STRIDE_CHECK)), "compile"),
+        (
+            _raised_in(
+                "torch._functorch._aot_autograd.runtime_wrappers", AssertionError(_STRIDE_CHECK)
+            ),
+            "compile",
+        ),
         (AssertionError(_STRIDE_CHECK), "other"),
-        (_raised_in("torch._inductor.output_code", RuntimeError(
-            "CUDA error: an illegal memory access was encountered")), "cuda"),
+        # Inductor's generated code, a module in its cache (as on the H200)
+        (
+            _raised_in(
+                "c2meqatr7da6",
+                AssertionError(_STRIDE_CHECK),
+                "/root/.cache/tuneup/compile/inductor/2m/c2meqatr7da6.py",
+            ),
+            "compile",
+        ),
+        # the model's own error under a compiled model is the model's, not torch.compile's
+        (_under("torch._dynamo.eval_frame", ValueError("bad crop")), "other"),
+        (_under("torch._dynamo.eval_frame", RuntimeError("bf16 is not supported")), "unsupported"),
+        (
+            _raised_in(
+                "torch._inductor.output_code",
+                RuntimeError("CUDA error: an illegal memory access was encountered"),
+            ),
+            "cuda",
+        ),
         (OutOfMemoryError("CUDA out of memory."), "oom"),
         (RuntimeError("CUDA error: out of memory"), "oom"),
         (

@@ -18,8 +18,8 @@ A probe (`probe_seconds`) of plan P (tuneup.probe.plan) costs
   baseline's batch: a candidate of another batch pays it times (its batch over
   the baseline's) ** ``batch_exponent`` (cuDNN's search runs every algorithm
   at the batch: 1.13 on the H200, 66 s at 128 and 162 s at 256 where 33 s at
-  64; 0 where first steps do not grow with it); a compile, a script or a CUDA
-  graph's capture alone searches nothing and pays ``kernel_s`` (where given);
+  64; 0 where first steps do not grow with it); a script or a CUDA graph's
+  capture alone searches nothing and pays ``kernel_s`` (where given);
 * the loss steps: ``loss_steps`` FULL steps, in a configuration's first probe
   (later ones of the same seed would record the same curve);
 * for each phase: its warm-up (its first step, then two windows of a quarter
@@ -122,8 +122,8 @@ class ProbeKind:
             kernels are not new (a new optimizer, loader or worker count).
         batch: its batch over the baseline's, where its kernels are new (its first steps
             grow with it: ProbeCosts.batch_exponent).
-        search: its new kernels include a cuDNN search (a new conv key); else they are a
-            compile, a script or a capture alone (ProbeCosts.kernel_s).
+        search: its new kernels are priced at first_s (`searches_first`: a cuDNN search or
+            a compile); else they are a script or a capture alone (ProbeCosts.kernel_s).
     """
 
     phases: tuple[str, ...]
@@ -158,8 +158,8 @@ class ProbeCosts:
             step (WARM_WINDOWS where not given: two that agree).
         loader_round: the configuration's loader round (`tuneup.config.loader_round`):
             its FULL and IO windows and trials hold that many steps at least.
-        kernel_s: the first steps of a compile, a script or a capture alone, which search
-            nothing (on the H200: 0.1-0.4 s, where a search took 13-162 s); None: first_s.
+        kernel_s: the first steps of a script or a capture alone, which search nothing (on
+            the H200: 0.1-0.2 s, where a search took 13-162 s); None: first_s.
     """
 
     spawn_s: float
@@ -181,7 +181,7 @@ class ProbeCosts:
         return self.step_s.get(phase) or self.step_s.get("full") or 0.0
 
     def kernels_alone(self) -> float:
-        """What a compile, a script or a capture alone costs first."""
+        """What a script or a capture alone costs first."""
         return self.first_s if self.kernel_s is None else self.kernel_s
 
 
@@ -337,8 +337,15 @@ class StageShape:
         runs at the incumbent's, `at`)."""
         new = [c for c in candidates if kernels_change(c.values)]
         batches = tuple(_search_batch(c.values, batch, at) for c in new) if batch else ()
-        searches = tuple(conv_key(c.values) != conv_key({}) for c in new)
+        searches = tuple(searches_first(conv_key(c.values) != conv_key({}), c.values) for c in new)
         return cls(name, len(candidates), judged, expected_gain, len(new), batches, searches)
+
+
+def searches_first(new_key: bool, values: Mapping[str, Any]) -> bool:
+    """Whether new kernels are priced at first_s: a cuDNN search (a conv key new to the
+    process, at its batch) or a compile (tens of seconds cold, seconds from the disk caches),
+    not at kernel_s (a script or a capture alone: a fraction of a second on the H200)."""
+    return new_key or values.get("jit") == "compile"
 
 
 def _search_batch(values: Mapping[str, Any], batch: float | None, at: float | None) -> float:

@@ -23,6 +23,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import PurePath
 from types import MappingProxyType
 from typing import IO, Any, ClassVar
 
@@ -315,14 +316,20 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
 
 
 def _raised_in_compiled_code(exc: BaseException) -> bool:
-    """Raised by torch.compile's machinery, whatever its type: an Inductor stride check in a
-    compiled backward is a plain AssertionError from a torch._functorch frame."""
+    """Raised by torch.compile's own code, whatever its type: its innermost frame is
+    torch.compile's machinery or the code Inductor generated, a module in its cache (the
+    H200's failure was a bare AssertionError, Inductor's stride check in a compiled
+    backward). A model's own error under a compiled model is the model's."""
     tb = exc.__traceback__
-    while tb is not None:
-        if str(tb.tb_frame.f_globals.get("__name__", "")).startswith(_COMPILE_FRAMES):
-            return True
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
         tb = tb.tb_next
-    return False
+    frame = tb.tb_frame
+    if str(frame.f_globals.get("__name__", "")).startswith(_COMPILE_FRAMES):
+        return True
+    folders = PurePath(frame.f_code.co_filename).parts[:-1]
+    return any(part == "inductor" or part.startswith("torchinductor") for part in folders)
 
 
 def _type_names(exc: BaseException) -> list[tuple[str, str]]:
@@ -351,10 +358,10 @@ def classify_error(exc: BaseException) -> str:
         return "compile"
     if any(name in _CUDA_TYPES for _, name in names) or _CUDA_PATTERN.search(message):
         return "cuda"
-    if any(_raised_in_compiled_code(item) for item in chain):
-        return "compile"
     if "not supported" in message.lower() or "unsupported" in message.lower():
         return "unsupported"
+    if any(_raised_in_compiled_code(item) for item in chain):
+        return "compile"
     return "other"
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import Any, NamedTuple
 
 from tuneup.probe.batches import batch_over, config_batch
 from tuneup.probe.costmodel import pays_every_probe
@@ -15,6 +16,7 @@ from tuneup.probe.estimate import (
     one_time_seconds,
     probe_seconds,
     scale_of,
+    searches_first,
 )
 from tuneup.probe.plan import MeasurementPlan, plan_probe
 from tuneup.probe.stats import median
@@ -40,8 +42,23 @@ def step_seconds(result: ProbeResult, phase: str) -> float | None:
     return config_batch(result.config) * ranks / rate
 
 
+class Heard(NamedTuple):
+    """A probe as the clock heard it: whether its kernels were new to its process, and
+    whether its conv key was (None: not said; a configuration that compiles, scripts or
+    captures is then taken to have searched nothing)."""
+
+    result: ProbeResult
+    new: bool
+    new_key: bool | None = None
+
+    def searched(self) -> bool:
+        if self.new_key is None:
+            return not pays_every_probe(self.result.config)
+        return self.new_key
+
+
 def measured_costs(
-    heard: Sequence[tuple[ProbeResult, bool]],
+    heard: Sequence[Heard | tuple[ProbeResult, bool]],
     budget: ProbeBudget,
     fallback: ProbeCosts,
     *,
@@ -51,7 +68,8 @@ def measured_costs(
     """What probes cost here, from the ok probes heard so far; `fallback` for what none said.
 
     Args:
-        heard: each probe with whether its configuration's kernels were new to its process.
+        heard: each probe with whether its configuration's kernels were new to its process
+            (and whether its conv key was: Heard).
         budget: the session's budget (a probe without a recorded plan was measured by it).
         fallback: the guess, or an earlier ladder's record.
         typical: each phase's step over the whole ladder (the median: what a ladder's
@@ -60,34 +78,35 @@ def measured_costs(
         base_batch: the baseline's batch: new kernels' first steps at another batch are
             read back to it (ProbeCosts.batch_exponent) before their mean is taken.
     """
-    ran = [(r, new) for r, new in heard if r.ok and r.wall_s > 0]
+    ran = [h for h in map(_as_heard, heard) if h.result.ok and h.result.wall_s > 0]
     if not ran:
         return fallback
+    results = [h.result for h in ran]
     spawns = [
         r.one_time_s["spawn"] + r.one_time_s.get("first_steps", 0.0)
-        for r, _ in ran
+        for r in results
         if "spawn" in r.one_time_s
     ]
-    setups = [r.one_time_s["setup"] for r, _ in ran if "setup" in r.one_time_s]
-    # a warm probe's new kernels: a cuDNN search (read back to the baseline's batch), or a
-    # compile, a script or a capture alone, which search nothing (priced apart: kernel_s)
+    setups = [r.one_time_s["setup"] for r in results if "setup" in r.one_time_s]
+    # a warm probe's new kernels: a cuDNN search (read back to the baseline's batch) or a
+    # compile (estimate.searches_first), else a script or a capture alone (kernel_s)
+    warm = [h for h in ran if h.new and h.result.served_before > 0]
     searches = [
-        _first_steps(r) / batch_over(r.config, base_batch) ** fallback.batch_exponent
-        for r, new in ran
-        if new and r.served_before > 0 and not pays_every_probe(r.config)
+        _first_steps(h.result)
+        / _searched_at(h.result.config, h.searched(), base_batch) ** fallback.batch_exponent
+        for h in warm
+        if searches_first(h.searched(), h.result.config)
     ]
     alone = [
-        _first_steps(r)
-        for r, new in ran
-        if new and r.served_before > 0 and pays_every_probe(r.config)
+        _first_steps(h.result) for h in warm if not searches_first(h.searched(), h.result.config)
     ]
     step_s = dict(fallback.step_s)
     trials = dict(fallback.trials)
     for phase in PHASES:
-        steps = [s for r, _ in ran if (s := step_seconds(r, phase)) is not None]
+        steps = [s for r in results if (s := step_seconds(r, phase)) is not None]
         if steps:
             step_s[phase] = median(steps) if typical else steps[-1]
-        counts = [len(r.trials_of(phase)) for r, _ in ran if r.trials_of(phase)]
+        counts = [len(r.trials_of(phase)) for r in results if r.trials_of(phase)]
         if counts:
             trials[phase] = median(counts)
     costs = replace(
@@ -100,13 +119,23 @@ def measured_costs(
         trials=trials,
         scale=1.0,
         measured=True,
-        unsettled=unsettled_shares([r for r, _ in ran], fallback.unsettled),
+        unsettled=unsettled_shares(results, fallback.unsettled),
     )
     modeled = []
-    for r, new in ran:
-        model, once = _as_run(r, budget, costs, new)
-        modeled.append((r.wall_s - once, model - once))
+    for h in ran:
+        model, once = _as_run(h.result, budget, costs, h.new)
+        modeled.append((h.result.wall_s - once, model - once))
     return replace(costs, scale=scale_of(modeled))
+
+
+def _as_heard(item: Heard | tuple[ProbeResult, bool]) -> Heard:
+    return item if isinstance(item, Heard) else Heard(item[0], item[1])
+
+
+def _searched_at(config: Mapping[str, Any], new_key: bool, base_batch: float | None) -> float:
+    """The batch a probe's first steps searched at, over the baseline's (a compile alone
+    searches nothing the batch grows)."""
+    return batch_over(config, base_batch) if new_key else 1.0
 
 
 def _first_steps(result: ProbeResult) -> float:

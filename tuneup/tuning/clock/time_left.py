@@ -34,6 +34,7 @@ from tuneup.probe.estimate import (
     pairs_seen,
     probe_seconds,
     recorded_costs,
+    searches_first,
     stage_shape,
 )
 from tuneup.probe.plan import plan_for
@@ -47,17 +48,19 @@ from tuneup.probe.types import (
 )
 from tuneup.trainers.adapters import TrainerAdapter
 from tuneup.tuning.clock.ladder_record import LadderCosts, LadderRecord
-from tuneup.tuning.clock.measured import measured_costs
+from tuneup.tuning.clock.measured import Heard, measured_costs
 from tuneup.tuning.search.load import LADDER_PROBES
 from tuneup.tuning.search.search_records import StagePlan
 
 
 @dataclass
 class _Heard:
-    """One probe as the clock heard it: the result, and whether its kernels were new."""
+    """One probe as the clock heard it: the result, whether its kernels were new, and
+    whether its conv key was (a cuDNN search)."""
 
     result: ProbeResult
     new: bool
+    new_key: bool = True
 
 
 SIMULATED = "the simulated trainer's own seconds"
@@ -200,10 +203,11 @@ class LadderClock:
         if result.served_before == 0:
             self._keys = set()  # a fresh process: nothing is warm in it
         new = kernels_new(result.config, self._keys)
+        new_key = conv_key(result.config) not in self._keys
         self._keys.add(conv_key(result.config))
         if result.ok and len(result.plan.get("phases", ())) > 1:  # the baseline, an adoption
             self._incumbent_batch = config_batch(result.config)
-        self._seen.append(_Heard(result, new))
+        self._seen.append(_Heard(result, new, new_key))
         if result.ok and result.contended:  # spoiled by a load: measured again, no progress
             self._lost += 1
         else:
@@ -224,7 +228,8 @@ class LadderClock:
         searched = conv_key(values) not in self._keys  # a cuDNN search, at its batch
         batch = batch_over(values, self.base_batch) if searched else 1.0
         plan = plan_for(budget, candidate)
-        return probe_seconds(plan, costs, fresh=fresh, new=new, batch=batch, search=searched)
+        search = searches_first(searched, values)
+        return probe_seconds(plan, costs, fresh=fresh, new=new, batch=batch, search=search)
 
     def remeasures(self, probes: float) -> float:
         """The re-measures `probes` more probes are expected to cost at the rate a busy
@@ -236,7 +241,7 @@ class LadderClock:
 
     def costs(self) -> ProbeCosts:
         """What a probe costs here: measured as soon as probes finished."""
-        heard = [(h.result, h.new) for h in self._seen]
+        heard = [Heard(h.result, h.new, h.new_key) for h in self._seen]
         return measured_costs(heard, self.budget, self._guess(), base_batch=self.base_batch)
 
     def later_costs(self, costs: ProbeCosts) -> ProbeCosts:
@@ -247,13 +252,18 @@ class LadderClock:
         if not self._prior.recorded:
             return costs
         prior = self._prior
+        kernel_s = costs.kernel_s if prior.kernel_s is None else prior.kernel_s
         return replace(
-            costs, step_s=dict(prior.step_s), trials=dict(prior.trials), first_s=prior.first_s
+            costs,
+            step_s=dict(prior.step_s),
+            trials=dict(prior.trials),
+            first_s=prior.first_s,
+            kernel_s=kernel_s,
         )
 
     def typical_costs(self) -> ProbeCosts:
         """What this ladder's probes typically cost (kept for the next estimate)."""
-        heard = [(h.result, h.new) for h in self._seen]
+        heard = [Heard(h.result, h.new, h.new_key) for h in self._seen]
         return measured_costs(
             heard, self.budget, self._guess(), typical=True, base_batch=self.base_batch
         )
