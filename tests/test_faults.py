@@ -402,6 +402,38 @@ def test_the_synthetic_box_is_made_again_by_the_data_check(tmp_path: Path, monke
     assert Path(base["train_path"]).is_file() and Path(base["val_path"]).is_file()
 
 
+def test_the_box_going_while_the_data_check_reads_it_is_made_again(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A cache cleaned at the moment the check read the box (CI, 2026-11-27: val.h5 went
+    between its stat and its .npy copy's read) ended the ladder with "data file not found";
+    the check looks once more, and makes it again."""
+    import tuneup.unet.datacache as datacache
+    from tuneup.errors import DataFault
+    from tuneup.preset.load import load_preset
+    from tuneup.tuning.session.assembly import base_values
+    from tuneup.tuning.session.datakeep import data_keeper
+
+    monkeypatch.setenv("TUNEUP_CACHE_DIR", str(tmp_path / "cache"))
+    preset = load_preset("cpu-smoke")
+    base = base_values(preset, load_trainer("unet"), None)
+    check = data_keeper(preset, load_trainer("unet"), base, tmp_path)
+    assert check is not None and check() is None
+    ensure, calls = datacache.ensure_synthetic_data, []
+
+    def cleaned_while_read(*args, **kwargs):
+        calls.append(1)
+        if len(calls) > 1:
+            return ensure(*args, **kwargs)
+        shutil.rmtree(Path(base["train_path"]).parent)
+        raise DataFault(f"data file not found: {base['val_path']}")
+
+    monkeypatch.setattr(datacache, "ensure_synthetic_data", cleaned_while_read)
+    said = check()
+    assert said is not None and "made it again" in said and len(calls) == 2
+    assert Path(base["train_path"]).is_file() and Path(base["val_path"]).is_file()
+
+
 def test_an_out_folder_with_a_newline_runs_every_probe(tmp_path: Path) -> None:
     out = tmp_path / "two\nlines"
     done = tuneup("probe", "--stages", "tf32", "--out", str(out))

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tuneup.bundled import cache_dir
+from tuneup.errors import DataFault
 from tuneup.preset.load import ProbePreset
 from tuneup.trainers.adapters import TrainerAdapter
 from tuneup.tuning.results.journal import quoted
@@ -55,9 +56,12 @@ def _mend(synth: dict[str, Any], cache: Path) -> str | None:
     from tuneup.unet.datacache import ensure_synthetic_data  # h5py: only with a box of ours
 
     said: list[str] = []
-    train, _, made = ensure_synthetic_data(
-        synth["box"], synth["val_box"], synth.get("seed", 0), cache, thorough=False, say=said.append
-    )
+    args = (synth["box"], synth["val_box"], synth.get("seed", 0), cache)
+    try:
+        train, _, made = ensure_synthetic_data(*args, thorough=False, say=said.append)
+    except DataFault:  # it went while it was being checked (a cache cleaned that moment)
+        said.clear()
+        train, _, made = ensure_synthetic_data(*args, thorough=False, say=said.append)
     if made:
         return (
             f"the synthetic box in {train.parent} was gone (deleted since the ladder began): "
