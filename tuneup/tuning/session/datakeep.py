@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tuneup.bundled import cache_dir
-from tuneup.errors import DataFault
+from tuneup.errors import UsageError
 from tuneup.preset.load import ProbePreset
 from tuneup.trainers.adapters import TrainerAdapter
 from tuneup.tuning.results.journal import quoted
@@ -59,7 +59,7 @@ def _mend(synth: dict[str, Any], cache: Path) -> str | None:
     args = (synth["box"], synth["val_box"], synth.get("seed", 0), cache)
     try:
         train, _, made = ensure_synthetic_data(*args, thorough=False, say=said.append)
-    except DataFault:  # it went while it was being checked (a cache cleaned that moment)
+    except UsageError:  # it went while it was being checked or mended (a cache cleaned then)
         said.clear()
         train, _, made = ensure_synthetic_data(*args, thorough=False, say=said.append)
     if made:
