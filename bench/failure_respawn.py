@@ -32,14 +32,14 @@ from typing import Any
 
 from _record import record
 
-from tuneup.bundled import cache_dir
 from tuneup.cluster.launch import LocalLauncher
 from tuneup.preset.load import load_preset
 from tuneup.probe.plan import ProbeSpec, plan_probe
 from tuneup.probe.runner import ProbeRunner
 from tuneup.probe.types import ProbeResult
+from tuneup.trainers.adapters import load_trainer
 from tuneup.trainers.backends import probe_config
-from tuneup.unet.datacache import ensure_synthetic_data
+from tuneup.tuning.session.assembly import base_values
 
 FAULTS = {"survived": "compile:jit=compile", "respawned": "crash:jit=compile"}
 
@@ -58,11 +58,7 @@ def main() -> None:
     args = parser.parse_args()
 
     preset = load_preset(args.preset)
-    synth = preset.synthetic_data
-    train, val, _ = ensure_synthetic_data(
-        synth["box"], synth["val_box"], synth.get("seed", 0), cache_dir()
-    )
-    base = {**preset.train, "train_path": str(train), "val_path": str(val)}
+    base = base_values(preset, load_trainer("unet"), None)  # the synthetic box, made once
     runner = ProbeRunner(LocalLauncher(), Path(tempfile.mkdtemp()) / "probes", grace_s=2.0)
 
     def probe(values: dict[str, Any]) -> ProbeResult:

@@ -37,6 +37,22 @@ def probe(runner: ProbeRunner, values: dict[str, Any], *, key: str | None = "cpu
     return runner.run("stage", {}, spec, reuse=key)
 
 
+def around_a_failure(
+    tmp_path, values: dict[str, Any], monkeypatch, fault: str
+) -> tuple[Pids, tuple[ProbeResult, ProbeResult, ProbeResult]]:
+    """A served probe, one that fails with `fault` (set off by bf16), and the probe after."""
+    monkeypatch.setenv("TUNEUP_WORKER_FAULT", f"{fault}:amp_mode=bf16")
+    pids = Pids()
+    runner = ProbeRunner(LocalLauncher(), tmp_path, on_event=pids, grace_s=2.0)
+    try:
+        first = probe(runner, values)
+        failed = probe(runner, {**values, "amp_mode": "bf16"})
+        after = probe(runner, values)
+    finally:
+        runner.close()
+    return pids, (first, failed, after)
+
+
 @pytest.mark.slow
 def test_a_served_probe_trains_exactly_as_in_a_fresh_process(tmp_path, tiny_values):
     pids = Pids()
@@ -69,15 +85,7 @@ def test_a_served_probe_trains_exactly_as_in_a_fresh_process(tmp_path, tiny_valu
 def test_a_failure_in_a_served_process_costs_that_probe_alone(
     tmp_path, tiny_values, monkeypatch, fault, status, words
 ):
-    monkeypatch.setenv("TUNEUP_WORKER_FAULT", f"{fault}:amp_mode=bf16")
-    pids = Pids()
-    runner = ProbeRunner(LocalLauncher(), tmp_path, on_event=pids, grace_s=2.0)
-    try:
-        first = probe(runner, tiny_values)
-        failed = probe(runner, {**tiny_values, "amp_mode": "bf16"})
-        after = probe(runner, tiny_values)
-    finally:
-        runner.close()
+    pids, (first, failed, after) = around_a_failure(tmp_path, tiny_values, monkeypatch, fault)
 
     assert first.status is Status.OK
     assert failed.status is status and words in failed.reason
@@ -95,15 +103,7 @@ def test_a_compile_failure_is_survived_and_the_next_probe_is_served_as_if_fresh(
 ):
     # On the H200 a respawn after torch.compile failed cost 78 s (a new process, cuDNN's
     # searches again): the worker checks itself sound and serves on instead.
-    monkeypatch.setenv("TUNEUP_WORKER_FAULT", "compile:amp_mode=bf16")
-    pids = Pids()
-    runner = ProbeRunner(LocalLauncher(), tmp_path, on_event=pids, grace_s=2.0)
-    try:
-        first = probe(runner, tiny_values)
-        failed = probe(runner, {**tiny_values, "amp_mode": "bf16"})
-        after = probe(runner, tiny_values)
-    finally:
-        runner.close()
+    pids, (first, failed, after) = around_a_failure(tmp_path, tiny_values, monkeypatch, "compile")
 
     assert failed.status is Status.CRASH
     assert failed.reason.startswith("compile error: AssertionError: simulated compile failure")
