@@ -160,9 +160,9 @@ wild trial among them does not hide this one)."""
 
 def far_trial(rates: list[float]) -> int | None:
     """The index of the trial farthest from its siblings when it is far from them (a
-    stopped process, a burst): off the others' median by more than FAR_MIN and by more
-    than FAR_DEVIATIONS of their relative deviations; None when none is, or with fewer
-    than three trials (two cannot say which is off)."""
+    stopped process, a burst): off the others' median, as a factor either way, by more
+    than FAR_MIN and by more than FAR_DEVIATIONS of their relative deviations; None when
+    none is, or with fewer than three trials (two cannot say which is off)."""
     if len(rates) < 3:
         return None
     worst: int | None = None
@@ -172,7 +172,9 @@ def far_trial(rates: list[float]) -> int | None:
         centre = median(rest)
         if centre <= 0 or not math.isfinite(centre) or not math.isfinite(rate):
             continue
-        off = abs(rate / centre - 1.0)
+        # As a factor either way: a trial 10x slower is off by 9, not by 0.9 (a rate's
+        # shortfall is bounded by 1, so a noisy machine's spread hid a stopped trial).
+        off = max(rate, centre) / min(rate, centre) - 1.0 if rate > 0 else math.inf
         if off > max(FAR_MIN, FAR_DEVIATIONS * relative_mad(rest)) and off > worst_off:
             worst, worst_off = index, off
     return worst
