@@ -267,10 +267,14 @@ def run_ladder(
         "probes": sum(1 for p in probes if p.status.value != "skipped"),
         "parts": ladder_parts([p.to_journal() for p in probes], overhead_s=overhead, start_s=start),
         "stages": stages,
-        "decisions": [f"{s.stage}: {s.reason}" for s in summary.stages],
+        "decisions": [
+            f"{s.stage}: {s.reason}"
+            + (f"; not tried: {', '.join(s.not_tried)}" if s.not_tried else "")
+            for s in summary.stages
+        ],
         "headline": summary.recommendation.headline,
         "recommendation": dict(summary.recommendation.changes),
-        "left_out": [s.stage for s in summary.stages if "left out to fit" in s.reason],
+        "left_out": [s.stage for s in summary.stages if "left out" in s.reason],
         "estimate_after_2_probes_error": None if error is None else round(error, 3),
         "first_estimate_s": round(estimates[0][2], 1) if estimates else None,
         "estimates": [

@@ -305,6 +305,53 @@ def test_a_tight_budget_shortens_the_trials_then_leaves_out_the_least_gain_per_s
     assert any("left out" in line for line in tight.lines(4))
 
 
+def _batch_and_amp() -> list[StagePlan]:
+    batches = [Candidate(f"batch {b}", {"global_batch_size": b}) for b in (256, 128)]
+    amp = [Candidate("bf16", {"amp_mode": "bf16"})]
+    return [
+        StagePlan("amp", amp, judged="synthetic", expected_gain=0.5),
+        StagePlan("batch_size", batches, expected_gain=0.05),
+    ]
+
+
+def test_a_budget_leaves_out_a_stages_dearest_candidate_before_the_stage() -> None:
+    # the H200 (2026-11-27c): batch 256's cuDNN search took 162 s, batch 128's 66 s and won;
+    # a budget that left the whole batch stage out lost the whole ladder's answer
+    costs = dataclasses.replace(COSTS, first_s=30.0, batch_exponent=1.13)
+    shapes = stage_shapes(_batch_and_amp(), batch=64)
+    whole = plan_ladder(shapes, BUDGET, costs, None).estimate_s
+    fewer = plan_ladder([*shapes[:1], shapes[1].fewer[0]], BUDGET, costs, None).estimate_s
+    fits = plan_ladder(shapes, BUDGET, costs, (whole + fewer) / 2)
+    assert fits.fits and fits.stages == ("amp", "batch_size") and not fits.left_out
+    assert fits.left_of("batch_size") == ("batch 256",)  # the dearest, listed first or not
+    assert any(line.startswith("left out of batch_size: batch 256") for line in fits.lines(2))
+    # where not even batch 128 fits, the stage goes whole, said as before
+    tight = plan_ladder(shapes, BUDGET, costs, fewer * 0.8)
+    assert "batch_size" not in tight.stages and tight.left_of("batch_size") == ()
+    assert "left out to fit" in (tight.reason("batch_size") or "")
+
+
+def test_a_stage_run_under_such_a_plan_says_what_it_left_out_and_keeps_to_it() -> None:
+    from tuneup.tuning.session.time_fit import TimeFit
+
+    costs = dataclasses.replace(COSTS, first_s=30.0, batch_exponent=1.13)
+    plans = _batch_and_amp()
+    shapes = stage_shapes(plans, batch=64)
+    whole = plan_ladder(shapes, BUDGET, costs, None).estimate_s
+    fewer = plan_ladder([*shapes[:1], shapes[1].fewer[0]], BUDGET, costs, None).estimate_s
+    limit = (whole + fewer) / 2
+    fit = TimeFit(plan_ladder(shapes, BUDGET, costs, limit), "budget", 0.1, 64.0)
+    batch = fit.trimmed(plans[1])
+    assert [c.label for c in batch.candidates] == ["batch 128"]
+    assert batch.not_tried[0].startswith("batch 256: left out to fit your")
+    assert fit.trimmed(plans[0]) is plans[0]  # amp keeps its candidates
+    # a stage proposed again on the incumbent when its turn comes loses as many
+    again = dataclasses.replace(plans[1], refresh=lambda values: plans[1])
+    refreshed = fit.trimmed(again).refresh
+    assert refreshed is not None
+    assert [c.label for c in refreshed({}).candidates] == ["batch 128"]
+
+
 def test_a_budget_too_small_for_the_baseline_says_so() -> None:
     plan = plan_ladder(STAGES, BUDGET, COSTS, 10.0)
     assert not plan.fits and plan.stages == ()

@@ -312,7 +312,9 @@ class StageShape:
     gain it is expected to bring (what a time budget keeps first), and how many of its
     candidates bring kernels new to the process (`costmodel.kernels_change`; None: every
     one unless the stage is judged on IO, which runs no model), with each one's batch over
-    the baseline's (`new_batches`; none given: the baseline's)."""
+    the baseline's (`new_batches`; none given: the baseline's). `fewer`: the stage with its
+    dearest 1, 2, .. candidates left out (their labels in each one's `left`), what a time
+    budget tries before it leaves the whole stage out (planner.py)."""
 
     name: str
     candidates: int
@@ -321,6 +323,8 @@ class StageShape:
     new_kernels: int | None = None
     new_batches: tuple[float, ...] = ()
     new_searches: tuple[bool, ...] = ()
+    left: tuple[str, ...] = ()
+    fewer: tuple[StageShape, ...] = ()
 
     @classmethod
     def of(

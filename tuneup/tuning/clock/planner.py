@@ -10,7 +10,11 @@ in the allocation):
 2. then stages are left out, the lowest expected gain per second first (each
    stage declares its expected gain: TF32 off, which shows what TF32 is worth,
    expects none and goes first; the loader, which the tutorial took from 90 to
-   400 samples/s, goes last).
+   400 samples/s, goes last). Before a whole stage goes, its dearest candidate
+   may (`dearest_first`: the one whose cuDNN search runs at the largest batch),
+   each candidate taken to bring an equal share of its stage's gain: batch 256's
+   search alone took 162 s of the H200's 731 s ladder (2026-11-27c), where batch
+   128's took 66 s and won, so a budget that leaves 256 out keeps the answer.
 
 The baseline and the confirmation are always kept: without them there is no
 answer. A limit that not even the baseline's first probe fits at the shortest
@@ -27,6 +31,8 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tuneup.probe.batches import batch_ratio
+from tuneup.probe.costmodel import conv_key, kernels_change
 from tuneup.probe.durations import duration_text
 from tuneup.probe.estimate import (
     BASELINE_REPEATS,
@@ -35,9 +41,10 @@ from tuneup.probe.estimate import (
     ProbeCosts,
     StageShape,
     ladder_shape,
+    searches_first,
     stage_shape,
 )
-from tuneup.probe.types import ProbeBudget
+from tuneup.probe.types import Candidate, ProbeBudget
 
 SHORTEST_TRIAL_SHARE = 0.25
 """Trials are never shortened below this share of the preset's trial length."""
@@ -94,6 +101,7 @@ class LadderPlan:
     shortened: bool = False
     baseline_s: float = 0.0
     whose: str = BUDGET
+    trimmed: tuple[tuple[str, tuple[str, ...], float], ...] = ()
 
     @property
     def baseline_fits(self) -> bool:
@@ -112,6 +120,18 @@ class LadderPlan:
                     f"(expected {100 * gain:+.0f}%, about {duration_text(seconds)})"
                 )
         return None
+
+    def left_of(self, stage: str) -> tuple[str, ...]:
+        """The labels of `stage`'s candidates left out to fit (its dearest); () for none."""
+        return next((labels for name, labels, _ in self.trimmed if name == stage), ())
+
+    def trim_reason(self, stage: str) -> str:
+        """Why `stage`'s dearest candidates are left out, in words."""
+        seconds = next((s for name, _, s in self.trimmed if name == stage), 0.0)
+        return (
+            f"left out to fit {limit_words(self.whose, self.limit_s or 0)} "
+            f"(its dearest candidate(s), about {duration_text(seconds)})"
+        )
 
     def lines(self, total_stages: int) -> list[str]:
         """What fits and what is left out, for the user before the first probe."""
@@ -134,6 +154,11 @@ class LadderPlan:
                     f"{name} (expected {100 * gain:+.0f}%, about {duration_text(seconds)})"
                     for name, gain, seconds in self.left_out
                 )
+            )
+        for name, labels, seconds in self.trimmed:
+            lines.append(
+                f"left out of {name}: {', '.join(labels)} (its dearest, about "
+                f"{duration_text(seconds)}; the stage runs its other candidates)"
             )
         if not self.fits and self.stages:
             lines.append(
@@ -192,16 +217,26 @@ def plan_ladder(
         shortened = shorter
     left: list[StageShape] = []
     while kept and cost(kept, shortened) > limit_s:
-        worst = min(
-            reversed(kept),  # among equals, the later stage goes first
-            key=lambda s: max(s.expected_gain, 0.0) / _stage_seconds(s, shortened, costs, habits),
-        )
-        kept.remove(worst)
-        left.append(worst)
+        index, fewer = _least_loss(kept, stages, shortened, costs, habits)
+        if fewer is None:
+            left.append(kept.pop(index))
+        else:
+            kept[index] = fewer
     order = {s.name: i for i, s in enumerate(stages)}
+    whole = {s.name: s for s in stages}
     left_out = tuple(
-        (s.name, s.expected_gain, _stage_seconds(s, shortened, costs, habits))
+        (s.name, s.expected_gain, _stage_seconds(whole[s.name], shortened, costs, habits))
         for s in sorted(left, key=lambda s: order[s.name])
+    )
+    trimmed = tuple(
+        (
+            s.name,
+            s.left,
+            _stage_seconds(whole[s.name], shortened, costs, habits)
+            - _stage_seconds(s, shortened, costs, habits),
+        )
+        for s in kept
+        if s.left
     )
     return LadderPlan(
         _names(stages, kept),
@@ -212,7 +247,52 @@ def plan_ladder(
         shortened=shortened != budget,
         baseline_s=baseline_s,
         whose=whose,
+        trimmed=trimmed,
     )
+
+
+def _least_loss(
+    kept: Sequence[StageShape],
+    stages: Sequence[StageShape],
+    budget: ProbeBudget,
+    costs: ProbeCosts,
+    habits: Habits,
+) -> tuple[int, StageShape | None]:
+    """What goes next: a kept stage whole (None), or its next dearest candidate (the shape
+    without it): the least expected gain lost per second saved, each candidate bringing an
+    equal share of its stage's gain; among equals, the later stage, and a whole stage before
+    a candidate of it."""
+    whole = {s.name: s for s in stages}
+    options: list[tuple[float, int, int, StageShape | None]] = []
+    for index, shape in enumerate(kept):
+        gain = max(shape.expected_gain, 0.0)
+        seconds = _stage_seconds(shape, budget, costs, habits)
+        options.append((gain / seconds, -index, 0, None))
+        full = whole[shape.name]
+        fewer = full.fewer[len(shape.left)] if len(shape.left) < len(full.fewer) else None
+        if fewer is not None:
+            saved = seconds - _stage_seconds(fewer, budget, costs, habits)
+            if saved > 1e-6:
+                options.append((gain / max(full.candidates, 1) / saved, -index, 1, fewer))
+    _, at, _, chosen = min(options, key=lambda o: o[:3])
+    return -at, chosen
+
+
+def dearest_first(
+    candidates: Sequence[Candidate], batch: float | None, at: float | None = None
+) -> list[Candidate]:
+    """A stage's candidates, the dearest to start first: those whose new kernels search
+    (a new conv key, a compile) before those that do not, at the largest batch first (a
+    cuDNN search grows with the batch: 33, 66 and 162 s at 64, 128 and 256 on the H200);
+    among equals the later one."""
+
+    def price(cand: Candidate) -> tuple[bool, bool, float]:
+        new = kernels_change(cand.values)
+        searches = new and searches_first(conv_key(cand.values) != conv_key({}), cand.values)
+        return new, searches, batch_ratio(cand.values, batch, at)
+
+    ranked = sorted(enumerate(candidates), key=lambda ic: (price(ic[1]), ic[0]), reverse=True)
+    return [cand for _, cand in ranked]
 
 
 def _stage_seconds(

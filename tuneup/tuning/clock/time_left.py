@@ -49,6 +49,7 @@ from tuneup.probe.types import (
 from tuneup.trainers.adapters import TrainerAdapter
 from tuneup.tuning.clock.ladder_record import LadderCosts, LadderRecord
 from tuneup.tuning.clock.measured import Heard, measured_costs
+from tuneup.tuning.clock.planner import dearest_first
 from tuneup.tuning.search.load import LADDER_PROBES
 from tuneup.tuning.search.search_records import StagePlan
 
@@ -129,13 +130,22 @@ def stage_shapes(
 ) -> list[StageShape]:
     """The stage plans as the ladder model sees them (a skipped stage has no candidates; a
     candidate that leaves the kernels as they were pays no first steps; one of another batch
-    than the baseline's `batch` pays them at its own, or at the incumbent's, `at`)."""
-    return [
-        StageShape.of(
-            p.name, [] if p.skip_reason else p.candidates, p.judged, p.expected_gain, batch, at
-        )
-        for p in plans
-    ]
+    than the baseline's `batch` pays them at its own, or at the incumbent's, `at`), each
+    with its shapes of fewer candidates, the dearest left out first (planner.dearest_first),
+    down to one."""
+    return [_stage_shape(p, batch, at) for p in plans]
+
+
+def _stage_shape(plan: StagePlan, batch: float | None, at: float | None) -> StageShape:
+    candidates = [] if plan.skip_reason else plan.candidates
+
+    def of(left: Sequence[Candidate]) -> StageShape:
+        kept = [c for c in candidates if not any(c is gone for gone in left)]
+        shape = StageShape.of(plan.name, kept, plan.judged, plan.expected_gain, batch, at)
+        return replace(shape, left=tuple(c.label for c in left))
+
+    dearest = dearest_first(candidates, batch, at)
+    return replace(of(()), fewer=tuple(of(dearest[:k]) for k in range(1, len(candidates))))
 
 
 MEASURED_HERE = "measured here"

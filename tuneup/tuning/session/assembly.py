@@ -441,7 +441,7 @@ def build_session(
     limits = (time_budget_s, shortest_trial_s, known_costs)
     fit = fit_to_time(adapter, preset, plans, base, machine, job, record, shares, *limits)
     limit = fit.plan.limit_s
-    preset, notes = fit.applied(preset, plans, notes)
+    preset, plans, notes = fit.applied(preset, plans, notes)
     engine = engine_factory(
         adapter,
         machine,

@@ -434,6 +434,7 @@ class ProbeSession:
                 "estimate_s": self.ladder_plan.estimate_s,
                 "left_out": list(outcome.left_out),
                 "planned_out": [name for name, _, _ in self.ladder_plan.left_out],
+                "planned_fewer": {name: list(left) for name, left, _ in self.ladder_plan.trimmed},
                 "trial_s": self.ladder_plan.budget.trial_s,
                 "limited_by": self.limit_by,
             }

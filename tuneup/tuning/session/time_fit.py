@@ -28,6 +28,7 @@ from tuneup.tuning.clock.planner import (
     SHORTEST_TRIAL_SHARE,
     TIME_MARGIN_S,
     LadderPlan,
+    dearest_first,
     plan_ladder,
 )
 from tuneup.tuning.clock.time_left import known_costs, prior_costs, stage_shapes
@@ -46,17 +47,38 @@ class TimeFit:
     plan: LadderPlan
     whose: str
     shortest_trial_s: float
+    batch: float | None = None  # the baseline's: what a stage's dearest candidate is read at
 
     def applied(
         self, preset: ProbePreset, plans: list[StagePlan], notes: list[str]
-    ) -> tuple[ProbePreset, list[str]]:
-        """The preset with the plan's budget, and the notes with what the plan says, where
-        a limit applies; both as they were where none does."""
+    ) -> tuple[ProbePreset, list[StagePlan], list[str]]:
+        """The preset with the plan's budget, the stages without the dearest candidates it
+        left out, and the notes with what the plan says, where a limit applies; all as they
+        were where none does."""
         if self.plan.limit_s is None:
-            return preset, notes
+            return preset, plans, notes
         runnable = sum(1 for p in plans if p.candidates and not p.skip_reason)
-        return dataclasses.replace(preset, budget=self.plan.budget), notes + self.plan.lines(
-            runnable
+        trimmed = [self.trimmed(p) for p in plans]
+        return (
+            dataclasses.replace(preset, budget=self.plan.budget),
+            trimmed,
+            notes + self.plan.lines(runnable),
+        )
+
+    def trimmed(self, plan: StagePlan) -> StagePlan:
+        """`plan` without the dearest candidates the plan left out of it, each said in its
+        not_tried; a stage proposed again on the incumbent (`refresh`) loses as many."""
+        count = len(self.plan.left_of(plan.name))
+        if not count or plan.skip_reason:
+            return plan
+        why = self.plan.trim_reason(plan.name)
+        refresh = plan.refresh
+        dearest = dearest_first(plan.candidates, self.batch)[:count]
+        return dataclasses.replace(
+            plan,
+            candidates=[c for c in plan.candidates if not any(c is d for d in dearest)],
+            not_tried=[*plan.not_tried, *(f"{c.label}: {why}" for c in dearest)],
+            refresh=None if refresh is None else lambda values: self.trimmed(refresh(values)),
         )
 
 
@@ -101,7 +123,7 @@ def fit_to_time(
     if not plan.baseline_fits:
         given = allocation if whose == ALLOCATION else limit
         raise UsageError(too_short(whose, given or 0.0, plan.baseline_s, basis))
-    return TimeFit(plan, whose, shortest)
+    return TimeFit(plan, whose, shortest, config_batch(base))
 
 
 def too_short(whose: str, limit_s: float, baseline_s: float, basis: str) -> str:
