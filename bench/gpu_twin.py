@@ -395,6 +395,8 @@ def predict(
         "wall_s_low": statistics.median(r["wall_s"] for r in ends["low"]),
         "wall_s_high": statistics.median(r["wall_s"] for r in ends["high"]),
         "probes": statistics.median(r["probes"] for r in runs),
+        "probes_low": statistics.median(r["probes"] for r in ends["low"]),
+        "probes_high": statistics.median(r["probes"] for r in ends["high"]),
         "probes_range": [min(r["probes"] for r in runs), max(r["probes"] for r in runs)],
         "parts_low": ends["low"][0]["parts"],
         "parts_high": ends["high"][0]["parts"],
@@ -510,6 +512,12 @@ def show(result: dict[str, Any]) -> None:
         f"low {result['wall_s_low']:.0f} s, high {result['wall_s_high']:.0f} s), "
         f"{result['probes']:.0f} probes"
     )
+    if result["wall_s_high"] < result["wall_s_low"]:
+        # under a budget the dearer figures leave out more: a shorter ladder, not a faster one
+        print(
+            f"  the budget leaves out more at the figures' high end: {result['probes_high']:.0f}"
+            f" probes there, {result['probes_low']:.0f} at the low end"
+        )
     if result.get("first_estimate_s") is not None:
         print(
             f"  tuneup probe there says first: {duration_text(result['first_estimate_s'])}"
