@@ -180,6 +180,30 @@ def _suite_steps() -> Any:
     return _bench("suite_steps")
 
 
+def test_a_cudnn_limit_row_runs_in_a_fresh_process_and_records_the_limit_in_force() -> None:
+    # cuDNN's searches took 431 of the H200 ladder's 731 s: the knobs bench measures the
+    # ladder's winner at torch's benchmark_limit and at fewer tries, each in a process of
+    # its own (a process keeps the algorithms it found, whatever limit found them)
+    import torch
+
+    knobs = _bench("knobs")
+    rows = {name: values for name, values, _ in knobs.KNOBS}
+    limited = [name for name, values in rows.items() if knobs.LIMIT in values]
+    assert limited == ["bf16+cl limit default", "bf16+cl limit 3", "bf16+cl limit 1"]
+    assert all(knobs.own_process(rows[name]) for name in limited)
+    assert not knobs.own_process(rows["amp bf16"])
+    before = torch.backends.cudnn.benchmark_limit
+    try:
+        values = {**knobs.model_values("cpu"), **knobs.BASELINE, knobs.LIMIT: 3}
+        row = knobs.measure_one(values, warm=1, trials=1, steps=1)
+    finally:
+        torch.backends.cudnn.benchmark_limit = before
+    assert row[knobs.LIMIT] == 3 and row["ms_per_step"] > 0
+    assert knobs.LIMIT not in knobs.measure_one(
+        {**knobs.model_values("cpu"), **knobs.BASELINE}, warm=1, trials=1, steps=1
+    )
+
+
 def test_doctor_output_is_judged_by_its_checks(tmp_path: Path) -> None:
     steps = _suite_steps()
     ctx = steps.Context(mode="gpu", out=tmp_path)

@@ -19,6 +19,8 @@ Writes --out after every knob.
 
     python bench/gpu/knobs.py --out knobs.json              # batch 64, full model, GPU
     python bench/gpu/knobs.py --cpu --out knobs.json        # tiny model on the CPU
+    python bench/gpu/knobs.py --knobs 'bf16+cl limit default,bf16+cl limit 3,bf16+cl limit 1' \
+        --out limits.json                                   # cuDNN's search, 3 fresh processes
 """
 
 from __future__ import annotations
@@ -39,6 +41,9 @@ from suite_common import model_values, peak_tflops, write_json
 
 HERE = Path(__file__).resolve().parent
 
+LIMIT = "cudnn_benchmark_limit"  # not a tuneup knob: torch's, set by the row (measure_one)
+BF16_CL = {"amp_mode": "bf16", "channels_last": True}
+
 # (row name, knob values on top of the baseline, needs CUDA)
 KNOBS: list[tuple[str, dict[str, Any], bool]] = [
     ("baseline", {}, False),
@@ -49,6 +54,14 @@ KNOBS: list[tuple[str, dict[str, Any], bool]] = [
     # Where the first step goes: cuDNN's autotuning of the 3D convolutions' algorithms
     # (benchmark mode tries each per shape) against its heuristics alone.
     ("cudnn benchmark off", {"cudnn_benchmark": False}, True),
+    # cuDNN's benchmark mode tries up to torch.backends.cudnn.benchmark_limit algorithms
+    # per convolution (10 by default); its searches took 431 of the whole H200 ladder's
+    # 731 s (2026-11-27c). The ladder's winner, bf16 + channels_last, each in a fresh
+    # process: at torch's limit, and at 3 and 1, whether fewer tries cut the first step
+    # and keep the step time (what a ladder's probes, and a user's job start, would save).
+    ("bf16+cl limit default", {**BF16_CL, LIMIT: None}, True),
+    ("bf16+cl limit 3", {**BF16_CL, LIMIT: 3}, True),
+    ("bf16+cl limit 1", {**BF16_CL, LIMIT: 1}, True),
     ("fused Adam", {"optimizer_impl": "fused"}, False),
     ("jit script", {"jit": "script"}, False),
     ("cuda_graphs", {"cuda_graphs": True}, True),
@@ -88,6 +101,11 @@ def measure_one(values: dict[str, Any], warm: int, trials: int, steps: int) -> d
     from tuneup.unet.distributed import DistEnv
 
     began = time.perf_counter()
+    values = dict(values)
+    limited = LIMIT in values
+    limit = values.pop(LIMIT, None)
+    if limit is not None:
+        torch.backends.cudnn.benchmark_limit = int(limit)
     cfg = build_config(values)
     setup = build_training(cfg, DistEnv(), with_loaders=False)
     dev = setup.device
@@ -154,13 +172,15 @@ def measure_one(values: dict[str, Any], warm: int, trials: int, steps: int) -> d
         "loss": float(loss.float().item()),
         "mem_peak_mb": torch.cuda.max_memory_allocated(dev) / 2**20 if dev.type == "cuda" else None,
         "tf32_env": os.environ.get("NVIDIA_TF32_OVERRIDE"),
+        **({LIMIT: torch.backends.cudnn.benchmark_limit} if limited else {}),
     }
 
 
 def own_process(values: dict[str, Any]) -> bool:
     """Whether a knob needs a process of its own: TF32 off is read when CUDA starts, and
-    cuDNN's benchmarked algorithms are read whether benchmark mode is on or off."""
-    return values.get("tf32") is False or values.get("cudnn_benchmark") is False
+    cuDNN's benchmarked algorithms are read whether benchmark mode is on or off, whatever
+    limit found them."""
+    return values.get("tf32") is False or values.get("cudnn_benchmark") is False or LIMIT in values
 
 
 def measure_many(todo: list[tuple[str, dict[str, Any]]], args: argparse.Namespace) -> None:
