@@ -53,7 +53,11 @@ async def until(condition: Callable[[], bool], pilot: Any, timeout: float = 10.0
 
 
 def make_app(tmp_path: Path, **kwargs: Any) -> TuneupApp:
-    values: dict[str, Any] = {
+    return TuneupApp(CPU, **{**make_kwargs(tmp_path), **kwargs})
+
+
+def make_kwargs(tmp_path: Path) -> dict[str, Any]:
+    return {
         "trainer": "sim",
         "preset_name": "cpu-smoke",
         "job": JOB,
@@ -61,8 +65,6 @@ def make_app(tmp_path: Path, **kwargs: Any) -> TuneupApp:
         "step_model": MODEL,
         "out": tmp_path / "session",
     }
-    values.update(kwargs)
-    return TuneupApp(CPU, **values)
 
 
 def text(app: TuneupApp, selector: str) -> str:
@@ -132,6 +134,35 @@ def test_trim_is_offered_when_the_budget_is_too_small_and_makes_it_fit(tmp_path:
             await pilot.click("#trim")
             await pilot.pause()
             assert len(screen.chosen()) < checked
+
+    run(scenario)
+
+
+def test_trim_leaves_out_the_batch_stages_dearest_candidate_before_the_stage(
+    tmp_path: Path,
+) -> None:
+    # the H200's preset costs: batch 256's cuDNN search is priced at about 2 min, and 8 min
+    # holds the ladder without it, as `tuneup probe --budget 8m` plans it there
+    h200 = MachineInfo(cuda=True, gpu_count=1, cpus_usable=16)
+
+    async def scenario() -> None:
+        app = TuneupApp(h200, **{**make_kwargs(tmp_path), "preset_name": "h200"})
+        async with app.run_test(size=SIZE) as pilot:
+            await until(lambda: isinstance(app.screen, SetupScreen), pilot)
+            screen = app.screen
+            assert isinstance(screen, SetupScreen)
+            screen.query_one("#time-budget").value = "8m"
+            await pilot.pause()
+            assert "over the" in text(app, "#estimate")
+            await pilot.click("#trim")
+            await pilot.pause()
+            chosen = {p.stage for p in screen.chosen()}
+            assert "batch_size" in chosen and screen.fewer == {"batch_size": 1}
+            assert "fits" in text(app, "#estimate")  # priced without batch 256
+            # another budget: the trim decides again
+            screen.query_one("#time-budget").value = "30m"
+            await pilot.pause()
+            assert screen.fewer == {}
 
     run(scenario)
 

@@ -41,7 +41,8 @@ from tuneup.probe.stages import Proposal, Stage
 from tuneup.probe.types import ProbeBudget
 from tuneup.tuning.clock.ladder_record import LadderCosts
 from tuneup.tuning.clock.planner import plan_ladder
-from tuneup.tuning.clock.time_left import prior
+from tuneup.tuning.clock.time_left import prior, stage_shapes
+from tuneup.tuning.search.search_records import StagePlan
 from tuneup.tuning.session.request import SessionRequest, help_of, read_setting
 
 
@@ -207,6 +208,7 @@ class SetupScreen(Screen[None]):
         self.budget = self.preset.budget
         self.proposals: list[Proposal] = []
         self.stages: dict[str, Stage] = {}
+        self.fewer: dict[str, int] = {}  # a trim's dearest candidates left out, by stage
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="body"):
@@ -298,17 +300,26 @@ class SetupScreen(Screen[None]):
             return None
         return self.recorded(self.preset.name, self.machine)
 
-    def shapes(self) -> list[StageShape]:
-        """The checked stages as the ladder model sees them."""
-        return [
-            StageShape.of(
+    def whole_shapes(self) -> list[StageShape]:
+        """The checked stages as the ladder model sees them, each with all its candidates
+        (and its shapes of fewer, what a trim may choose)."""
+        plans = [
+            StagePlan(
                 p.stage,
-                p.candidates,
-                self.stages[p.stage].judged_on,
-                self.stages[p.stage].expected_gain,
-                config_batch(self.preset.train),
+                list(p.candidates),
+                judged=self.stages[p.stage].judged_on,
+                expected_gain=self.stages[p.stage].expected_gain,
             )
             for p in self.chosen()
+        ]
+        return stage_shapes(plans, config_batch(self.preset.train))
+
+    def shapes(self) -> list[StageShape]:
+        """The checked stages as the ladder will run them: less the dearest candidates the
+        last trim left out (`tuneup probe` leaves out the same, planning the same budget)."""
+        return [
+            s.fewer[left - 1] if (left := self.fewer.get(s.name, 0)) and left <= len(s.fewer) else s
+            for s in self.whole_shapes()
         ]
 
     def prior(self) -> tuple[ProbeCosts, Habits, str]:
@@ -366,6 +377,7 @@ class SetupScreen(Screen[None]):
             else:
                 self.budget_error = ""
                 self.time_budget_s = seconds
+                self.fewer = {}  # another budget: a trim decides again
             said = self.query_one("#budget-error", Static)
             said.update(self.budget_error)
             said.set_class(bool(self.budget_error), "shown")
@@ -398,9 +410,11 @@ class SetupScreen(Screen[None]):
         """Plan the ladder to the time budget: shorter trials, then the stages of least
         expected gain per second unchecked (tuneup.tuning.clock.planner)."""
         costs, habits, _ = self.prior()
-        plan = plan_ladder(self.shapes(), self.budget, costs, self.limit_s(), habits=habits)
+        whole = self.whole_shapes()
+        plan = plan_ladder(whole, self.budget, costs, self.limit_s(), habits=habits)
+        self.fewer = {name: len(left) for name, left, _ in plan.trimmed}
         stages = self.query_one("#stages", SelectionList)
-        for shape in self.shapes():
+        for shape in whole:
             if shape.name not in plan.stages:
                 stages.deselect(shape.name)
         if plan.budget != self.budget:
