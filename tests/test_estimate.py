@@ -325,6 +325,19 @@ def test_a_budget_leaves_out_a_stages_dearest_candidate_before_the_stage() -> No
     assert fits.fits and fits.stages == ("amp", "batch_size") and not fits.left_out
     assert fits.left_of("batch_size") == ("batch 256",)  # the dearest, listed first or not
     assert any(line.startswith("left out of batch_size: batch 256") for line in fits.lines(2))
+    # candidates priced alike offer nothing to leave out first: which of bf16, fp16 and
+    # bf16 + channels_last brings AMP's gain no price says (on the H200 the last did)
+    amp = StagePlan(
+        "amp",
+        [
+            Candidate("bf16", {"amp_mode": "bf16"}),
+            Candidate("fp16", {"amp_mode": "fp16"}),
+            Candidate("bf16 + cl", {"amp_mode": "bf16", "channels_last": True}),
+        ],
+        judged="synthetic",
+        expected_gain=0.5,
+    )
+    assert stage_shapes([amp], batch=64)[0].fewer == ()
     # where not even batch 128 fits, the stage goes whole, said as before
     tight = plan_ladder(shapes, BUDGET, costs, fewer * 0.8)
     assert "batch_size" not in tight.stages and tight.left_of("batch_size") == ()

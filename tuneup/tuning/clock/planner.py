@@ -11,7 +11,7 @@ in the allocation):
    stage declares its expected gain: TF32 off, which shows what TF32 is worth,
    expects none and goes first; the loader, which the tutorial took from 90 to
    400 samples/s, goes last). Before a whole stage goes, its dearest candidate
-   may (`dearest_first`: the one whose cuDNN search runs at the largest batch),
+   may (`dearer_first`: the one whose cuDNN search runs at the largest batch),
    each candidate taken to bring an equal share of its stage's gain: batch 256's
    search alone took 162 s of the H200's 731 s ladder (2026-11-27c), where batch
    128's took 66 s and won, so a budget that leaves 256 out keeps the answer.
@@ -278,21 +278,25 @@ def _least_loss(
     return -at, chosen
 
 
-def dearest_first(
+def dearer_first(
     candidates: Sequence[Candidate], batch: float | None, at: float | None = None
 ) -> list[Candidate]:
-    """A stage's candidates, the dearest to start first: those whose new kernels search
-    (a new conv key, a compile) before those that do not, at the largest batch first (a
-    cuDNN search grows with the batch: 33, 66 and 162 s at 64, 128 and 256 on the H200);
-    among equals the later one."""
+    """A stage's candidates dearer to start than its cheapest, the dearest first: those
+    whose new kernels search (a new conv key, a compile) before those that do not, at the
+    largest batch first (a cuDNN search grows with the batch: 33, 66 and 162 s at 64, 128
+    and 256 on the H200); among equals the later one. Candidates priced alike (bf16, fp16,
+    bf16 + channels_last) are none: which of them brings the gain no price says."""
 
     def price(cand: Candidate) -> tuple[bool, bool, float]:
         new = kernels_change(cand.values)
         searches = new and searches_first(conv_key(cand.values) != conv_key({}), cand.values)
         return new, searches, batch_ratio(cand.values, batch, at)
 
+    if not candidates:
+        return []
+    cheapest = min(price(c) for c in candidates)
     ranked = sorted(enumerate(candidates), key=lambda ic: (price(ic[1]), ic[0]), reverse=True)
-    return [cand for _, cand in ranked]
+    return [cand for _, cand in ranked if price(cand) > cheapest]
 
 
 def _stage_seconds(

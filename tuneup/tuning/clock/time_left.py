@@ -49,7 +49,7 @@ from tuneup.probe.types import (
 from tuneup.trainers.adapters import TrainerAdapter
 from tuneup.tuning.clock.ladder_record import LadderCosts, LadderRecord
 from tuneup.tuning.clock.measured import Heard, measured_costs
-from tuneup.tuning.clock.planner import dearest_first
+from tuneup.tuning.clock.planner import dearer_first
 from tuneup.tuning.search.load import LADDER_PROBES
 from tuneup.tuning.search.search_records import StagePlan
 
@@ -131,8 +131,8 @@ def stage_shapes(
     """The stage plans as the ladder model sees them (a skipped stage has no candidates; a
     candidate that leaves the kernels as they were pays no first steps; one of another batch
     than the baseline's `batch` pays them at its own, or at the incumbent's, `at`), each
-    with its shapes of fewer candidates, the dearest left out first (planner.dearest_first),
-    down to one."""
+    with its shapes of fewer candidates, the dearest left out first, those dearer than its
+    cheapest alone (planner.dearer_first)."""
     return [_stage_shape(p, batch, at) for p in plans]
 
 
@@ -144,8 +144,8 @@ def _stage_shape(plan: StagePlan, batch: float | None, at: float | None) -> Stag
         shape = StageShape.of(plan.name, kept, plan.judged, plan.expected_gain, batch, at)
         return replace(shape, left=tuple(c.label for c in left))
 
-    dearest = dearest_first(candidates, batch, at)
-    return replace(of(()), fewer=tuple(of(dearest[:k]) for k in range(1, len(candidates))))
+    dearer = dearer_first(candidates, batch, at)
+    return replace(of(()), fewer=tuple(of(dearer[:k]) for k in range(1, len(dearer) + 1)))
 
 
 MEASURED_HERE = "measured here"

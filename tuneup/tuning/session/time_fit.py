@@ -28,7 +28,7 @@ from tuneup.tuning.clock.planner import (
     SHORTEST_TRIAL_SHARE,
     TIME_MARGIN_S,
     LadderPlan,
-    dearest_first,
+    dearer_first,
     plan_ladder,
 )
 from tuneup.tuning.clock.time_left import known_costs, prior_costs, stage_shapes
@@ -73,7 +73,7 @@ class TimeFit:
             return plan
         why = self.plan.trim_reason(plan.name)
         refresh = plan.refresh
-        dearest = dearest_first(plan.candidates, self.batch)[:count]
+        dearest = dearer_first(plan.candidates, self.batch)[:count]
         return dataclasses.replace(
             plan,
             candidates=[c for c in plan.candidates if not any(c is d for d in dearest)],
