@@ -371,9 +371,11 @@ def test_a_resume_under_a_budget_never_shortens_trials_past_a_quarter(tmp_path: 
     out = tmp_path / "short"
     argv = ["probe", "--trainer", "sim", "--budget", "5m"]
     assert main([*argv, "--out", str(out)]) == 0
-    floor = load_preset("cpu-smoke").budget.trial_s / 4
+    full = load_preset("cpu-smoke").budget.trial_s
     first = json.loads((out / "summary.json").read_text())["time_budget"]["trial_s"]
-    assert first == pytest.approx(floor)  # shortened as far as it goes
+    assert full / 4 - 1e-9 <= first <= full
     assert main([*argv, "--resume", str(out)]) == 0
     again = json.loads((out / "summary.json").read_text())["time_budget"]["trial_s"]
-    assert again == pytest.approx(floor)  # not a quarter of the quarter
+    # not a quarter of what it recorded, nor longer than it ran (the planner's floor on a
+    # shortened budget: test_estimate.py)
+    assert full / 4 - 1e-9 <= again <= first + 1e-9

@@ -209,6 +209,7 @@ def test_a_time_budget_on_the_twin_is_kept_and_leaves_out_the_least_gain_first()
     assert "global_batch_size=128 wins" in batch
     assert "global_batch_size=256: left out to fit your 8 min budget" in batch
     assert kept["recommendation"]["global_batch_size"] == 128
+    assert "batch_size's global_batch_size=256" in kept["headline"]  # said where it is read
 
 
 def test_a_ladder_journal_teaches_first_steps_by_row_and_its_repeats_noise(tmp_path: Path):

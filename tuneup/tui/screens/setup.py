@@ -275,6 +275,7 @@ class SetupScreen(Screen[None]):
         return f"{ranks} ranks ({self.nproc} per node x {self.nodes} node(s)) through {how}"
 
     def _fill_stages(self) -> None:
+        self.fewer = {}  # another preset or layout: a trim decides again
         base = dict(self.preset.train)
         self.stages = {n: preset_stage(n, self.preset) for n in self.preset.stages}
         self.proposals = [stage.propose(self.machine, base) for stage in self.stages.values()]

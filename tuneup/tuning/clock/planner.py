@@ -222,6 +222,11 @@ def plan_ladder(
             left.append(kept.pop(index))
         else:
             kept[index] = fewer
+    while shortened.trial_s < budget.trial_s:  # what was left out may leave room for them
+        longer = dataclasses.replace(shortened, trial_s=min(budget.trial_s, shortened.trial_s * 2))
+        if cost(kept, longer) > limit_s:
+            break
+        shortened = longer
     order = {s.name: i for i, s in enumerate(stages)}
     whole = {s.name: s for s in stages}
     left_out = tuple(
@@ -265,10 +270,13 @@ def _least_loss(
     whole = {s.name: s for s in stages}
     options: list[tuple[float, int, int, StageShape | None]] = []
     for index, shape in enumerate(kept):
+        full = whole[shape.name]
         gain = max(shape.expected_gain, 0.0)
         seconds = _stage_seconds(shape, budget, costs, habits)
-        options.append((gain / seconds, -index, 0, None))
-        full = whole[shape.name]
+        # what is left of a stage brings its candidates' shares alone
+        options.append(
+            (gain * shape.candidates / max(full.candidates, 1) / seconds, -index, 0, None)
+        )
         fewer = full.fewer[len(shape.left)] if len(shape.left) < len(full.fewer) else None
         if fewer is not None:
             saved = seconds - _stage_seconds(fewer, budget, costs, habits)

@@ -126,17 +126,21 @@ def known_costs(
 
 
 def stage_shapes(
-    plans: Sequence[StagePlan], batch: float | None = None, at: float | None = None
+    plans: Sequence[StagePlan],
+    batch: float | None = None,
+    at: float | None = None,
+    *,
+    fewer: bool = True,
 ) -> list[StageShape]:
     """The stage plans as the ladder model sees them (a skipped stage has no candidates; a
     candidate that leaves the kernels as they were pays no first steps; one of another batch
     than the baseline's `batch` pays them at its own, or at the incumbent's, `at`), each
-    with its shapes of fewer candidates, the dearest left out first, those dearer than its
-    cheapest alone (planner.dearer_first)."""
-    return [_stage_shape(p, batch, at) for p in plans]
+    with its shapes of fewer candidates (where `fewer`: what a plan chooses among), the
+    dearest left out first, those dearer than its cheapest alone (planner.dearer_first)."""
+    return [_stage_shape(p, batch, at, fewer) for p in plans]
 
 
-def _stage_shape(plan: StagePlan, batch: float | None, at: float | None) -> StageShape:
+def _stage_shape(plan: StagePlan, batch: float | None, at: float | None, fewer: bool) -> StageShape:
     candidates = [] if plan.skip_reason else plan.candidates
 
     def of(left: Sequence[Candidate]) -> StageShape:
@@ -144,7 +148,7 @@ def _stage_shape(plan: StagePlan, batch: float | None, at: float | None) -> Stag
         shape = StageShape.of(plan.name, kept, plan.judged, plan.expected_gain, batch, at)
         return replace(shape, left=tuple(c.label for c in left))
 
-    dearer = dearer_first(candidates, batch, at)
+    dearer = dearer_first(candidates, batch, at) if fewer else []
     return replace(of(()), fewer=tuple(of(dearer[:k]) for k in range(1, len(dearer) + 1)))
 
 
@@ -359,7 +363,7 @@ class LadderClock:
         return self._incumbent_batch or self.base_batch
 
     def _stage_shapes(self) -> list[StageShape]:
-        return stage_shapes(self.plans, self.base_batch, self.incumbent_batch)
+        return stage_shapes(self.plans, self.base_batch, self.incumbent_batch, fewer=False)
 
     def _guess(self) -> ProbeCosts:
         """The trainer's guess of this ladder's probe costs, or the record of an earlier one."""

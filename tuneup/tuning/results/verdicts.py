@@ -346,12 +346,17 @@ def _partial_headline(outcome: SearchOutcome) -> str:
 
 
 def left_out_text(outcome: SearchOutcome) -> str:
-    """The stages the time budget left out or cut short, in words, with whose limit it was
-    and what runs them ("" for none)."""
-    if not outcome.left_out:
+    """The stages the time budget left out or cut short, and the candidates it left out of
+    the stages it kept, in words, with whose limit it was and what runs them ("" for none)."""
+    fewer = [
+        f"{d.stage}'s {', '.join(d.left_for_time)}"
+        for d in outcome.stage_decisions
+        if d.left_for_time and d.stage not in outcome.left_out
+    ]
+    if not outcome.left_out and not fewer:
         return ""
     return (
-        f"left out for {limit_words(outcome.limit)}: {', '.join(outcome.left_out)} "
+        f"left out for {limit_words(outcome.limit)}: {', '.join([*outcome.left_out, *fewer])} "
         f"({longer_words(outcome.limit)})"
     )
 

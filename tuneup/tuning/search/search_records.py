@@ -33,6 +33,8 @@ class StagePlan:
     skip_reason: str | None = None
     # "label: why" of candidates left out before any probe (e.g. no compiler for torch.compile).
     not_tried: list[str] = field(default_factory=list)
+    # The labels of those the time budget left out (its dearest): the headline names them.
+    left_for_time: list[str] = field(default_factory=list)
     # Re-propose on the incumbent when the stage's turn comes (a stage's candidates
     # may depend on what earlier stages adopted, e.g. CUDA graphs after fp16 won).
     refresh: Callable[[dict[str, Any]], StagePlan] | None = None
@@ -73,6 +75,7 @@ class StageDecision:
     incumbent: ProbeResult | None = None
     evidence: PairedEvidence | None = None
     not_tried: list[str] = field(default_factory=list)  # "label: why", from the plan
+    left_for_time: list[str] = field(default_factory=list)  # labels, from the plan
     phase: str = "full"
     composition: str = ""
     compared: str = ""  # the candidate `evidence` compares with the incumbent

@@ -87,6 +87,7 @@ class _Stage:
             self.incumbent.summary() if self.incumbent.results else None,
             evidence,
             list(self.plan.not_tried),
+            list(self.plan.left_for_time),
             phase=phase or self.phase,
             composition=composition,
             compared=compared or (winner or ""),

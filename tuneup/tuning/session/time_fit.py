@@ -28,7 +28,6 @@ from tuneup.tuning.clock.planner import (
     SHORTEST_TRIAL_SHARE,
     TIME_MARGIN_S,
     LadderPlan,
-    dearer_first,
     plan_ladder,
 )
 from tuneup.tuning.clock.time_left import known_costs, prior_costs, stage_shapes
@@ -66,18 +65,20 @@ class TimeFit:
         )
 
     def trimmed(self, plan: StagePlan) -> StagePlan:
-        """`plan` without the dearest candidates the plan left out of it, each said in its
-        not_tried; a stage proposed again on the incumbent (`refresh`) loses as many."""
-        count = len(self.plan.left_of(plan.name))
-        if not count or plan.skip_reason:
+        """`plan` without the dearest candidates the plan left out of it (by their labels,
+        as the plan and summary.json name them), each said in its not_tried; a stage proposed
+        again on the incumbent (`refresh`) loses the same ones where it proposes them."""
+        left = set(self.plan.left_of(plan.name))
+        if not left or plan.skip_reason:
             return plan
         why = self.plan.trim_reason(plan.name)
         refresh = plan.refresh
-        dearest = dearer_first(plan.candidates, self.batch)[:count]
+        gone = [c for c in plan.candidates if c.label in left]
         return dataclasses.replace(
             plan,
-            candidates=[c for c in plan.candidates if not any(c is d for d in dearest)],
-            not_tried=[*plan.not_tried, *(f"{c.label}: {why}" for c in dearest)],
+            candidates=[c for c in plan.candidates if c.label not in left],
+            not_tried=[*plan.not_tried, *(f"{c.label}: {why}" for c in gone)],
+            left_for_time=[*plan.left_for_time, *(c.label for c in gone)],
             refresh=None if refresh is None else lambda values: self.trimmed(refresh(values)),
         )
 
