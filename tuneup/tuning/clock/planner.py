@@ -227,22 +227,7 @@ def plan_ladder(
         if cost(kept, longer) > limit_s:
             break
         shortened = longer
-    order = {s.name: i for i, s in enumerate(stages)}
-    whole = {s.name: s for s in stages}
-    left_out = tuple(
-        (s.name, s.expected_gain, _stage_seconds(whole[s.name], shortened, costs, habits))
-        for s in sorted(left, key=lambda s: order[s.name])
-    )
-    trimmed = tuple(
-        (
-            s.name,
-            s.left,
-            _stage_seconds(whole[s.name], shortened, costs, habits)
-            - _stage_seconds(s, shortened, costs, habits),
-        )
-        for s in kept
-        if s.left
-    )
+    left_out, trimmed = _what_went(stages, kept, left, shortened, costs, habits)
     return LadderPlan(
         _names(stages, kept),
         left_out,
@@ -254,6 +239,35 @@ def plan_ladder(
         whose=whose,
         trimmed=trimmed,
     )
+
+
+def _what_went(
+    stages: Sequence[StageShape],
+    kept: Sequence[StageShape],
+    left: Sequence[StageShape],
+    budget: ProbeBudget,
+    costs: ProbeCosts,
+    habits: Habits,
+) -> tuple[tuple[tuple[str, float, float], ...], tuple[tuple[str, tuple[str, ...], float], ...]]:
+    """The stages left out (name, expected gain, seconds), in ladder order, and the
+    candidates left out of those kept (name, labels, seconds saved)."""
+    order = {s.name: i for i, s in enumerate(stages)}
+    whole = {s.name: s for s in stages}
+    left_out = tuple(
+        (s.name, s.expected_gain, _stage_seconds(whole[s.name], budget, costs, habits))
+        for s in sorted(left, key=lambda s: order[s.name])
+    )
+    trimmed = tuple(
+        (
+            s.name,
+            s.left,
+            _stage_seconds(whole[s.name], budget, costs, habits)
+            - _stage_seconds(s, budget, costs, habits),
+        )
+        for s in kept
+        if s.left
+    )
+    return left_out, trimmed
 
 
 def _least_loss(
