@@ -392,6 +392,7 @@ def predict(
     return {
         **first,
         "wall_s": statistics.median(r["wall_s"] for r in runs),
+        "wall": duration_text(statistics.median(r["wall_s"] for r in runs)),  # not seed 0's
         "wall_s_low": statistics.median(r["wall_s"] for r in ends["low"]),
         "wall_s_high": statistics.median(r["wall_s"] for r in ends["high"]),
         "probes": statistics.median(r["probes"] for r in runs),
