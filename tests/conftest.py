@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tuneup.config import TrainConfig, build_config
 from tuneup.unet.synth import SynthResult, synthesize
@@ -33,6 +35,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     skip = pytest.mark.skip(reason="needs a CUDA GPU (torch.cuda.is_available() is False)")
     for item in gpu_items:
         item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def h200_with_256(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The H200 preset as its third ladder (2026-11-27c) ran it, batches 128 and 256: a
+    user's own preset, which is how a user puts back the batch the default leaves out."""
+    bundled = Path(__file__).resolve().parents[1] / "presets" / "h200.yaml"
+    data = yaml.safe_load(bundled.read_text())
+    data["probe"]["candidates"]["batch_size"] = {"global_batch_size": [128, 256]}
+    path = tmp_path_factory.mktemp("presets") / "h200-256.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
 
 
 @pytest.fixture(scope="session")

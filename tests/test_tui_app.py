@@ -139,14 +139,15 @@ def test_trim_is_offered_when_the_budget_is_too_small_and_makes_it_fit(tmp_path:
 
 
 def test_trim_leaves_out_the_batch_stages_dearest_candidate_before_the_stage(
-    tmp_path: Path,
+    tmp_path: Path, h200_with_256: Path
 ) -> None:
-    # the H200's preset costs: batch 256's cuDNN search is priced at about 2 min, and 8 min
-    # holds the ladder without it, as `tuneup probe --budget 8m` plans it there
+    # the H200's preset costs, with the batch 256 its third ladder tried: its cuDNN search
+    # is priced at about 2 min, and 8 min holds the ladder without it, as
+    # `tuneup probe --budget 8m` plans it there
     h200 = MachineInfo(cuda=True, gpu_count=1, cpus_usable=16)
 
     async def scenario() -> None:
-        app = TuneupApp(h200, **{**make_kwargs(tmp_path), "preset_name": "h200"})
+        app = TuneupApp(h200, **{**make_kwargs(tmp_path), "preset_name": str(h200_with_256)})
         async with app.run_test(size=SIZE) as pilot:
             await until(lambda: isinstance(app.screen, SetupScreen), pilot)
             screen = app.screen

@@ -124,8 +124,11 @@ def test_a_journal_of_warm_probes_settles_the_figures_it_measured(tmp_path: Path
     assert after.compile_cached.likely == 3.0
     assert after.warm_first.likely == pytest.approx(0.4)
     assert after.unsettled["io"].likely == 0.5 and after.unsettled["io"].measured
-    cheaper = twin("--journal-evidence", str(later), ladders=False)
-    assert cheaper["wall_s"] < twin(ladders=False)["wall_s"]
+    # the ladder itself may take another path (a gain on its bar asks for more pairs), so
+    # what it is priced at is read probe by probe: warm set-ups of 0.9 s where 2 s were assumed
+    cheaper, assumed = twin("--journal-evidence", str(later), ladders=False), twin(ladders=False)
+    per_probe = [t["parts"]["setup"] / t["probes"] for t in (cheaper, assumed)]
+    assert per_probe[0] < 0.6 * per_probe[1]
 
 
 def test_a_gathered_table_prices_each_change_by_its_measured_ratio(tmp_path: Path):
@@ -192,10 +195,13 @@ def test_a_gathered_table_prices_each_change_by_its_measured_ratio(tmp_path: Pat
     assert 400.0 <= fused["synthetic"] <= 400.0 * 1.1 + 1e-6
 
 
-def test_a_time_budget_on_the_twin_is_kept_and_leaves_out_the_least_gain_first():
-    # 8 min: the H200's baseline alone takes ~2 of them (a 37 s first step, loader-paced
-    # probes), the batch stage ~5 (cuDNN searches batch 128 and 256 anew: 66 s and more)
-    kept = twin("--budget", "8m")
+def test_a_time_budget_on_the_twin_is_kept_and_leaves_out_the_least_gain_first(
+    h200_with_256: Path,
+):
+    # 8 min, on the H200 as its third ladder ran it: the baseline alone takes ~2 of them (a
+    # 37 s first step, loader-paced probes), the batch stage ~5 (cuDNN searches batch 128
+    # and 256 anew: 66 s and more)
+    kept = twin("--budget", "8m", "--preset", str(h200_with_256))
     assert kept["wall_s"] <= 480
     left = kept["left_out"]
     # AMP's +50% is kept; stages of a few percent (for the most seconds) go first
@@ -210,6 +216,16 @@ def test_a_time_budget_on_the_twin_is_kept_and_leaves_out_the_least_gain_first()
     assert "global_batch_size=256: left out to fit your 8 min budget" in batch
     assert kept["recommendation"]["global_batch_size"] == 128
     assert "batch_size's global_batch_size=256" in kept["headline"]  # said where it is read
+
+
+def test_a_tight_budget_leaves_out_torch_compile_before_the_jit_stage():
+    # 5 min on the default H200 ladder: a compile is priced as a cuDNN search at the
+    # incumbent's batch, TorchScript at a few seconds; the script is still tried
+    tight = twin("--budget", "5m")
+    assert tight["wall_s"] <= 300 and "amp" not in tight["left_out"]
+    jit = next(d for d in tight["decisions"] if d.startswith("jit"))
+    assert "TorchScript" in jit and "torch.compile: left out to fit your 5 min budget" in jit
+    assert "jit's torch.compile" in tight["headline"]
 
 
 def test_a_ladder_journal_teaches_first_steps_by_row_and_its_repeats_noise(tmp_path: Path):
@@ -492,15 +508,39 @@ def test_ladders_in_folders_of_the_same_name_are_all_read(tmp_path: Path):
     assert sorted(f.wall_s for f in read_evidence(H200, journals).failures) == [11.0, 22.0]
 
 
-def test_the_whole_h200_ladder_measured_to_its_end_is_what_the_twin_now_replays():
+MEASURED_ANSWER = {
+    "global_batch_size": 128, "data_loader_config": "gpu", "amp_mode": "bf16",
+    "channels_last": True, "optimizer_impl": "fused",
+}  # fmt: skip
+
+
+def test_the_whole_h200_ladder_measured_to_its_end_is_what_the_twin_now_replays(
+    h200_with_256: Path,
+):
     """2026-11-27c: 731 s and 29 probes, measured; the twin from all four H200 folders, with
-    today's worker (which serves on after torch.compile's failure), recommends what that
-    ladder did and prices it below the measured wall by about the respawn it saves."""
-    now = twin()
-    assert now["recommendation"] == {
-        "global_batch_size": 128, "data_loader_config": "gpu", "amp_mode": "bf16",
-        "channels_last": True, "optimizer_impl": "fused",
-    }  # fmt: skip
+    today's worker (which serves on after torch.compile's failure) and that ladder's
+    candidates, recommends what that ladder did and prices it below the measured wall by
+    about the respawn it saves."""
+    now = twin("--preset", str(h200_with_256))
+    assert now["recommendation"] == MEASURED_ANSWER
     assert now["figures"]["batch_exponent"]["likely"] > 1.05
     assert 731 - 200 < now["wall_s"] < 731
     assert now["parts"]["failed"] == pytest.approx(19.2, abs=1.0)
+
+
+def test_the_default_h200_ladder_leaves_out_batch_256_and_keeps_its_answer_in_8_minutes(
+    h200_with_256: Path,
+):
+    """Batch 256 searched 162 s there and did not win: the default ladder without it is
+    predicted at most 8 min likely and 12 min at the pessimistic end of every assumption
+    the evidence leaves open (issue 32's targets), and it answers as the measured one did."""
+    default, measured_as = twin(), twin("--preset", str(h200_with_256))
+    assert default["recommendation"] == MEASURED_ANSWER
+    assert default["wall_s"] <= 8 * 60 and default["wall_s_high"] <= 12 * 60
+    assert default["probes"] <= 40
+    # what it saves is the batch stage's: the stages before it are priced alike
+    saved = measured_as["wall_s"] - default["wall_s"]
+    batch_saved = (
+        measured_as["stages"]["batch_size"]["wall_s"] - default["stages"]["batch_size"]["wall_s"]
+    )
+    assert batch_saved > 100 and batch_saved == pytest.approx(saved, rel=0.25)
