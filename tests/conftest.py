@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,11 @@ import yaml
 
 from tuneup.config import TrainConfig, build_config
 from tuneup.unet.synth import SynthResult, synthesize
+
+# The tests start a few hundred Pythons (workers, the CLI). Where the environment says
+# PYTHONDONTWRITEBYTECODE (the development machines do), each compiled tuneup's own modules
+# from source again (13 s of 190 s over the CLI and session tests here): they cache them.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -237,6 +237,18 @@ def test_pytest_counts_read_the_closing_line() -> None:
     }
 
 
+def test_the_gpu_tests_step_collects_only_the_files_that_mark_a_gpu_test(tmp_path: Path) -> None:
+    # collecting every test file took 10 s of the CPU dry run, device time on a GPU
+    steps = _suite_steps()
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_cuda.py").write_text("@pytest.mark.gpu\ndef test_a(): ...\n")
+    (tmp_path / "tests" / "test_pure.py").write_text("def test_b(): ...\n")
+    ctx = _bench("suite_types").Context(mode="gpu", out=tmp_path, root=tmp_path)
+    command = steps.gpu_tests_command(ctx)
+    assert command[-1] == "tests/test_cuda.py" and "tests/test_pure.py" not in command
+    assert command[command.index("-m", 2) + 1] == "gpu"
+
+
 def test_speed_times_a_whole_ladder_and_says_where_its_time_went(dry_run) -> None:
     _, out = dry_run
     speed = steps_of(out)["speed"]["figures"]

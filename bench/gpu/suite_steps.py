@@ -145,7 +145,14 @@ _COUNT = re.compile(r"(\d+) (passed|failed|skipped|deselected|errors?|xfailed|xp
 
 
 def gpu_tests_command(ctx: Context) -> list[str]:
-    return [ctx.python, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", "tests"]
+    """pytest -m gpu on the test files that mark a test `gpu`: collecting every file took
+    10 s on the CPU, device time where a GPU runs it."""
+    marked = [
+        str(path.relative_to(ctx.root))
+        for path in sorted((ctx.root / "tests").glob("test_*.py"))
+        if "mark.gpu" in path.read_text(encoding="utf-8")
+    ]
+    return [ctx.python, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", *marked]
 
 
 def pytest_counts(text: str) -> dict[str, int]:
