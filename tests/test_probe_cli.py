@@ -178,25 +178,25 @@ def test_journal_turns_nan_into_null_and_reads_it_back(tmp_path: Path) -> None:
     assert back.losses[0] == 1.0 and math.isnan(back.losses[1])  # a NaN again, as it was
 
 
-def test_grid_search_measures_the_cross_product_and_agrees(sim_session, tmp_path: Path) -> None:
-    _, staged = sim_session
-    done = tuneup(
-        "probe",
-        "--trainer",
-        "sim",
-        "--seed",
-        "3",
-        "--search",
-        "grid",
-        "--out",
-        str(tmp_path / "grid"),
-        "--json",
-    )
-    assert done.returncode == 0, done.stderr
-    grid = json.loads(done.stdout)
+def test_grid_search_measures_the_cross_product_and_agrees(tmp_path: Path) -> None:
+    # six of the sim's stages: 120 grid points (the whole default grid, 720, took 20 s of
+    # bookkeeping alone), against the staged search's pairs on the same stages
+    stages = ["--stages", "workers,data,amp,optimizer,jit,channels_last"]
+    ladders = {}
+    for search in ("staged", "grid"):
+        done = tuneup(
+            "probe", "--trainer", "sim", "--seed", "3", "--search", search, *stages,
+            "--out", str(tmp_path / search), "--json",
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        ladders[search] = json.loads(done.stdout)
+    grid, staged = ladders["grid"], ladders["staged"]
     grid_probes = [p for p in grid["probes"] if p["status"] != "skipped"]
     staged_probes = [p for p in staged["probes"] if p["status"] != "skipped"]
     assert len(grid_probes) > 2 * len(staged_probes)
+    # every point of the cross product once
+    points = {json.dumps(p["variant"], sort_keys=True) for p in grid_probes}
+    assert len(points) == len(grid_probes)
     assert grid["summary"]["search"] == "grid"
     best = max(p["full_sps"] for p in grid_probes if p["status"] == "ok")
     assert grid["summary"]["recommendation"]["full_sps"] == pytest.approx(best)
