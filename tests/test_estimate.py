@@ -362,7 +362,7 @@ def test_a_stage_run_under_such_a_plan_says_what_it_left_out_and_keeps_to_it() -
     whole = plan_ladder(shapes, BUDGET, costs, None).estimate_s
     fewer = plan_ladder([*shapes[:1], shapes[1].fewer[0]], BUDGET, costs, None).estimate_s
     limit = (whole + fewer) / 2
-    fit = TimeFit(plan_ladder(shapes, BUDGET, costs, limit), "budget", 0.1, 64.0)
+    fit = TimeFit(plan_ladder(shapes, BUDGET, costs, limit), "budget", 0.1)
     batch = fit.trimmed(plans[1])
     assert [c.label for c in batch.candidates] == ["batch 128"]
     assert batch.not_tried[0].startswith("batch 256: left out to fit your")

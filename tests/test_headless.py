@@ -154,12 +154,13 @@ def test_full_screen_app_without_textual_is_one_line_naming_the_fix(
 def test_gpu_tests_are_collected_without_textual_or_the_snapshot_plugin(
     env: dict[str, str],
 ) -> None:
-    # the files the GPU suite's gpu-tests step names (bench/gpu/suite_steps.py)
-    marked = [
-        str(path.relative_to(ROOT))
-        for path in sorted((ROOT / "tests").glob("test_*.py"))
-        if "mark.gpu" in path.read_text(encoding="utf-8")
-    ]
+    # the files the GPU suite's gpu-tests step names
+    sys.path.insert(0, str(ROOT / "bench" / "gpu"))
+    try:
+        from suite_steps import gpu_test_files
+    finally:
+        sys.path.pop(0)
+    marked = gpu_test_files(ROOT)
     assert "tests/test_tui_gpu.py" in marked  # the app's GPU test among them
     done = run_hidden(
         "pytest",

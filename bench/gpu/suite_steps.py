@@ -10,6 +10,7 @@ driver (suite.py) owns processes, the clock and the deadline. The two ladders
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from suite_common import last_json_line, read_json
 from suite_ladders import (
@@ -144,14 +145,18 @@ def honesty_parse(ctx: Context, done: Finished) -> Outcome:
 _COUNT = re.compile(r"(\d+) (passed|failed|skipped|deselected|errors?|xfailed|xpassed)")
 
 
-def gpu_tests_command(ctx: Context) -> list[str]:
-    """pytest -m gpu on the test files that mark a test `gpu`: collecting every file took
-    10 s on the CPU, device time where a GPU runs it."""
-    marked = [
-        str(path.relative_to(ctx.root))
-        for path in sorted((ctx.root / "tests").glob("test_*.py"))
+def gpu_test_files(root: Path) -> list[str]:
+    """The test files (relative to `root`) that mark a test `gpu`: collecting every file
+    took 10 s on the CPU, device time where a GPU runs it."""
+    return [
+        str(path.relative_to(root))
+        for path in sorted((root / "tests").glob("test_*.py"))
         if "mark.gpu" in path.read_text(encoding="utf-8")
     ]
+
+
+def gpu_tests_command(ctx: Context) -> list[str]:
+    marked = gpu_test_files(ctx.root)
     return [ctx.python, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", *marked]
 
 

@@ -46,7 +46,6 @@ class TimeFit:
     plan: LadderPlan
     whose: str
     shortest_trial_s: float
-    batch: float | None = None  # the baseline's: what a stage's dearest candidate is read at
 
     def applied(
         self, preset: ProbePreset, plans: list[StagePlan], notes: list[str]
@@ -124,7 +123,7 @@ def fit_to_time(
     if not plan.baseline_fits:
         given = allocation if whose == ALLOCATION else limit
         raise UsageError(too_short(whose, given or 0.0, plan.baseline_s, basis))
-    return TimeFit(plan, whose, shortest, config_batch(base))
+    return TimeFit(plan, whose, shortest)
 
 
 def too_short(whose: str, limit_s: float, baseline_s: float, basis: str) -> str:
