@@ -8,6 +8,8 @@
 # Each call waits until the suite has ended or SECONDS have passed, then packs the
 # suite's folder (--out, default /tmp/g) into $PACK (default $OUT/g.tgz) and prints
 # the log's tail. The next call must come within the machine's warm time.
+# THEN (a command line, optional) runs after the suite in the same detached session, its
+# output in the same log: the next measurement of a window, with no call between.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -26,7 +28,10 @@ if [ "$verb" = start ]; then
     [[ " $* " == *" --out "* ]] || args+=(--out "$out")
     echo "$out" >"$STATE/out"
     cd "$ROOT"
-    setsid nohup bash bench/gpu/run.sh "${args[@]}" >"$STATE/log" 2>&1 </dev/null &
+    # shellcheck disable=SC2016  # expanded by the detached bash, not here
+    THEN="${THEN:-}" setsid nohup bash -c 'bash bench/gpu/run.sh "$@"; rc=$?
+        if [ -n "$THEN" ]; then echo "== then: $THEN"; bash -c "$THEN"; fi; exit "$rc"' \
+        detached "${args[@]}" >"$STATE/log" 2>&1 </dev/null &
     echo $! >"$STATE/pid"
 elif [ "$verb" != wait ]; then
     echo "detached.sh: unknown verb '$verb': use start or wait" >&2
