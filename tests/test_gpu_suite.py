@@ -319,11 +319,11 @@ def test_the_default_run_takes_the_whole_ladder_first_and_leaves_the_short_one_o
 def test_the_prediction_is_written_down_before_the_ladder_runs(dry_run) -> None:
     done, out = dry_run
     prediction = json.loads((out / "prediction.json").read_text())
-    # from the first run's evidence and the three later ladders' journals
+    # from the first run's evidence and the four later ladders' journals
     command = prediction["command"]
     assert "bench/gpu_twin.py --evidence bench/results/gpu-h200-2026-11-26 " in command
-    assert "gpu-h200-2026-11-27c/speed/00/journal.jsonl --preset h200 --journal " in command
-    assert command.count("--journal-evidence") == 3
+    assert "gpu-h200-2026-11-27d/speed/00/journal.jsonl --preset h200 --journal " in command
+    assert command.count("--journal-evidence") == 4
     # its probes kept beside it, for the ladder's to be set beside them
     assert command.endswith("prediction-probes.jsonl --json")
     assert (out / "prediction-probes.jsonl").is_file()

@@ -44,7 +44,12 @@ EVIDENCE = HERE.parent / "results" / "gpu-h200-2026-11-26"
 # The whole-ladder runs recorded after it: the twin reads their journals beside it
 LADDER_JOURNALS = tuple(
     HERE.parent / "results" / name / "speed" / "00" / "journal.jsonl"
-    for name in ("gpu-h200-2026-11-27", "gpu-h200-2026-11-27b", "gpu-h200-2026-11-27c")
+    for name in (
+        "gpu-h200-2026-11-27",
+        "gpu-h200-2026-11-27b",
+        "gpu-h200-2026-11-27c",
+        "gpu-h200-2026-11-27d",
+    )
 )
 TWIN = HERE.parent / "results" / "gpu_twin_h200.json"
 
