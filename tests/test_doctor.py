@@ -275,12 +275,26 @@ def test_peak_tflops_picks_the_most_specific_gpu() -> None:
     assert peak_tflops("NVIDIA L4", "fp32") is None
 
 
-@pytest.mark.gpu
-def test_the_full_doctor_on_a_gpu_reports_mfu_and_bandwidth(capsys) -> None:
-    from tuneup.cli import main
+@pytest.fixture(scope="module")
+def gpu_doctor_report() -> dict:
+    """One full `tuneup doctor --json` on the GPU for the tests that read it: each run times
+    the preset's baseline (64 s on an H200), so two runs had taken half the gpu tests'
+    window there (2026-11-27d)."""
+    import subprocess
+    import sys
 
-    main(["doctor", "--json"])
-    report = json.loads(capsys.readouterr().out)
+    done = subprocess.run(
+        [sys.executable, "-m", "tuneup", "doctor", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return json.loads(done.stdout)
+
+
+@pytest.mark.gpu
+def test_the_full_doctor_on_a_gpu_reports_mfu_and_bandwidth(gpu_doctor_report: dict) -> None:
+    report = gpu_doctor_report
     honesty = report["honesty"]
     assert honesty is not None and honesty["device"] != "cpu"
     assert honesty["ratio"] > 0 and honesty["tflops"] > 0
@@ -353,17 +367,8 @@ def test_doctor_with_a_preset_that_does_not_load_is_a_one_line_error() -> None:
 
 
 @pytest.mark.gpu
-def test_the_doctor_times_the_picked_presets_baseline_on_the_gpu() -> None:
-    import subprocess
-    import sys
-
-    done = subprocess.run(
-        [sys.executable, "-m", "tuneup", "doctor", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    report = json.loads(done.stdout)
+def test_the_doctor_times_the_picked_presets_baseline_on_the_gpu(gpu_doctor_report: dict) -> None:
+    report = gpu_doctor_report
     assert report["honesty"]["case"].startswith("preset ") and "batch" in report["honesty"]["case"]
 
 

@@ -144,7 +144,7 @@ def test_summary_names_versions_date_and_commands(dry_run) -> None:
     assert f"torch: {env['torch']}" in text
     assert time.strftime("%Y-%m-%d") in text or env["date"][:10] in text
     assert "bench/gpu/suite.py --cpu --out" in text
-    assert "-m pytest -q -m gpu -p no:cacheprovider tests" in text
+    assert "-m pytest -v --durations=0 -m gpu -p no:cacheprovider tests" in text
     for name in STEPS:
         assert f"| {name} |" in text
 
@@ -235,6 +235,37 @@ def test_pytest_counts_read_the_closing_line() -> None:
         "skipped": 17,
         "deselected": 831,
     }
+
+
+def test_gpu_tests_stopped_at_their_limit_say_which_test_and_what_had_passed() -> None:
+    # on the H200 (2026-11-27d) the step said "no count" after seven dots: -v names each test
+    steps = _suite_steps()
+    out = (
+        "collecting ... collected 24 items\n\n"
+        "tests/test_dali_loader.py::test_gpu_batches SKIPPED (no DALI)      [  4%]\n"
+        "tests/test_doctor.py::test_full PASSED                              [  8%]\n"
+        "tests/test_gpu.py::test_graph[bf16] PASSED                          [ 12%]\n"
+        "tests/test_profile.py::test_nsys_writes_the_report "
+    )
+    stopped = steps.gpu_tests_parse(None, steps.Finished(None, out, "", 123.0, timed_out=True))
+    assert stopped.status == "fail"
+    assert stopped.why.endswith("after 123s, in tests/test_profile.py::test_nsys_writes_the_report")
+    assert stopped.key == "1 skipped, 2 passed before its limit"
+    ended = out + "PASSED  [ 16%]\n"
+    assert steps.stopped_in(ended) == ({"skipped": 1, "passed": 3}, "")
+
+
+def test_the_plan_prices_the_gpu_tests_as_the_stopped_window_measured_them() -> None:
+    sys.path.insert(0, str(ROOT / "bench" / "gpu"))
+    try:
+        import suite_plan
+    finally:
+        sys.path.pop(0)
+    estimates = suite_plan.gpu_estimates(suite_plan.read_figures())
+    # 7 of 24 took 123 s: a window of 200 s after the doctor no longer plans them in
+    assert estimates["gpu-tests"][0] > 300 and "7 of 24 tests" in estimates["gpu-tests"][1]
+    window = suite_plan.plan(["doctor", "gpu-tests"], 200, estimates, 8)
+    assert [p.name for p in window if p.fits] == ["doctor"]
 
 
 def test_the_gpu_tests_step_collects_only_the_files_that_mark_a_gpu_test(tmp_path: Path) -> None:

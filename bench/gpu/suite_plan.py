@@ -13,7 +13,8 @@ figure with where it came from:
 - doctor: its run in run.log, plus the first step of the preset's baseline it now
   times (knobs.json's baseline row);
 - gpu-tests: pytest's own time in pytest.out, and the app's GPU test added since
-  (APP_TEST_S: a worker's start and a tiny model's one-stage ladder; not yet measured);
+  (APP_TEST_S: a worker's start and a tiny model's one-stage ladder; not yet measured),
+  or where more, the tests as a later run's stopped part took them (GPU_TESTS_STOPPED);
 - knobs: one warm process (a fresh start, the baseline's first step, each further
   precision or layout's first step less what every process pays, then the timed
   steps at each row's step time) and the two knobs that need a process of their own;
@@ -60,6 +61,10 @@ SCRIPT_S = first_uses({"jit": "script"})[("jit", "script")]
 CAPTURE_S = 2.0  # a CUDA graph's capture
 KNOB_STEPS = 10 + 3 * 10  # knobs.py on a GPU: 10 warm-up steps, 3 trials of 10
 APP_TEST_S = 45.0
+# The gpu tests on the H200, 2026-11-27d: stopped at their 123 s limit with 7 of 24 passed
+# (two full doctor runs among them, now one). Until a window runs them whole, the rest are
+# priced as those seven took, a test each: (seconds, tests done, tests run).
+GPU_TESTS_STOPPED = (122.9, 7, 24)
 HONESTY_PROCESSES = 4  # 2 repeats x (the worker, the bare loop)
 HONESTY_STEPS = 3 * 20
 
@@ -132,6 +137,10 @@ def gpu_estimates(
     if "gpu_tests_s" in figures:
         said = "pytest.out's time + its start + the app's test"
         out["gpu-tests"] = (figures["gpu_tests_s"] + 5.0 + APP_TEST_S, said)
+        stopped_s, done, run = GPU_TESTS_STOPPED
+        if stopped_s * run / done > out["gpu-tests"][0]:
+            said = f"{done} of {run} tests took {stopped_s:.0f}s on the H200 (27d), the rest alike"
+            out["gpu-tests"] = (stopped_s * run / done, said)
     # One warm process: each knob's first step beyond the floor where its kernels are new.
     shared = [
         ("baseline", base_first),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 from suite_common import last_json_line, read_json
 from suite_ladders import (
@@ -156,8 +157,30 @@ def gpu_test_files(root: Path) -> list[str]:
 
 
 def gpu_tests_command(ctx: Context) -> list[str]:
+    # -v names each test as it starts, so a run stopped at its limit says which test it was
+    # in (on the H200, 2026-11-27d, all it said was seven dots); --durations=0 leaves each
+    # test's time for the next plan
     marked = gpu_test_files(ctx.root)
-    return [ctx.python, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", *marked]
+    return [
+        ctx.python, "-m", "pytest", "-v", "--durations=0", "-m", "gpu", "-p", "no:cacheprovider",
+        *marked,
+    ]  # fmt: skip
+
+
+_VERBOSE_RESULT = re.compile(r"^(\S+::\S+) (PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)", re.MULTILINE)
+_VERBOSE_STARTED = re.compile(r"^(\S+::\S+)[ \t]*$", re.MULTILINE)
+
+
+def stopped_in(text: str) -> tuple[dict[str, int], str]:
+    """What pytest -v had done when it was stopped: its results so far by word, and the
+    test it was in ("" where the output ends on a result)."""
+    done: dict[str, int] = {}
+    for _, word in _VERBOSE_RESULT.findall(text):
+        word = word.lower()
+        done[word] = done.get(word, 0) + 1
+    started = _VERBOSE_STARTED.findall(text)
+    running = started[-1] if started and text.rstrip().endswith(started[-1]) else ""
+    return done, running
 
 
 def pytest_counts(text: str) -> dict[str, int]:
@@ -177,9 +200,13 @@ def gpu_tests_parse(ctx: Context, done: Finished) -> Outcome:
     counts = pytest_counts(done.stdout)
     key = ", ".join(f"{v} {k}" for k, v in counts.items() if k != "deselected") or "no count"
     failed_tests = re.findall(r"^(?:FAILED|ERROR) (\S+)", done.stdout, flags=re.MULTILINE)
-    figures = {"counts": counts, "failed_tests": failed_tests}
+    figures: dict[str, Any] = {"counts": counts, "failed_tests": failed_tests}
     if done.timed_out:
-        return Outcome("fail", _ended(done), figures, key)
+        so_far, running = stopped_in(done.stdout)
+        figures.update(so_far=so_far, running=running)
+        key = ", ".join(f"{v} {k}" for k, v in so_far.items()) + " before its limit"
+        why = _ended(done) + (f", in {running}" if running else "")
+        return Outcome("fail", why, figures, key if so_far else "none before its limit")
     ran = counts.get("passed", 0) + counts.get("failed", 0) + counts.get("errors", 0)
     if done.rc == 0 and ran == 0 and counts.get("skipped"):
         if ctx.cpu:
