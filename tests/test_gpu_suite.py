@@ -256,11 +256,7 @@ def test_gpu_tests_stopped_at_their_limit_say_which_test_and_what_had_passed() -
 
 
 def test_the_plan_prices_the_gpu_tests_as_the_stopped_window_measured_them() -> None:
-    sys.path.insert(0, str(ROOT / "bench" / "gpu"))
-    try:
-        import suite_plan
-    finally:
-        sys.path.pop(0)
+    suite_plan = _bench("suite_plan")
     estimates = suite_plan.gpu_estimates(suite_plan.read_figures())
     # 7 of 24 took 123 s: a window of 200 s after the doctor no longer plans them in
     assert estimates["gpu-tests"][0] > 300 and "7 of 24 tests" in estimates["gpu-tests"][1]

@@ -550,8 +550,8 @@ def test_the_default_h200_ladder_measured_on_the_gpu_lies_in_the_range_the_twin_
     """2026-11-27d ran the default ladder (batch 128 alone) on an H200: the twin, from only
     the evidence recorded before that run, gives a range its wall time lies in, its probe
     count within a quarter, and its answer; and the run was under 10 minutes."""
-    measured_dir = next(path.parent for path in LADDERS if "27d" in str(path))
-    measured = json.loads((measured_dir.parent.parent / "speed.json").read_text())["runs"][0]
+    folder = next(path.parents[2] for path in LADDERS if "27d" in str(path))  # .../speed/00/
+    measured = json.loads((folder / "speed.json").read_text())["runs"][0]
     before = tuple(path for path in LADDERS if "27d" not in str(path))
     predicted = twin(journals_read=before)
     assert measured["wall_s"] < 10 * 60

@@ -204,9 +204,9 @@ def gpu_tests_parse(ctx: Context, done: Finished) -> Outcome:
     if done.timed_out:
         so_far, running = stopped_in(done.stdout)
         figures.update(so_far=so_far, running=running)
-        key = ", ".join(f"{v} {k}" for k, v in so_far.items()) + " before its limit"
+        before = ", ".join(f"{v} {k}" for k, v in so_far.items()) or "none"
         why = _ended(done) + (f", in {running}" if running else "")
-        return Outcome("fail", why, figures, key if so_far else "none before its limit")
+        return Outcome("fail", why, figures, f"{before} before its limit")
     ran = counts.get("passed", 0) + counts.get("failed", 0) + counts.get("errors", 0)
     if done.rc == 0 and ran == 0 and counts.get("skipped"):
         if ctx.cpu:
