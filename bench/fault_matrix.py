@@ -2,7 +2,9 @@
 
 Each row injects one fault for real (a small file system, a read-only bind mount, the
 data cache deleted, a truncated session.json, a SIGSTOP in a trial, a newline in --out,
-a compile killed while it links, a pipe closed early: bench/_fault_rows_heal.py, ...),
+a compile killed while it links, a pipe closed early: bench/_fault_rows_heal.py; hostile
+input, from exports that would run what they did not write to broken plugins:
+bench/_fault_rows_hostile.py, ...),
 records the exit status and the line tuneup ended with, then applies the remedy
 the line names and records how many journaled probes the next run used again.
 
@@ -403,6 +405,8 @@ def _bundled_preset() -> Path:
 # object for both, also when this file runs as a script.
 sys.modules.setdefault("fault_matrix", sys.modules[__name__])
 from _fault_rows_heal import HEAL_MOUNT_ROWS, HEAL_ROWS  # noqa: E402
+from _fault_rows_hostile import HOSTILE_ROWS  # noqa: E402
+from _fault_rows_input import INPUT_ROWS  # noqa: E402
 
 PLAIN_ROWS: dict[str, Callable[[Harness], dict[str, Any]]] = {
     "cache-deleted": cache_deleted,
@@ -415,6 +419,8 @@ PLAIN_ROWS: dict[str, Callable[[Harness], dict[str, Any]]] = {
     "sigstop": sigstop_trial,
     "preset-moved": preset_moved,
     **HEAL_ROWS,
+    **HOSTILE_ROWS,
+    **INPUT_ROWS,
 }
 MOUNT_ROWS: dict[str, Callable[[Harness], dict[str, Any]]] = {
     "disk-full-mid": disk_full_mid,

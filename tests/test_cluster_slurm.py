@@ -29,6 +29,7 @@ TWO_NODES = {
 def read(environ: dict[str, str], **kwargs) -> JobEnv:
     kwargs.setdefault("affinity", range(8))
     kwargs.setdefault("hostname", "nid001")
+    kwargs.setdefault("now", 10000 - 3600)  # an hour before the job's end
     return read_job_env(environ, **kwargs)
 
 
@@ -123,7 +124,10 @@ def test_garbage_values_are_left_out_not_fatal(variable: str, value: str, field:
     expected = {"num_nodes": 2}.get(field)  # the node list still says how many nodes
     assert getattr(job, field) == expected
     garbled = {field, "gpus"} if field == "gpus_on_node" else {field}  # both GPU variables
-    others = {f.name for f in dataclasses.fields(JobEnv)} - garbled
+    said = [i.variable for i in job.ignored if i.name == field]
+    assert said == [variable]  # and said once, naming it
+    assert f"{variable}={value!r} is not " in job.ignored_value(field).line  # type: ignore[union-attr]
+    others = {f.name for f in dataclasses.fields(JobEnv)} - garbled - {"ignored"}
     assert {f: getattr(job, f) for f in others} == {f: getattr(read(TWO_NODES), f) for f in others}
 
 

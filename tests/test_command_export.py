@@ -198,7 +198,16 @@ def test_a_session_that_changed_nothing_exports_the_bare_command(tuned: Path, tm
     assert line[-3:] == ["train.py", "--num_epochs", "3"]
 
 
-def test_a_summary_without_a_recommendation_is_one_clear_error(tuned: Path, tmp_path: Path):
+def test_a_summary_without_a_recommendation_is_rebuilt_from_the_journal(
+    tuned: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    # valid JSON of the wrong shape is damaged: the journal rebuilds it, and it is said
     broken = with_summary(tuned, tmp_path / "broken", lambda s: s.pop("recommendation"))
-    with pytest.raises(UsageError, match="has no recommended values"):
-        run_export_command(broken, "flags", tmp_path / "x")
+    assert export(broken, "flags", tmp_path) == export(tuned, "flags", tmp_path)
+    assert "summary.json was damaged (it holds no recommended values)" in capsys.readouterr().err
+    # with no journal to rebuild it from, one clear line
+    gone = with_summary(tuned, tmp_path / "gone", lambda s: s.pop("recommendation"))
+    (gone / "journal.jsonl").unlink()
+    with pytest.raises(UsageError) as caught:
+        run_export_command(gone, "flags", tmp_path / "x")
+    assert "\n" not in str(caught.value)

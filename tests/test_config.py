@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_bounded import alias_bomb
 from tuneup.commands.train import resolve_config
 from tuneup.config import TrainConfig
 
@@ -219,9 +220,11 @@ def test_set_modern_knob_wins_over_the_files_enable_alias(tutorial_yaml):
 
 @pytest.fixture(scope="module")
 def cli_dir(tutorial_yaml: Path) -> Path:
-    """A folder holding the tutorial file and a malformed one."""
+    """A folder holding the tutorial file, a malformed one, a binary one and an alias bomb."""
     folder = tutorial_yaml.parent
     (folder / "bad.yaml").write_text("num_epochs: [1, 2\nNsamples: 3\n")
+    (folder / "binary.yaml").write_bytes(b"\x89HDF\r\n\x1a\n\x00\x00\x00")
+    (folder / "bomb.yaml").write_text(alias_bomb())
     return folder
 
 
@@ -244,6 +247,13 @@ def _assert_one_line_error(done: subprocess.CompletedProcess[str]) -> str:
     assert len(lines) == 1, done.stderr
     assert lines[0].startswith("tuneup: error: ")
     return lines[0]
+
+
+def alias_bomb_flow(levels: int = 9) -> str:
+    """A one-line alias bomb, as `--set` takes it."""
+    parts = ['&l0 ["x","x","x","x","x","x","x","x","x","x"]']
+    parts += [f"&l{n} [" + ",".join([f"*l{n - 1}"] * 10) + "]" for n in range(1, levels)]
+    return "[" + ", ".join(parts) + "]"
 
 
 CLI_ERRORS = {
@@ -273,6 +283,13 @@ CLI_ERRORS = {
     ),
     "missing config file": (["--config", "nowhere.yaml"], ["nowhere.yaml", "not found"]),
     "malformed yaml": (["--config", "bad.yaml"], ["bad.yaml", "line 2"]),
+    "a binary file": (["--config", "binary.yaml"], ["binary.yaml", "is a binary file, not text"]),
+    "an alias bomb": (["--config", "bomb.yaml"], ["bomb.yaml", "alias bomb"]),
+    "an alias bomb in --set": (
+        ["--set", "box_size=" + alias_bomb_flow()],
+        ["--set box_size", "alias bomb"],
+    ),
+    "a number that is not finite": (["--set", "lambda_rho=.nan"], ["'lambda_rho'", "finite"]),
 }
 
 

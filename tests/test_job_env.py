@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from tuneup.cluster.job import JobEnv, read_job_env
-from tuneup.cluster.slurm import expand_hostlist
+from tuneup.cluster.slurm import count_hosts, expand_hostlist
+
+NOW = 1767225600 - 3600  # an hour before the job below ends
 
 
 def read(environ: dict[str, str]) -> JobEnv:
-    return read_job_env(environ, affinity=range(4), hostname="nid001")
+    return read_job_env(environ, affinity=range(4), hostname="nid001", now=NOW)
 
 
 def test_a_gpu_job_is_read_from_its_variables() -> None:
@@ -81,3 +85,69 @@ def test_hostlists_expand(hostlist: str, hosts: tuple[str, ...]) -> None:
 def test_the_job_s_gpus_go_to_session_json_as_a_list() -> None:
     assert read({"SLURM_JOB_ID": "1", "SLURM_JOB_GPUS": "0,1"}).to_dict()["gpus"] == [0, 1]
     assert read({}).to_dict()["gpus"] is None
+
+
+# --- values out of range: left out, each said once, never an error or an absurd figure ------
+
+
+@pytest.mark.parametrize(
+    "value", ["nan", "inf", "-inf", "1e400", "-1", "abc", "0", "1600000000", str(NOW + 20 * 3.2e7)]
+)
+def test_an_end_time_that_no_allocation_has_is_ignored_and_said(value: str) -> None:
+    job = read({"SLURM_JOB_ID": "9", "SLURM_JOB_END_TIME": value})
+
+    assert job.end_time is None and job.seconds_left(NOW) is None
+    (ignored,) = job.ignored
+    assert ignored.line == (
+        f"SLURM_JOB_END_TIME={value!r} is not an end time in epoch seconds, from a day ago "
+        "to ten years ahead: ignored"
+    )
+
+
+def test_an_end_time_minutes_past_is_slurm_s_grace_and_kept() -> None:
+    job = read({"SLURM_JOB_ID": "9", "SLURM_JOB_END_TIME": str(NOW - 300)})
+    assert job.end_time == NOW - 300 and job.ignored == ()
+
+
+def test_a_host_list_of_a_hundred_million_is_counted_never_expanded() -> None:
+    start = time.perf_counter()
+    job = read(
+        {"SLURM_JOB_ID": "9", "SLURM_JOB_NODELIST": "n[0-99999999]", "SLURM_JOB_NUM_NODES": "2"}
+    )
+    assert time.perf_counter() - start < 0.1
+    assert (job.nodes, job.num_nodes) == ((), 2)
+    assert [i.variable for i in job.ignored] == ["SLURM_JOB_NODELIST"]
+    assert count_hosts("n[0-99999999],login[1-2]") == 100_000_002
+    assert count_hosts("r[1-2]n[07-08],x") == 5 and count_hosts("odd[a-b]") == 1
+    assert expand_hostlist("x[0-9]" * 30) is None  # 10**30 hosts, counted
+
+
+def test_a_host_list_of_thousands_of_brackets_reads_without_recursion() -> None:
+    assert expand_hostlist("n" + "[1]" * 5000) == ("n" + "1" * 5000,)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("SLURM_JOB_GPUS", "0-99999999"),  # a range of indices, counted first
+        ("SLURM_TASKS_PER_NODE", "4(x99999999999)"),
+        ("SLURM_TASKS_PER_NODE", "99999(x2)"),
+        ("SLURM_NTASKS", "9" * 5000),  # int() refuses 4,300 digits: no ValueError
+        ("SLURM_CPUS_PER_TASK", "\u00b2"),  # a digit to str.isdigit, not to int()
+        ("SLURM_GPUS_ON_NODE", "1000000"),
+        ("SLURM_JOB_NUM_NODES", "1000001"),
+    ],
+)
+def test_counts_and_lists_out_of_range_are_ignored_fast(variable: str, value: str) -> None:
+    start = time.perf_counter()
+    job = read({"SLURM_JOB_ID": "9", variable: value})
+    assert time.perf_counter() - start < 0.1
+    assert [i.variable for i in job.ignored] == [variable]
+    assert job.ignored[0].line.startswith(f"{variable}=") and len(job.ignored[0].line) < 160
+
+
+def test_what_was_ignored_goes_to_session_json_too() -> None:
+    job = read({"SLURM_JOB_ID": "9", "SLURM_JOB_END_TIME": "nan"})
+    assert job.to_dict()["ignored"] == [
+        {"name": "end_time", "variable": "SLURM_JOB_END_TIME", "value": "nan"}
+    ]

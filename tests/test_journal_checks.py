@@ -160,3 +160,59 @@ def test_a_resume_says_it_sets_a_damaged_summary_aside(
     assert "summary.json was damaged (not JSON" in err and "written again" in err
     assert ResultsDir(out).summary().recommendation.recorded
     assert json.loads((out / SESSION).read_text())["id"]
+
+
+@pytest.mark.parametrize(
+    ("document", "why"),
+    [
+        ({"preset": "cpu-smoke", "stages": []}, "it holds no recommended values"),
+        ({"recommendation": {"values": {}}, "stages": "amp"}, "'stages' is text, not a list"),
+        ([1, 2], "not a JSON object"),
+    ],
+)
+def test_export_rebuilds_a_summary_of_the_wrong_shape_from_the_journal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], document: object, why: str
+) -> None:
+    """Valid JSON that is no summary got 'run the session again' where the journal
+    rebuilds it."""
+    out = tmp_path / "run"
+    assert main([*LADDER, "--out", str(out)]) == 0
+    capsys.readouterr()
+    whole = json.loads((out / SUMMARY).read_text())
+    (out / SUMMARY).write_text(json.dumps(document))
+
+    assert main(["export", str(out), "--format", "yaml"]) == 0
+
+    captured = capsys.readouterr()
+    (note,) = [x for x in captured.err.splitlines() if SUMMARY in x]
+    assert note.startswith(f"tuneup: note: summary.json was damaged ({why}): rebuilt it from")
+    assert "run the session again" not in captured.err
+    assert json.loads((out / SUMMARY).read_text()) == whole
+    assert "amp_mode" in captured.out
+
+
+def test_a_check_that_ended_ok_without_a_full_figure_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The stage line said 'it ended ok; did not run ok: bf16: ok' of an adopted
+    candidate's check that ran ok but measured no FULL figure (its rate journaled as null:
+    a trial timed at 0 s)."""
+    out = tmp_path / "run"
+    assert main([*LADDER, "--out", str(out)]) == 0
+    capsys.readouterr()
+    lines = _lines(out)
+    check = next(
+        i
+        for i, x in enumerate(lines)
+        if x["stage"] == "amp" and x["variant"] and "full" in x["plan"]["phases"]
+    )
+    lines[check] = {**lines[check], "full_sps": None, "full_sps_trials": []}
+    (out / JOURNAL).write_text("".join(json.dumps(x) + "\n" for x in lines[: check + 1]))
+    (out / SUMMARY).unlink()
+
+    assert main(["probe", "--resume", str(out)]) == 0
+
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("amp ")]
+    assert "its check of every phase did not hold: it measured no FULL figure" in line
+    assert line.endswith("did not run ok: bf16: measured no FULL figure")
+    assert "ended ok" not in line and "bf16: ok" not in line

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.test_bounded import alias_bomb
 from tuneup.bundled import bundled_preset_names
 from tuneup.commands.presets import run_presets_list, run_presets_show
 from tuneup.config import build_config
@@ -305,6 +306,36 @@ def test_list_shows_shadowed_and_broken_user_presets(config_env: dict[str, str])
     assert entries[("cpu-smoke", "user")].shadowed
     assert not entries[("cpu-smoke", "bundled")].shadowed
     assert entries[("oops", "user")].error.endswith("has 1 problem")
+
+
+def test_a_binary_an_undecodable_or_a_bomb_preset_is_listed_broken_in_one_line(
+    config_env: dict[str, str],
+) -> None:
+    folder = Path(config_env["TUNEUP_CONFIG_DIR"]) / "presets"
+    (folder / "binary.yaml").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
+    (folder / "latin.yaml").write_bytes("description: caf\u00e9\n".encode("latin-1"))
+    user_preset(config_env, "bomb", alias_bomb())
+    user_preset(config_env, "fine", {"description": "still listed"})
+
+    errors = {e.name: e.error for e in list_presets(config_env) if e.origin.startswith("user")}
+
+    assert errors["binary"] == f"preset file {folder / 'binary.yaml'} is a binary file, not text"
+    assert errors["latin"] == f"preset file {folder / 'latin.yaml'} is not UTF-8 text (byte 16)"
+    assert errors["bomb"].endswith("once its aliases are expanded (an alias bomb?)")
+    assert errors["fine"] is None
+    with pytest.raises(UsageError, match=r"is a binary file, not text$"):
+        load_preset("binary", environ=config_env)
+
+
+def test_figures_that_are_not_finite_are_problems() -> None:
+    raw = {"probe": {"budget": {"trial_s": float("inf")}, "costs": {"spawn_s": float("nan")}}}
+    with pytest.raises(UsageError) as caught:
+        parse_preset(raw, "inf.yaml")
+    said = str(caught.value)
+    assert "probe.budget.trial_s: must be a positive number, got inf" in said
+    assert "probe.costs.spawn_s: must be a number of 0 or more, got nan" in said
+    with pytest.raises(UsageError, match="got 1000000000000"):
+        parse_preset({"probe": {"budget": {"trial_s": 10**400}}}, "huge.yaml")
 
 
 # --- the commands -----------------------------------------------------------------------------

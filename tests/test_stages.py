@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.metadata
+import json
+import os
+from pathlib import Path
 from typing import Any
 
 import pytest
 from tuneup_plugins import stages as builtin
 
 from tuneup.bundled import read_bundled_preset
+from tuneup.cli import main
 from tuneup.config import build_config
 from tuneup.errors import UsageError
+from tuneup.hardware.machine import env_threads
 from tuneup.hardware.types import MachineInfo
 from tuneup.probe import stages as registry
 from tuneup.probe.stages import Stage, default_ladder, load_stage, scan_stages, stage_names
@@ -413,6 +418,52 @@ def test_threads_tries_the_counts_that_leave_the_loaders_workers_their_cpus():
     assert labels(kept) == ["1 thread", "12 threads"]
     plan = builtin.THREADS.propose(MachineInfo(cpus_usable=1), {"intra_op_threads": 1})
     assert plan.skipped and "one CPU per rank" in plan.reason
+
+
+def test_threads_does_not_measure_the_count_omp_num_threads_already_sets() -> None:
+    """Under OMP_NUM_THREADS=1 the incumbent (intra_op_threads 0: torch's choice) runs one
+    thread: the stage measured 1 thread against 1."""
+    omp_1 = dataclasses.replace(LAPTOP, env_threads=1, env_threads_from="OMP_NUM_THREADS")
+    plan = builtin.THREADS.propose(omp_1, {"num_data_workers": 1})
+    assert plan.skipped and plan.reason == (
+        "the incumbent already runs 1 thread (OMP_NUM_THREADS=1), what each count the stage "
+        "tries comes to here (one, the 2 CPUs per rank less its 1 worker(s), half of them): "
+        "nothing else to try"
+    )
+    node = MachineInfo(cpus_usable=16, env_threads=1, env_threads_from="OMP_NUM_THREADS")
+    offered = builtin.THREADS.candidates_for(node, {"num_data_workers": 4})
+    assert labels(offered) == ["8 threads", "12 threads"]
+    # the knob, where set, is what runs: the variable no longer decides
+    kept = builtin.THREADS.candidates_for(node, {"num_data_workers": 4, "intra_op_threads": 8})
+    assert labels(kept) == ["1 thread", "12 threads"]
+
+
+def test_a_ladder_under_omp_num_threads_1_says_why_threads_has_nothing_to_try(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1})  # the 2-core laptop
+    out = tmp_path / "run"
+
+    assert main(["probe", "--trainer", "sim", "--stages", "threads", "--out", str(out)]) == 0
+
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("threads:")]
+    assert line.startswith("threads: skipped: the incumbent already runs 1 thread (OMP_NUM_")
+    assert "nothing else to try" in line
+    journal = [json.loads(x) for x in (out / "journal.jsonl").read_text().splitlines()]
+    assert {p["stage"] for p in journal} == {"baseline"}  # no 1-thread probe against 1 thread
+
+
+def test_the_thread_variables_are_read_as_torch_reads_them() -> None:
+    assert env_threads({"OMP_NUM_THREADS": "1"}) == (1, "OMP_NUM_THREADS")
+    both = {"OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "3"}
+    assert env_threads(both) == (3, "MKL_NUM_THREADS")  # MKL's wins in torch
+    assert env_threads({"OMP_NUM_THREADS": "4,2"}) == (4, "OMP_NUM_THREADS")
+    assert env_threads({"OMP_NUM_THREADS": "0"}) == (None, "")
+    for unread in ("many", "²", "-2"):
+        assert env_threads({"OMP_NUM_THREADS": unread}) == (None, "")
+    assert env_threads({}) == (None, "")
 
 
 def test_the_threads_knob_sets_torchs_threads_and_zero_gives_torchs_own_back():

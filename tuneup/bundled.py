@@ -10,8 +10,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from tuneup.bounded import OutOfBounds, read_json, yaml_load
 from tuneup.errors import UsageError
 
 DEFAULT_PRESET = "cpu-smoke"
@@ -29,7 +28,10 @@ def read_bundled_preset(name: str) -> dict[str, Any]:
     if not entry.is_file():
         known = ", ".join(bundled_preset_names())
         raise UsageError(f"no bundled preset '{name}': known presets are {known}")
-    data = yaml.safe_load(entry.read_text(encoding="utf-8"))
+    try:
+        data = yaml_load(entry.read_text(encoding="utf-8"))
+    except OutOfBounds as exc:
+        raise UsageError(f"bundled preset '{name}' {exc}: reinstall tuneup") from None
     if not isinstance(data, dict):
         raise UsageError(f"bundled preset '{name}' is not a mapping")
     return data
@@ -44,13 +46,30 @@ def cache_dir(environ: dict[str, str] | None = None) -> Path:
     return Path(base).expanduser() / "tuneup"
 
 
+# A cache record holds a few figures per trainer, preset and machine: a few KiB.
+MAX_CACHE_RECORD_BYTES = 4 * 2**20
+
+
 def read_cache_record(path: Path) -> dict[str, Any]:
     """A JSON object kept in the cache folder; missing, damaged or not an object reads as {}."""
+    return checked_cache_record(path)[0]
+
+
+def checked_cache_record(path: Path) -> tuple[dict[str, Any], str | None]:
+    """A JSON object kept in the cache folder, read within bounds (its size, nesting, every
+    number finite), and why it reads as {} where it is there but damaged (a phrase to
+    follow its name: "is not JSON"); missing reads as {} with nothing to say."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+        data = read_json(path, max_bytes=MAX_CACHE_RECORD_BYTES)
+    except FileNotFoundError:
+        return {}, None
+    except OSError as exc:
+        return {}, f"cannot be read ({exc.strerror or exc})"
+    except OutOfBounds as exc:
+        return {}, str(exc)
+    except ValueError:
+        return {}, "is not JSON"
+    return (data, None) if isinstance(data, dict) else ({}, "is not a JSON object")
 
 
 def write_cache_record(path: Path, data: dict[str, Any]) -> None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import secrets
 import shutil
 import stat
@@ -148,9 +149,38 @@ def writing(path: Path, what: str, *, kept: str = "", then: str = "") -> Iterato
         raise storage_fault(path, exc, what, kept=kept, then=then) from None
 
 
+_STREAM_NAME = re.compile(r"/(dev/(stdout|stderr|fd/\d+)|proc/[^/]+/fd/\d+)\Z")
+
+
+def writes_in_place(path: Path) -> bool:
+    """Whether `path` is written through, as the shell's `>` would, rather than replaced:
+    a device (`/dev/null`), a FIFO, a socket, or a stream's name (`/dev/stdout`, the
+    `/dev/fd/63` of `-o >(...)`). Replacing one would swap a device for a plain file and
+    leave a reader waiting."""
+    if _STREAM_NAME.match(os.path.abspath(path)):
+        return True
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False  # nothing there yet (or unreadable: the write says why)
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
+def _write_in_place(path: Path, text: str, what: str, place: str) -> None:
+    try:
+        with open(path, "w", encoding="utf-8") as out:
+            out.write(text)
+    except OSError as exc:
+        if not is_storage_error(exc) and exc.errno != errno.EPIPE:
+            raise
+        then = fix(exc, place) if place else f"{mend(exc, str(path))}, then run again"
+        raise storage_fault(path, exc, what, then=then) from None
+
+
 def atomic_write_text(path: Path, text: str, what: str, *, place: str = "") -> None:
     """Write `text` as the file `path`, whole or not at all: into a temporary file beside
-    it, then renamed over it. A file there before keeps its permissions.
+    it, then renamed over it. A file there before keeps its permissions. A device, a FIFO
+    or a stream's name (`writes_in_place`) is written in place, as `>` would.
 
     Args:
         path: the file; a link is followed, so its target is replaced.
@@ -163,6 +193,9 @@ def atomic_write_text(path: Path, text: str, what: str, *, place: str = "") -> N
         StorageFault: the storage refused it, in one line saying that the earlier file is
             unchanged (or that none was made) and what to do.
     """
+    if writes_in_place(path):
+        _write_in_place(path, text, what, place)
+        return
     target = Path(os.path.realpath(path)) if path.is_symlink() else path
     tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
     try:
@@ -272,6 +305,11 @@ def output_file(path: Path, flag: str, what: str) -> Path:
         UsageError: it cannot be used, in one line (`problem`).
     """
     check_name(path, flag)
+    if writes_in_place(path):  # a device, a FIFO, a stream: its folder is not written
+        if not os.access(path, os.W_OK):
+            exc = PermissionError(errno.EACCES, "permission denied")
+            raise UsageError(problem(path, exc, flag, what))
+        return path
     try:
         if path.is_dir():
             raise IsADirectoryError(errno.EISDIR, "is a folder")

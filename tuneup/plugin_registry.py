@@ -8,11 +8,20 @@ fails to import, is not the expected kind of object, names itself differently
 from its entry point, was written for a plugin API version this tuneup does
 not support, or repeats a name already taken (tuneup's own plugins win a
 clash, so a third-party package cannot shadow a built-in stage).
+
+A third-party plugin imports in a thread within a time limit, its output captured: one
+that exits at import (argparse at module level), fails or hangs is named and skipped, never
+heard as tuneup. Each is tried once a process; `skipped` says which of those tried failed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
+import io
+import math
+import os
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +41,18 @@ SUPPORTED_API_VERSIONS = (2, PLUGIN_API_VERSION)
 BUILTIN = "built-in"
 _BUILTIN_DISTRIBUTION = "tuneup"
 _BUILTIN_MODULES = ("tuneup", "tuneup_plugins")
+
+IMPORT_TIME_LIMIT_S = 10.0
+"""Seconds a third-party plugin's import may take before it is called hung and skipped:
+enough for a cold `import torch` from a network filesystem, short beside a ladder."""
+IMPORT_TIME_LIMIT_ENV = "TUNEUP_PLUGIN_IMPORT_TIMEOUT_S"
+_PRINTED_CHARS = 160  # of what a broken plugin printed at import, quoted in its warning
+
+# Top-level packages whose import ran past the limit -> the plugin that hung. Its thread holds
+# their import locks: importing them again would hang the process (as wide as the locks).
+_HUNG: dict[str, str] = {}
+_IMPORTING = threading.Lock()  # one at a time: sys.stdout and sys.stderr are swapped
+_INSIDE = threading.local()  # set in an import thread: a plugin loading another is bounded
 
 T = TypeVar("T")
 
@@ -74,7 +95,7 @@ def origin_of(ep: importlib.metadata.EntryPoint) -> str:
             return BUILTIN
         version = dist.version
         return f"{name} {version}" if version else name
-    top = ep.value.split(":", 1)[0].split(".", 1)[0].strip()
+    top = _top_package(ep)
     return BUILTIN if top in _BUILTIN_MODULES else f"module {top}"
 
 
@@ -96,6 +117,8 @@ class Registry(Generic[T]):
         self.group = group
         self.kind = kind
         self.cls = cls
+        # each entry point is checked once a process (a broken one exits or hangs once)
+        self._checked: dict[tuple[str, str, str], tuple[T | None, str]] = {}
 
     def entry_points(self) -> list[importlib.metadata.EntryPoint]:
         """The group's entry points, tuneup's own first, otherwise in discovery order.
@@ -136,24 +159,35 @@ class Registry(Generic[T]):
         warnings: list[str] = []
         for ep, info, obj in self._walk():
             if obj is None:
-                warnings.append(f"{self._label(ep)} from {info.origin} {info.status}: skipped")
+                warnings.append(self._warning(ep, info))
             else:
                 loaded[info.name] = obj
         return dict(sorted(loaded.items())), warnings
+
+    def skipped(self) -> list[str]:
+        """A warning per installed entry point this process tried (loaded by name or
+        scanned) and skipped; imports nothing, so a plugin nothing needed stays unsaid."""
+        return [self._warning(ep, info) for ep, info, obj in self._walk(met=True) if obj is None]
 
     def describe(self) -> list[PluginInfo]:
         """Every entry point with its origin and status, sorted by name (imports them all)."""
         return sorted((info for _, info, _ in self._walk()), key=lambda i: (i.name, not i.ok))
 
-    def _walk(self) -> list[tuple[importlib.metadata.EntryPoint, PluginInfo, T | None]]:
+    def _walk(
+        self, met: bool = False
+    ) -> list[tuple[importlib.metadata.EntryPoint, PluginInfo, T | None]]:
+        """Every entry point, checked, with clashes resolved (`met`: only those tried before)."""
         taken: dict[str, str] = {}  # name -> origin of the plugin that holds it
         rows: list[tuple[importlib.metadata.EntryPoint, PluginInfo, T | None]] = []
         for ep in self.entry_points():
+            if met and _key(ep) not in self._checked:
+                continue
             origin = origin_of(ep)
             obj: T | None = None
             description = ""
             if ep.name in taken:
                 status = f"repeats a name already loaded (from {taken[ep.name]})"
+                self._checked.setdefault(_key(ep), (None, status))  # met, never imported
             else:
                 obj, status = self._check(ep)
                 if obj is not None:
@@ -166,19 +200,27 @@ class Registry(Generic[T]):
     def _label(self, ep: importlib.metadata.EntryPoint) -> str:
         return f"{self.kind} plugin '{ep.name}' ({ep.value})"
 
+    def _warning(self, ep: importlib.metadata.EntryPoint, info: PluginInfo) -> str:
+        return f"{self._label(ep)} from {info.origin} {info.status}: skipped"
+
     def _load(self, ep: importlib.metadata.EntryPoint) -> T:
         """Import one entry point and check it; every failure is a one-line UsageError."""
         obj, problem = self._check(ep)
         if obj is None:
-            raise UsageError(f"{self._label(ep)} {problem}")
+            raise UsageError(f"{self._label(ep)} from {origin_of(ep)} {problem}")
         return obj
 
     def _check(self, ep: importlib.metadata.EntryPoint) -> tuple[T | None, str]:
         """The plugin and "ok", or None and what is wrong with it (one line)."""
-        try:
-            obj: Any = ep.load()
-        except Exception as exc:  # any error inside a third-party plugin
-            return None, "failed to import: " + _one_line(f"{type(exc).__name__}: {exc}")
+        key = _key(ep)
+        if key not in self._checked:
+            self._checked[key] = self._checked_now(ep)
+        return self._checked[key]
+
+    def _checked_now(self, ep: importlib.metadata.EntryPoint) -> tuple[T | None, str]:
+        obj, problem = _import_plugin(ep, self._label(ep))
+        if problem is not None:
+            return None, problem
         if not isinstance(obj, self.cls):
             path = f"{self.cls.__module__}.{self.cls.__qualname__}"
             return None, f"is a {type(obj).__name__}, not a {path}"
@@ -196,6 +238,105 @@ class Registry(Generic[T]):
                 "must match"
             )
         return obj, "ok"
+
+
+def _key(ep: importlib.metadata.EntryPoint) -> tuple[str, str, str]:
+    """An entry point and the metadata folder it comes from (another folder: another plugin)."""
+    path = getattr(getattr(ep, "dist", None), "_path", None)  # PathDistribution's folder
+    return ep.name, ep.value, "" if path is None else str(path)
+
+
+def import_time_limit(env: Mapping[str, str] = os.environ) -> float:
+    """Seconds a plugin's import may take: IMPORT_TIME_LIMIT_S, or what `env` says.
+
+    Raises:
+        UsageError: the variable is set to something other than a positive number.
+    """
+    raw = env.get(IMPORT_TIME_LIMIT_ENV, "").strip()
+    if not raw:
+        return IMPORT_TIME_LIMIT_S
+    with contextlib.suppress(ValueError):
+        if math.isfinite(seconds := float(raw)) and seconds > 0:
+            return seconds
+    raise UsageError(
+        f"{IMPORT_TIME_LIMIT_ENV}={raw!r}: give the seconds a plugin's import may take, "
+        f"e.g. 30 (unset: {IMPORT_TIME_LIMIT_S:g})"
+    )
+
+
+def _import_plugin(ep: importlib.metadata.EntryPoint, label: str) -> tuple[Any, str | None]:
+    """The entry point's object, or None and why its import failed (one line).
+
+    tuneup's own plugins import here (a slow cold start must not drop a built-in stage).
+    A third-party one imports in a daemon thread within the time limit, its output
+    captured: quoted when it fails, dropped when it loads (stdout is for results). The
+    thread that waits takes Ctrl-C as ever.
+    """
+    if origin_of(ep) == BUILTIN:
+        try:
+            return ep.load(), None
+        except Exception as exc:  # a stale install: its module or attribute has moved
+            return None, _import_problem(exc, "")
+    if getattr(_INSIDE, "active", False):  # loaded by a plugin as it imports
+        obj, error = _load_caught(ep)
+        return (obj, None) if error is None else (None, _import_problem(error, ""))
+    top = _top_package(ep)
+    with _IMPORTING:
+        if top in _HUNG:
+            return None, (
+                f"was not imported: its package '{top}' did not finish importing earlier, "
+                f"for {_HUNG[top]}"
+            )
+        limit = import_time_limit()
+        done: list[tuple[Any, BaseException | None]] = []
+        printed = io.StringIO()
+
+        def run() -> None:
+            _INSIDE.active = True
+            done.append(_load_caught(ep))
+
+        thread = threading.Thread(target=run, name=f"tuneup import {ep.value}", daemon=True)
+        with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+            thread.start()
+            thread.join(limit)
+        said = _excerpt(printed.getvalue())
+        if not done:
+            _HUNG[top] = label
+            return None, (
+                f"did not finish importing within {limit:g} s (hung? {IMPORT_TIME_LIMIT_ENV}="
+                f"SECONDS waits longer{'; it printed ' + said if said else ''})"
+            )
+    obj, error = done[0]
+    return (obj, None) if error is None else (None, _import_problem(error, said))
+
+
+def _load_caught(ep: importlib.metadata.EntryPoint) -> tuple[Any, BaseException | None]:
+    try:
+        return ep.load(), None
+    except BaseException as exc:  # SystemExit too: a plugin's exit is not tuneup's
+        return None, exc
+
+
+def _import_problem(exc: BaseException, said: str) -> str:
+    """Why an import failed, in one line, with what the plugin printed as it failed."""
+    if isinstance(exc, SystemExit):  # sys.exit("why") exits 1, saying why
+        code = exc.code
+        status = f"{code or 0}" if code is None or isinstance(code, int) else f"1: {_excerpt(code)}"
+        return f"exited at import (status {status}{'; it printed ' + said if said else ''})"
+    problem = "failed to import: " + _one_line(f"{type(exc).__name__}: {exc}")
+    return problem + (f" (it printed {said})" if said else "")
+
+
+def _excerpt(text: str) -> str:
+    """Text a plugin printed, quoted on one line and cut short; "" for none."""
+    line = _one_line(text)
+    if len(line) > _PRINTED_CHARS:
+        line = line[: _PRINTED_CHARS - 3].rstrip() + "..."
+    return f"'{line}'" if line else ""
+
+
+def _top_package(ep: importlib.metadata.EntryPoint) -> str:
+    return ep.value.split(":", 1)[0].split(".", 1)[0].strip()
 
 
 def _one_line(text: Any) -> str:

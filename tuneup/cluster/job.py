@@ -11,23 +11,50 @@ import dataclasses
 import os
 import socket
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from tuneup.cluster.slurm import (
+    EXPECTED,
+    MAX_NODES,
+    MAX_TASKS,
     count,
+    end_time,
     expand_hostlist,
     in_slurm,
     index_list,
     positive_int,
-    seconds,
     slurm_value,
+    slurm_variable,
     tasks_per_node,
 )
 
 SLURM = "slurm"
 LOCAL = "local"
+T = TypeVar("T")
+_SHOWN = 40  # characters of an ignored value a line shows
+
+
+@dataclass(frozen=True)
+class Ignored:
+    """A SLURM variable set to what tuneup cannot use: left out of the job, and said.
+
+    Attributes:
+        name: the logical name (`SLURM_VARIABLES`), e.g. "end_time".
+        variable: the variable that held it, e.g. "SLURM_JOB_END_TIME".
+        value: what it held.
+    """
+
+    name: str
+    variable: str
+    value: str
+
+    @property
+    def line(self) -> str:
+        """ "SLURM_JOB_END_TIME='nan' is not an end time in epoch seconds, ...: ignored"."""
+        shown = self.value if len(self.value) <= _SHOWN else self.value[: _SHOWN - 3] + "..."
+        return f"{self.variable}={shown!r} is not {EXPECTED[self.name]}: ignored"
 
 
 @dataclass(frozen=True)
@@ -52,6 +79,7 @@ class JobEnv:
         end_time: when the job's time limit runs out (epoch seconds), if known.
         partition: SLURM partition, if known.
         account: SLURM account, if known.
+        ignored: the variables set to what tuneup cannot use (left None above).
     """
 
     source: str
@@ -69,6 +97,7 @@ class JobEnv:
     end_time: float | None = None
     partition: str | None = None
     account: str | None = None
+    ignored: tuple[Ignored, ...] = ()
 
     @property
     def in_slurm(self) -> bool:
@@ -80,9 +109,13 @@ class JobEnv:
             return None
         return self.end_time - (time.time() if now is None else now)
 
+    def ignored_value(self, name: str) -> Ignored | None:
+        """Why logical value `name` is None, where its variable was set but unusable."""
+        return next((i for i in self.ignored if i.name == name), None)
+
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
-        for name in ("nodes", "tasks_per_node", "gpus"):
+        for name in ("nodes", "tasks_per_node", "gpus", "ignored"):
             if data[name] is not None:
                 data[name] = list(data[name])
         return data
@@ -93,6 +126,7 @@ def read_job_env(
     affinity: Collection[int] | None = None,
     gpu_count: int | None = None,
     hostname: str | None = None,
+    now: float | None = None,
 ) -> JobEnv:
     """The job this process runs in; outside SLURM, this machine as a one-node job.
 
@@ -102,8 +136,10 @@ def read_job_env(
         gpu_count: GPUs found on this machine (by NVML, say); used when SLURM
             does not say how many GPUs the job has on this node, and locally.
         hostname: this host's name (socket.gethostname when None).
+        now: the time the end time is checked against (time.time when None).
 
-    A value SLURM wrote in an unexpected form is left None, never an error.
+    A value in an unexpected form or out of range is left None, never an error, and
+    listed in `ignored` for the caller to say.
     """
     env = os.environ if environ is None else environ
     host = socket.gethostname() if hostname is None else hostname
@@ -113,10 +149,10 @@ def read_job_env(
         return JobEnv(
             source=LOCAL, hostname=host, cpus_usable=cpus, nodes=(host,), gpus_on_node=gpu_count
         )
-    nodelist = slurm_value(env, "nodelist")
-    nodes = expand_hostlist(nodelist) if nodelist else ()
-    num_nodes = positive_int(slurm_value(env, "num_nodes")) or len(nodes) or 1
-    gpus = _gpu_indices(env)
+    read = _Reader(env)
+    nodes = read("nodelist", expand_hostlist) or ()
+    num_nodes = read("num_nodes", lambda t: positive_int(t, MAX_NODES)) or len(nodes) or 1
+    gpus = read("gpus", index_list)
     return JobEnv(
         source=SLURM,
         hostname=host,
@@ -124,16 +160,34 @@ def read_job_env(
         job_id=slurm_value(env, "job_id"),
         nodes=nodes,
         num_nodes=num_nodes,
-        ntasks=positive_int(slurm_value(env, "ntasks")),
-        tasks_per_node=_per_node(slurm_value(env, "tasks_per_node"), num_nodes),
-        gpus_on_node=_gpus_on_node(env, gpus, gpu_count),
+        ntasks=read("ntasks", lambda t: positive_int(t, MAX_TASKS)),
+        tasks_per_node=_per_node(read("tasks_per_node", tasks_per_node), num_nodes),
+        gpus_on_node=_gpus_on_node(read("gpus_on_node", count), gpus, gpu_count),
         gpus=gpus,
-        cpus_per_task=positive_int(slurm_value(env, "cpus_per_task")),
-        cpus_on_node=positive_int(slurm_value(env, "cpus_on_node")),
-        end_time=seconds(slurm_value(env, "end_time")),
+        cpus_per_task=read("cpus_per_task", positive_int),
+        cpus_on_node=read("cpus_on_node", positive_int),
+        end_time=read("end_time", lambda t: end_time(t, time.time() if now is None else now)),
         partition=slurm_value(env, "partition"),
         account=slurm_value(env, "account"),
+        ignored=tuple(read.ignored),
     )
+
+
+class _Reader:
+    """Reads logical values through their parsers, keeping each set one it cannot use."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.env = env
+        self.ignored: list[Ignored] = []
+
+    def __call__(self, name: str, parse: Callable[[str], T | None]) -> T | None:
+        found = slurm_variable(self.env, name)
+        if found is None:
+            return None
+        value = parse(found[1])
+        if value is None:
+            self.ignored.append(Ignored(name, *found))
+        return value
 
 
 def _affinity_size() -> int:
@@ -142,23 +196,16 @@ def _affinity_size() -> int:
     return os.cpu_count() or 1
 
 
-def _per_node(text: str | None, num_nodes: int) -> tuple[int, ...] | None:
-    counts = tasks_per_node(text) if text else None
+def _per_node(counts: tuple[int, ...] | None, num_nodes: int) -> tuple[int, ...] | None:
     if counts is not None and len(counts) == 1 and num_nodes > 1:
         return counts * num_nodes  # --ntasks-per-node: the same on every node
     return counts
 
 
-def _gpu_indices(env: Mapping[str, str]) -> tuple[int, ...] | None:
-    indices = slurm_value(env, "gpus")
-    return index_list(indices) if indices else None
-
-
 def _gpus_on_node(
-    env: Mapping[str, str], listed: tuple[int, ...] | None, gpu_count: int | None
+    stated: int | None, listed: tuple[int, ...] | None, gpu_count: int | None
 ) -> int | None:
     """SLURM's count, else its index list's length, else what the caller found."""
-    stated = count(slurm_value(env, "gpus_on_node"))
     if stated is not None:
         return stated
     return len(listed) if listed is not None else gpu_count

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuneup.errors import UsageError
+from tuneup.quoting import unsafe_character
 
 INT_HINTS = ("nodes", "tasks_per_node", "gpus_per_node", "cpus_per_node", "cpus_per_task")
 TEXT_HINTS = (
@@ -85,6 +86,7 @@ def hint_problem(key: str, value: Any, where: str) -> str | None:
                 f'{where}time: must be text like "01:00:00", got {value!r} '
                 "(quote it: YAML reads 01:00:00 unquoted as a number of seconds)"
             )
+        return _word_problem(key, value, where)
     elif key == "gpu_request":
         if value not in GPU_REQUESTS:
             return f"{where}gpu_request: must be one of {', '.join(GPU_REQUESTS)}, got {value!r}"
@@ -99,8 +101,25 @@ def hint_problem(key: str, value: Any, where: str) -> str | None:
         lines = [value] if isinstance(value, str) else value
         if not isinstance(lines, list) or not all(isinstance(v, str) for v in lines):
             return f"{where}setup: must be a line of shell or a list of lines, got {value!r}"
+        for line in (part for entry in lines for part in entry.splitlines()):
+            char = unsafe_character(line, allow="\t")
+            if char is not None:
+                return f"{where}setup: the line {line!r} holds the control character {char}"
     elif not isinstance(value, (str, int, float)) or isinstance(value, bool):
         return f"{where}{key}: must be text, got {type(value).__name__}"
+    else:
+        return _word_problem(key, str(value), where)
+    return None
+
+
+def _word_problem(key: str, text: str, where: str) -> str | None:
+    """A hint written into an `#SBATCH` line must be one word: sbatch splits the line at
+    spaces, and a newline would end the comment and make the rest a command."""
+    char = unsafe_character(text)
+    if char is not None:
+        return f"{where}{key}: holds the control character {char}, got {text!r}"
+    if not text or any(c.isspace() or c in "\"'\\" for c in text):
+        return f"{where}{key}: must be one word, without spaces or quotes, got {text!r}"
     return None
 
 
@@ -112,6 +131,9 @@ def _env_problem(value: Any, where: str) -> str | None:
             return f"{where}env: {name!r} is not a variable name"
         if isinstance(text, (bool, Mapping, list)) or text is None:
             return f"{where}env.{name}: must be text or a number, got {text!r}"
+        char = unsafe_character(str(text))
+        if char is not None:
+            return f"{where}env.{name}: holds the control character {char}, got {text!r}"
     return None
 
 
@@ -149,5 +171,10 @@ def read_site_hints(hints: Mapping[str, Any] | None) -> SiteHints:
     return SiteHints(
         **given,
         env=tuple((str(k), str(v)) for k, v in env.items()),
-        setup=(setup,) if isinstance(setup, str) else tuple(setup),
+        # a `setup: |` block is several lines: each is written commented on its own
+        setup=tuple(
+            line
+            for entry in ([setup] if isinstance(setup, str) else setup)
+            for line in entry.splitlines()
+        ),
     )

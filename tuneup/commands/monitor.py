@@ -147,6 +147,8 @@ def run_monitor_command(
         )
     env = os.environ if environ is None else environ
     job = read_job_env(env)
+    for ignored in job.ignored:
+        print(f"tuneup: warning: {ignored.line}", file=sys.stderr)
     if backend is None:
         backend = choose_backend(replay, cuda_visible_devices=cuda_visible_devices(env))
     if interval is None:

@@ -27,7 +27,7 @@ from tuneup.probe.describe import (
     versus_baseline,
 )
 from tuneup.probe.estimate import time_left_text
-from tuneup.probe.events import Event, TrialEvent, WarmupEvent
+from tuneup.probe.events import Event, StartEvent, TrialEvent, WarmupEvent
 from tuneup.probe.types import ProbeResult
 from tuneup.tuning.results.stage_rows import stage_rows
 from tuneup.tuning.search.search_records import SearchOutcome
@@ -110,6 +110,12 @@ class PlainReporter:
     def total_changed(self, total: int) -> None:
         self.total = total
 
+    def event(self, event: Event) -> None:
+        """A worker event (from the runner's reader thread): the one a user must read is
+        a compile cache the worker mended before its probe."""
+        if isinstance(event, StartEvent) and event.mended:
+            self.note(event.mended)
+
     def time_left(self, seconds: float, basis: str) -> None:
         first = not self.left
         self.left = time_left_text(seconds, basis)
@@ -187,6 +193,7 @@ class RichReporter(PlainReporter):
 
     def event(self, event: Event) -> None:
         """Worker events move the current probe's bar (called from the reader thread)."""
+        super().event(event)
         if isinstance(event, TrialEvent):
             self.progress.update(self.current, description=trial_text(event))
         elif isinstance(event, WarmupEvent):

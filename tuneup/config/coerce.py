@@ -3,6 +3,7 @@ the checks across knobs, each problem one line naming the knob and the fix."""
 
 from __future__ import annotations
 
+import math
 import typing
 from collections.abc import Mapping
 from typing import Any
@@ -27,6 +28,15 @@ def _type_label(tp: Any) -> str:
     base = args[0] if args else tp
     name = getattr(base, "__name__", str(base))
     return f"{name} or null" if args else name
+
+
+def is_finite(value: float) -> bool:
+    """Whether a number is one a float holds and finite: NaN, infinity and an integer
+    too large for a float are no figure."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _float_or_none(text: str) -> float | None:
@@ -60,6 +70,8 @@ def _coerce(key: str, value: Any, tp: Any, choices: tuple[Any, ...] | None) -> A
             value = _float_or_none(value) if _float_or_none(value) is not None else value
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise UsageError(f"config key '{key}' must be a number, got {value!r}")
+        if not is_finite(value):  # YAML's .nan and .inf, 1e400, an integer past a float
+            raise UsageError(f"config key '{key}' must be a finite number, got {value!r}")
         value = float(value)
     elif base is str:
         if isinstance(value, (int, float)) and not isinstance(value, bool):

@@ -9,6 +9,8 @@ from typing import Any
 
 import yaml
 
+from tuneup.bounded import OutOfBounds, yaml_load
+from tuneup.bounded import read_yaml as bounded_yaml
 from tuneup.config.coerce import _ALIAS_OF, build_config
 from tuneup.config.knobs import _NESTED_DEFAULTS, TrainConfig, _deep_copy, knob_names
 from tuneup.errors import UsageError, did_you_mean
@@ -21,7 +23,9 @@ def parse_override(text: str) -> tuple[str, Any]:
     if not sep or not key:
         raise UsageError(f"--set expects key=value, got {text!r} (e.g. --set amp_mode=bf16)")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else None
+        value = yaml_load(raw) if raw.strip() else None
+    except OutOfBounds as exc:
+        raise UsageError(f"--set {key}: the value {exc}") from None
     except yaml.YAMLError:
         value = raw
     return key, value
@@ -52,11 +56,16 @@ def apply_overrides(values: dict[str, Any], overrides: Iterable[str]) -> dict[st
 
 
 def read_yaml(path: Path) -> Any:
-    """Read a YAML file; a missing or malformed file is a one-line UsageError."""
+    """Read a YAML file within bounds (tuneup.bounded: its size, its aliases' expansion,
+    text not binary); a missing, malformed or unreadable file is a one-line UsageError."""
     if not path.is_file():
         raise UsageError(f"config file not found: {path}")
     try:
-        return yaml.safe_load(path.read_text())
+        return bounded_yaml(path)
+    except OutOfBounds as exc:
+        raise UsageError(f"config file {path} {exc}") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read config file {path}: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""

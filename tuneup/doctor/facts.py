@@ -7,7 +7,6 @@ pure (checks.py), so each check's OK, WARN and FAIL is tested with fakes.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from tuneup.bounded import loads
 from tuneup.cluster.job import describe, read_job_env
 from tuneup.cluster.shm import shm_free_bytes
 from tuneup.hardware.machine import apex_fused_adam_available, has_module, usable_cpus
@@ -156,7 +156,7 @@ def read_torch(run: Callable[..., Any] = subprocess.run) -> TorchFacts:
         why = said[-1] if said else f"exit status {done.returncode}"
         return TorchFacts(error=f"reading torch failed: {why}")
     try:
-        return TorchFacts(**json.loads(lines[-1]))
+        return TorchFacts(**loads(lines[-1], max_bytes=2**16))  # a few hundred bytes
     except (TypeError, ValueError) as exc:
         return TorchFacts(error=f"reading torch gave no facts: {exc}")
 
@@ -232,7 +232,8 @@ def read_meminfo(path: str = "/proc/meminfo") -> tuple[int | None, int | None]:
 def read_slurm(environ: Mapping[str, str]) -> str | None:
     if "SLURM_JOB_ID" not in environ:
         return None
-    return describe(read_job_env(dict(environ)))
+    job = read_job_env(dict(environ))
+    return "; ".join([describe(job), *(ignored.line for ignored in job.ignored)])
 
 
 def gather_facts(

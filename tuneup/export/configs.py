@@ -6,6 +6,7 @@ Knob names, defaults and help come from tuneup.config (the single source of trut
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import yaml
@@ -14,9 +15,20 @@ from tuneup.config import TrainConfig, knob_fields
 
 
 def scalar(value: Any) -> str:
-    """One value in YAML flow syntax that reads back as the same value (quotes 'on', '1', ...)."""
+    """One value in YAML flow syntax, on one line, that reads back as the same value
+    (quotes 'on', '1', ...).
+
+    Text with a line break or another control character (a path someone named so)
+    is written double-quoted with escapes, as JSON writes it, which YAML reads back
+    the same: a value never spills onto a line of its own, where it would be a key.
+    """
+    if isinstance(value, str) and not value.isprintable():
+        return json.dumps(value)
     text = yaml.safe_dump(value, default_flow_style=True, sort_keys=False, width=10**6)
-    return text.removesuffix("\n...\n").rstrip("\n")
+    one = text.removesuffix("\n...\n").rstrip("\n")
+    if "\n" in one:  # a list holding such text
+        return json.dumps(value)
+    return one
 
 
 def render_tuneup(cfg: TrainConfig) -> str:

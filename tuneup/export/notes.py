@@ -14,6 +14,7 @@ from typing import Any
 
 from tuneup.export.configs import scalar
 from tuneup.export.tutorial import how_in_tutorial, tutorial_carries
+from tuneup.quoting import one_line
 
 # Formats whose files take `#` comments (flags is one line a shell splices into a command:
 # a comment there would become arguments, so its notes go to stderr alone).
@@ -86,7 +87,8 @@ def with_comments(text: str, fmt: str, notes: list[str]) -> str:
     line); unchanged for a format that takes no comments."""
     if not notes or fmt not in COMMENTED:
         return text
-    comments = "".join(f"# tuneup: note: {line}\n" for line in notes)
+    # a note names a folder or a value: one_line keeps whatever it holds inside the comment
+    comments = "".join(f"# tuneup: note: {one_line(line)}\n" for line in notes)
     if text.startswith("#!"):
         first, _, rest = text.partition("\n")
         return f"{first}\n{comments}{rest}"

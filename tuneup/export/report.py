@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from tuneup.quoting import one_line
 from tuneup.tuning.results.profiles import profile_lines
 
 REPORT = "md"
@@ -21,7 +22,8 @@ REPORT = "md"
 def render_report(summary: Mapping[str, Any], folder_name: str) -> str:
     """The session's report in Markdown (the module docstring)."""
     recommendation = summary.get("recommendation") or {}
-    lines = [f"# tuneup: {summary.get('preset', '?')} ({folder_name})", ""]
+    title = one_line(f"{summary.get('preset', '?')} ({folder_name})")
+    lines = [f"# tuneup: {title}", ""]
     headline = recommendation.get("headline")
     if headline:
         lines += [str(headline), ""]

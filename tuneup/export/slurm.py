@@ -29,6 +29,7 @@ from tuneup.errors import UsageError
 from tuneup.export.configs import render_tuneup
 
 DEFAULT_TIME = "01:00:00"
+HEREDOC_END = "TUNEUP_CONFIG"  # quoted where it opens: the config between is data
 MASTER_PORT = 29500
 # NCCL's network variables a site may want; those its hints do not set stay commented.
 NCCL_PLACEHOLDERS = (
@@ -269,13 +270,16 @@ def render_sbatch(cfg: TrainConfig, hints: Mapping[str, Any] | None) -> str:
             f"# note: global_batch_size {cfg.global_batch_size} does not split evenly over "
             f"{layout.ranks} ranks; each rank takes {cfg.global_batch_size // layout.ranks}"
         )
+    config = render_tuneup(cfg).rstrip("\n")
+    if HEREDOC_END in config.splitlines():  # scalar() writes every value on its key's line
+        raise UsageError(f"the config holds a line '{HEREDOC_END}', which would end it early")
     lines += [
         "",
         "# the full config, written next to the job's output",
         'CONFIG="${SLURM_SUBMIT_DIR:-.}/tuneup-${SLURM_JOB_ID:-local}.yaml"',
-        "cat > \"$CONFIG\" <<'TUNEUP_CONFIG'",
-        render_tuneup(cfg).rstrip("\n"),
-        "TUNEUP_CONFIG",
+        f"cat > \"$CONFIG\" <<'{HEREDOC_END}'",
+        config,
+        HEREDOC_END,
         "",
         f"# {layout.ranks} ranks ({layout.nodes} x {layout.tasks_per_node}); "
         + (

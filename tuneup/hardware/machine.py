@@ -31,6 +31,21 @@ def usable_cpus() -> int:
     return max(1, os.cpu_count() or 1)
 
 
+THREAD_VARIABLES = ("MKL_NUM_THREADS", "OMP_NUM_THREADS")
+"""The variables torch sets its intra-op threads from, the one that wins first."""
+
+
+def env_threads(environ: Mapping[str, str]) -> tuple[int | None, str]:
+    """The intra-op threads a variable gives every torch process started with `environ`,
+    and its name; (None, "") when none does (torch then counts cores itself). Read as
+    torch reads it: the leading whole number of "4" or "4,2"; another value is ignored."""
+    for name in THREAD_VARIABLES:
+        first = environ.get(name, "").split(",")[0].strip()
+        if first.isascii() and first.isdigit() and int(first) > 0:
+            return int(first), name
+    return None, ""
+
+
 def has_module(name: str) -> bool:
     """Whether `name` is importable, without importing it (its parent packages may be)."""
     try:
@@ -145,6 +160,7 @@ def machine_info(
     module_available: Callable[[str], bool] = has_module,
     apex_available: Callable[[], bool] = apex_fused_adam_available,
     toolchain: Callable[[], Toolchain] = find_toolchain,
+    environ: Mapping[str, str] | None = None,
 ) -> MachineInfo:
     """Describe this machine for planning stages; never initialises CUDA or imports torch.
 
@@ -153,9 +169,11 @@ def machine_info(
         nodes: nodes those ranks span.
         cpus, gpu_names, torch_cuda, module_available, apex_available, toolchain:
             the probes of the machine, replaced by fakes in tests.
+        environ: the environment the probes start with (os.environ when None).
     """
     names = tuple(gpu_names())
     tools = toolchain()
+    threads, threads_from = env_threads(os.environ if environ is None else environ)
     return MachineInfo(
         cuda=bool(names) and torch_cuda(),
         gpu_count=len(names),
@@ -168,6 +186,8 @@ def machine_info(
         c_compiler=tools.c_compiler is not None,
         triton=tools.triton,
         libcuda=tools.libcuda is not None,
+        env_threads=threads,
+        env_threads_from=threads_from,
     )
 
 

@@ -120,6 +120,11 @@ class MachineInfo:
     c_compiler: bool = True
     triton: bool = True
     libcuda: bool = True
+    # torch's intra-op threads as a variable sets them for the processes started here
+    # (MKL_NUM_THREADS, else OMP_NUM_THREADS, as torch reads them): what a probe whose
+    # intra_op_threads is 0 runs with. None: neither is set (torch's own choice).
+    env_threads: int | None = None
+    env_threads_from: str = ""  # the variable that sets them: "OMP_NUM_THREADS"
 
     @property
     def ranks_per_node(self) -> int:

@@ -23,6 +23,7 @@ import dataclasses
 import functools
 import json
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,10 +31,11 @@ from typing import Any
 
 import yaml
 
+from tuneup.bounded import OutOfBounds, read_yaml
 from tuneup.bundled import bundled_preset_names, read_bundled_preset
 from tuneup.errors import UsageError, did_you_mean
 from tuneup.hardware.types import MachineInfo
-from tuneup.preset import schema
+from tuneup.preset import schema, stage_schema
 from tuneup.preset.schema import PROBE_KEYS
 from tuneup.preset.sections import check_sections
 from tuneup.preset.types import Launch, ProbePreset
@@ -41,6 +43,7 @@ from tuneup.probe.stages import load_stage
 from tuneup.probe.types import Candidate, default_budget
 
 YAML_SUFFIXES = (".yaml", ".yml")
+_NOT_IN_A_NAME = re.compile(r"[/\\\x00-\x1f\x7f]")
 
 
 def problems_error(label: str, problems: list[str]) -> UsageError:
@@ -64,6 +67,12 @@ def parse_preset(data: Any, source: str, *, default_name: str | None = None) -> 
     for key in ("name", "description"):
         if key in data and not isinstance(data[key], str):
             problems.append(f"{key}: must be text, got {schema.type_name(data[key])}")
+    given = data.get("name")
+    if isinstance(given, str) and (_NOT_IN_A_NAME.search(given) or given in (".", "..")):
+        problems.append(
+            f"name: must be a plain name, without '/', '\\' or control characters (it names "
+            f"the results folder), got {given!r}"
+        )
     train, found = schema.check_train(data.get("train"))
     problems += found
     synthetic, found = schema.check_synthetic(data.get("synthetic_data"))
@@ -75,7 +84,7 @@ def parse_preset(data: Any, source: str, *, default_name: str | None = None) -> 
         problems.append(f"probe: must be a mapping, got {schema.type_name(probe)}")
         probe = {}
     problems += schema.unknown_keys(probe, PROBE_KEYS, "probe.")
-    stages, candidates, found = schema.check_stages(
+    stages, candidates, found = stage_schema.check_stages(
         probe.get("stages"), train, without=probe.get("without"), own=probe.get("candidates")
     )
     problems += found
@@ -141,8 +150,11 @@ def _looks_like_path(text: str) -> bool:
 
 
 def _read_yaml(path: Path) -> Any:
+    """The preset file's document, read within bounds (a binary file, an alias bomb)."""
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        return read_yaml(path)
+    except OutOfBounds as exc:
+        raise UsageError(f"preset file {path} {exc}") from None
     except yaml.YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
         at = f" at line {where.line + 1}" if where is not None else ""

@@ -17,6 +17,14 @@ from tuneup.bundled import read_cache_record, write_cache_record
 from tuneup.probe.types import ProbeResult, probe_key
 
 FILE = "cold-compile-costs.json"
+MAX_COLD_S = 86_400.0  # a compile of a day is a damaged figure, never one to report
+
+
+def _seconds(value: object) -> bool:
+    """Whether a kept figure is a cold compile's seconds (a damaged one is left out)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return 0 <= value <= MAX_COLD_S
 
 
 class ColdCompileCosts:
@@ -27,7 +35,7 @@ class ColdCompileCosts:
 
     def _read(self) -> dict[str, float]:
         data = read_cache_record(self.path)
-        return {k: float(v) for k, v in data.items() if isinstance(v, (int, float))}
+        return {k: float(v) for k, v in data.items() if _seconds(v)}
 
     def cold_s(self, values: dict[str, Any], device: str) -> float | None:
         return self._read().get(_key(values, device))

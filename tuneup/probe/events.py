@@ -4,7 +4,9 @@ Every line carries ``"event"`` (one of :data:`EVENT_KINDS`) and ``"time"`` (the
 wall clock, so the parent can join GPU telemetry to a probe's window). Lines
 are flushed one by one: whatever reached the pipe before a crash is kept.
 Non-finite floats are written as JSON's ``NaN``/``Infinity`` extensions, which
-Python's :mod:`json` reads back, so a diverged loss stays a float.
+Python's :mod:`json` reads back, so a diverged loss stays a float; every other figure
+(a rate, seconds) that is not finite reads as missing, and a line nested deeper than
+any event (`tuneup.bounded`) is no event.
 
 Reading is done here once (`parse_event`, `event_from_record`): each line
 becomes a frozen value of its kind (`StartEvent`, `WarmupEvent`, `TrialEvent`,
@@ -27,18 +29,21 @@ from pathlib import PurePath
 from types import MappingProxyType
 from typing import IO, Any, ClassVar
 
+from tuneup.bounded import loads
 from tuneup.errors import UsageError
 from tuneup.probe.figures import ProbeFigures, read_figures
 from tuneup.probe.jsonvalues import (
     EMPTY,
     count,
     empty,
+    finite,
+    finite_map,
+    finite_numbers,
     number,
-    number_map,
-    numbers,
     text,
 )
 from tuneup.probe.types import ERROR_KINDS, EVENT_KINDS
+from tuneup.quoting import one_line
 
 MESSAGE_LIMIT = 2000
 """Error messages are cut to this many characters: one event line stays one
@@ -76,6 +81,7 @@ class StartEvent(Event):
     startup_s: float | None = None
     config: Mapping[str, Any] = field(default_factory=empty)
     served: int | None = None  # probes this process ran before (a serving worker's)
+    mended: str = ""  # what the worker removed from a compile cache before it, in words
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -157,7 +163,7 @@ def parse_event(line: str) -> Event | None:
     if not text.startswith("{"):
         return None
     try:
-        record = json.loads(text)
+        record = loads(text, finite=False)  # a diverged loss is NaN; depth and size bounded
     except ValueError:
         return None
     if not isinstance(record, dict):
@@ -180,7 +186,7 @@ def event_from_record(record: Mapping[str, Any]) -> Event | None:
     if reader is None:
         return None
     common: dict[str, Any] = {
-        "time": number(record.get("time")),
+        "time": finite(record.get("time")),
         "raw": MappingProxyType(dict(record)),
     }
     return reader(record.get, common)
@@ -201,9 +207,10 @@ def _start_event(get: _Get, common: dict[str, Any]) -> Event:
         device_type=text(get("device_type")),
         world_size=count(get("world_size")),
         pid=count(get("pid")),
-        startup_s=number(get("startup_s")),
+        startup_s=finite(get("startup_s")),
         config=MappingProxyType(dict(config)) if isinstance(config, dict) else EMPTY,
         served=count(get("served")),
+        mended=one_line(text(get("mended"))),
     )
 
 
@@ -211,12 +218,12 @@ def _warmup_event(get: _Get, common: dict[str, Any]) -> Event:
     stable = get("stable")
     return WarmupEvent(
         **common,
-        seconds=number(get("seconds")),
+        seconds=finite(get("seconds")),
         steps=count(get("steps")),
-        steady_step_s=number(get("steady_step_s")),
+        steady_step_s=finite(get("steady_step_s")),
         stable=stable if isinstance(stable, bool) else None,
-        one_time_s=number_map(get("one_time_s")),
-        break_even_steps=number(get("break_even_steps")),
+        one_time_s=finite_map(get("one_time_s")),
+        break_even_steps=finite(get("break_even_steps")),
     )
 
 
@@ -225,10 +232,10 @@ def _trial_event(get: _Get, common: dict[str, Any]) -> Event:
         **common,
         phase=text(get("phase")),
         index=count(get("index")),
-        samples_per_s=number(get("samples_per_s")),
+        samples_per_s=finite(get("samples_per_s")),
         batches=count(get("batches")),
-        seconds=number(get("seconds")),
-        rank_seconds=numbers(get("rank_seconds")),
+        seconds=finite(get("seconds")),
+        rank_seconds=finite_numbers(get("rank_seconds")),
     )
 
 

@@ -3,7 +3,8 @@
 `ProbeFigures` is the one declaration of what a probe measures. The worker
 fills it (worker/phases.py) and writes it as its ``result`` event
 (`to_event`); the parent reads the line back field by field, each by its
-declared type (`from_record`: a value of the wrong kind reads as missing);
+declared type (`from_record`: a value of the wrong kind reads as missing, and a
+figure other than the loss that is not finite as not measured);
 the runner's result copies every figure the journal keeps by name
 (`journal_figures`, for `tuneup.probe.outcome.build_result`), and the sim
 builds the same value. A new figure is one field here, plus where it is
@@ -25,9 +26,11 @@ from tuneup.probe.jsonvalues import (
     as_list,
     count,
     empty,
+    finite,
+    finite_map,
+    finite_numbers,
     frozen_map,
     number,
-    number_map,
     numbers,
     text,
 )
@@ -130,13 +133,20 @@ def figure_names() -> tuple[str, ...]:
 
 
 _BY_TYPE: dict[Any, Callable[[Any], Any]] = {
-    float | None: number,
+    float | None: finite,
     int | None: count,
     str: text,
-    tuple[float, ...]: numbers,
+    tuple[float, ...]: finite_numbers,
     tuple[int, ...]: _counts,
-    Mapping[str, float]: number_map,
+    Mapping[str, float]: finite_map,
     Mapping[str, Any]: frozen_map,
+}
+# A diverged loss is NaN or infinite, and the loss guard reads it so; every other figure is
+# finite or missing (a rate of a trial timed at 0 s is infinite, and decides nothing).
+_LOSS_READERS: dict[str, Callable[[Any], Any]] = {
+    "loss_start": number,
+    "loss_end": number,
+    "losses": numbers,
 }
 
 
@@ -144,7 +154,7 @@ _BY_TYPE: dict[Any, Callable[[Any], Any]] = {
 def _readers() -> dict[str, Callable[[Any], Any]]:
     """Each figure's reader, by its declared type (a new type needs its reader here)."""
     hints = typing.get_type_hints(ProbeFigures)
-    return {name: _BY_TYPE[hints[name]] for name in figure_names()}
+    return {name: _LOSS_READERS.get(name) or _BY_TYPE[hints[name]] for name in figure_names()}
 
 
 def _plain(value: Any) -> Any:

@@ -7,6 +7,7 @@ never the reader.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
@@ -25,6 +26,13 @@ def number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value)
+
+
+def finite(value: Any) -> float | None:
+    """A finite JSON number as float; NaN, an infinity or anything else as None (a figure
+    that is not one: a trial timed at 0 s has an infinite rate, which decides nothing)."""
+    found = number(value)
+    return found if found is not None and math.isfinite(found) else None
 
 
 def count(value: Any) -> int | None:
@@ -53,6 +61,18 @@ def texts(value: Any) -> tuple[str, ...]:
 def numbers(value: Any) -> tuple[float, ...]:
     """The numbers of a JSON list, in order (anything else in it dropped); () for a non-list."""
     return tuple(v for v in map(number, as_list(value)) if v is not None)
+
+
+def finite_numbers(value: Any) -> tuple[float, ...]:
+    """The numbers of a JSON list, in order, a NaN or an infinity as NaN (the journal writes
+    both as null and reads a NaN back: the trial ran, its figure is none)."""
+    return tuple(v if math.isfinite(v) else math.nan for v in numbers(value))
+
+
+def finite_map(value: Any) -> Mapping[str, float]:
+    """A JSON object's finite numeric values under their names; other values dropped."""
+    found = {k: v for k, v in number_map(value).items() if math.isfinite(v)}
+    return MappingProxyType(found)
 
 
 def number_map(value: Any) -> Mapping[str, float]:

@@ -234,8 +234,12 @@ def stage_names() -> list[str]:
 
 
 def default_ladder() -> tuple[str, ...]:
-    """The default ladder: every registered stage that declares an `order`, in that order
-    (a stage that fails to load is left out; `tuneup plugins list` says why)."""
+    """The default ladder: every registered stage that declares an `order`, in that order.
+
+    Every stage is imported to learn its `order` (entry points carry only names), a
+    third-party one in isolation; one that fails to load is left out, and
+    `skipped_stages` (said by `tuneup probe`) and `tuneup plugins list` say why.
+    """
     stages, _warnings = scan_stages()
     placed = [(s.order, name) for name, s in stages.items() if s.order is not None]
     return tuple(name for _order, name in sorted(placed))
@@ -262,6 +266,11 @@ def scan_stages() -> tuple[dict[str, Stage], list[str]]:
         keeps going.
     """
     return _REGISTRY.scan()
+
+
+def skipped_stages() -> list[str]:
+    """One warning per stage plugin this process tried and skipped; imports nothing."""
+    return _REGISTRY.skipped()
 
 
 def describe_stages() -> list[PluginInfo]:

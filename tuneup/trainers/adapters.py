@@ -243,6 +243,11 @@ def scan_trainers() -> tuple[dict[str, TrainerAdapter], list[str]]:
     return _REGISTRY.scan()
 
 
+def skipped_trainers() -> list[str]:
+    """One warning per trainer plugin this process tried and skipped; imports nothing."""
+    return _REGISTRY.skipped()
+
+
 def describe_trainers() -> list[PluginInfo]:
     """Every trainer entry point with its origin and status, for `tuneup plugins list`."""
     return _REGISTRY.describe()

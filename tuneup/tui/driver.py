@@ -16,7 +16,7 @@ from typing import Any
 from textual.message import Message
 
 from tuneup.errors import UsageError
-from tuneup.probe.events import Event, EventHandler
+from tuneup.probe.events import Event, EventHandler, StartEvent
 from tuneup.probe.types import ProbeResult
 from tuneup.tuning.results.summary import Summary
 from tuneup.tuning.search.search_records import SearchOutcome
@@ -213,5 +213,8 @@ class SessionDriver:
         self.post(self.Note(line))
 
     def event(self, event: Event) -> None:
-        """The worker's events (called from the runner's reader thread)."""
+        """The worker's events (called from the runner's reader thread); a compile cache the
+        worker mended is said as the session's notes are."""
+        if isinstance(event, StartEvent) and event.mended:
+            self.note(event.mended)
         self.post(self.WorkerEvent(event))

@@ -7,8 +7,16 @@ file empty or cut short, and every later compile on the machine then fails to lo
 ("file too short") until someone deletes it. Before a compile, the worker removes such
 files from the caches it will use, so they are built again, and says so in its log.
 
+Only the caches' own files are touched, never a user's: a cache folder may be one the
+user chose (`TORCHINDUCTOR_CACHE_DIR`), and may hold anything. Inductor writes a key's
+builds as `<cache>/<key[1:3]>/<key>.so` (or `.main.so`, `.o`), its key "c" and 51
+base-32 characters; Triton as `<cache>/<key>/<name>.so`, its key 52 base-32 or 64 hex
+characters (also under `<inductor cache>/triton/<device>/`). Nothing else is looked at,
+and no folder is walked deeper than that layout.
+
 A file whose compile is under way in another process is left alone: inductor holds
-`<cache>/locks/<key>.lock` (an flock) while it builds a key's files.
+`<cache>/locks/<key>.lock` (an flock) while it builds a key's files; and a file any other
+process holds open (a compiler still writing it, a copy coming in) is left alone too.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import struct
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -24,6 +33,8 @@ from pathlib import Path
 CACHE_VARIABLES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 _BUILT = (".so", ".o")  # what a compiler writes in place; sources are written whole
 _ELF = b"\x7fELF"
+_INDUCTOR_KEY = re.compile(r"c[a-z2-7]{51}")
+_TRITON_KEY = re.compile(r"[A-Za-z2-7]{52}|[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
@@ -68,39 +79,94 @@ def elf_damage(path: Path) -> str:
 
 
 def mend_compile_cache(folders: Iterable[Path]) -> list[Removed]:
-    """Remove the built files of `folders` that are empty or cut short (elf_damage), except
-    those another process is building now; returns what was removed."""
+    """Remove the caches' own built files (`own_built_files`) that are empty or cut short
+    (elf_damage), except those another process is building or holds open; returns what
+    was removed."""
+    damaged = [
+        (folder, path)
+        for folder in folders
+        if folder.is_dir()
+        for path in own_built_files(folder)
+        if elf_damage(path)
+    ]
+    if not damaged:
+        return []
+    held = open_elsewhere()
     removed = []
-    for folder in folders:
-        if not folder.is_dir():
+    for folder, path in damaged:
+        if _real(path) in held:
             continue
-        for path in _built_files(folder):
-            if not elf_damage(path):
-                continue
-            with _unless_building(folder, path) as free:
-                why = elf_damage(path) if free else ""  # looked at again under the lock
-                if why:
-                    with contextlib.suppress(FileNotFoundError):
-                        path.unlink()
-                    removed.append(Removed(path, why))
+        with _unless_building(folder, path) as free:
+            why = elf_damage(path) if free else ""  # looked at again under the lock
+            if why:
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+                removed.append(Removed(path, why))
     return removed
 
 
 def said(removed: list[Removed]) -> str:
-    """One line for the worker's log about what `mend_compile_cache` removed."""
+    """One line, for the console and the worker's log, about what `mend_compile_cache`
+    removed."""
     first = removed[0]
     more = f" and {len(removed) - 1} more" if len(removed) > 1 else ""
     return (
-        f"tuneup worker: removed {first.path} ({first.why}){more} from the compile cache: a "
-        "compile killed mid-write left them; they are compiled again"
+        f"removed {first.path} ({first.why}){more} from the compile cache: a compile killed "
+        "mid-write left them; they are compiled again"
     )
 
 
-def _built_files(folder: Path) -> Iterator[Path]:
-    for root, _dirs, names in os.walk(folder):
-        for name in names:
-            if name.endswith(_BUILT):
-                yield Path(root) / name
+def own_built_files(folder: Path) -> Iterator[Path]:
+    """The built files of `folder` laid out as Inductor's or Triton's own (the module
+    docstring), found without walking any deeper."""
+    for sub in _folders(folder):
+        if len(sub.name) == 2:  # Inductor: <key[1:3]>/<key>.*
+            for path in _files(sub):
+                key = path.name.split(".", 1)[0]
+                if _INDUCTOR_KEY.fullmatch(key) and key[1:3] == sub.name and _built(path):
+                    yield path
+        elif _TRITON_KEY.fullmatch(sub.name):
+            yield from (p for p in _files(sub) if _built(p))
+        elif sub.name == "triton":  # Inductor's own Triton cache: triton/<device>/<key>/
+            for device in _folders(sub):
+                for keyed in _folders(device):
+                    if _TRITON_KEY.fullmatch(keyed.name):
+                        yield from (p for p in _files(keyed) if _built(p))
+
+
+def _built(path: Path) -> bool:
+    return path.name.endswith(_BUILT)
+
+
+def _folders(folder: Path) -> list[Path]:
+    with contextlib.suppress(OSError), os.scandir(folder) as entries:
+        return [Path(e.path) for e in entries if e.is_dir(follow_symlinks=False)]
+    return []
+
+
+def _files(folder: Path) -> list[Path]:
+    with contextlib.suppress(OSError), os.scandir(folder) as entries:
+        return [Path(e.path) for e in entries if e.is_file(follow_symlinks=False)]
+    return []
+
+
+def _real(path: Path) -> str:
+    return os.path.realpath(path)
+
+
+def open_elsewhere(proc: Path = Path("/proc")) -> set[str]:
+    """The files other processes hold open, as /proc shows them (those of processes this
+    user may look into: all of them as root, its own otherwise)."""
+    held: set[str] = set()
+    me = str(os.getpid())
+    with contextlib.suppress(OSError), os.scandir(proc) as entries:
+        pids = [e.name for e in entries if e.name.isdigit() and e.name != me]
+    for pid in pids:
+        with contextlib.suppress(OSError), os.scandir(proc / pid / "fd") as fds:
+            for fd in fds:
+                with contextlib.suppress(OSError):
+                    held.add(os.readlink(fd.path))
+    return held
 
 
 @contextlib.contextmanager

@@ -175,6 +175,19 @@ def _gather_ranks(device: Any, world_size: int) -> Callable[[float], list[float]
     return gather
 
 
+
+def _mend_before_compile(jit: str, local_rank: int) -> str:
+    """Rid the compile caches of what a killed compile left (one rank a node), said in
+    the probe's log; returns the line for the start event, "" when nothing was removed."""
+    if jit != "compile" or local_rank != 0:
+        return ""
+    removed = mend_compile_cache(compile_cache_folders(os.environ))
+    if not removed:
+        return ""
+    line = said(removed)
+    print(f"tuneup worker: {line}", file=sys.stderr, flush=True)
+    return line
+
 def run(
     spec: ProbeSpec,
     events: EventWriter,
@@ -213,6 +226,7 @@ def run(
         events.context["rank"] = env.rank  # errors come from every rank
     device = preflight(cfg, env)
     name = torch.cuda.get_device_name(device.index) if device.type == "cuda" else "cpu"
+    mended = _mend_before_compile(cfg.jit, env.local_rank)
     events.emit(
         "start",
         tuneup=__version__,
@@ -227,14 +241,11 @@ def run(
         plan=plan.to_dict(),
         seed=spec.seed,
         served=served or 0,
+        mended=mended,  # said on the console too (the session's reporter)
     )
     fault = fault_for(os.environ.get(FAULT_ENV, ""), cfg.to_dict(), env.rank)
     if fault:
         simulate_fault(fault)
-    if cfg.jit == "compile" and env.local_rank == 0:
-        removed = mend_compile_cache(compile_cache_folders(os.environ))
-        if removed:
-            print(said(removed), file=sys.stderr, flush=True)  # the probe's log
     try:
         with warnings.catch_warnings():
             if served is not None:  # TF32 off by the flags alone is this process's way

@@ -80,7 +80,7 @@ def machine_lines(
     when = duration_text(left) if left is not None else "unknown"
     lines.append(f"SLURM job {job.job_id}: {len(job.nodes)} node(s) {nodes}; GPUs {gpu_list}")
     lines.append(f"time left in the allocation: {when}")
-    return lines
+    return lines + [f"warning: {ignored.line}" for ignored in job.ignored]
 
 
 def allocation_left_s(job: JobEnv | None, now: float) -> float | None:

@@ -11,13 +11,16 @@ says so; without a record it guesses.
 
 from __future__ import annotations
 
+import math
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from tuneup.bundled import read_cache_record, write_cache_record
+from tuneup.bundled import checked_cache_record, read_cache_record, write_cache_record
 from tuneup.hardware.types import MachineInfo
-from tuneup.probe.estimate import Habits, ProbeCosts
+from tuneup.probe.estimate import SCALE_BOUNDS, Habits, ProbeCosts
 
 FILE = "ladder-costs.json"
 
@@ -39,35 +42,55 @@ class LadderCosts:
     when: str = ""  # the day it was measured, YYYY-MM-DD
 
 
+# What a kept figure may be, (low, high): outside it (negative, NaN, 1e300) the entry is
+# damaged, and a ladder planned on it would say "estimated -2517 s".
+DAY_S = 86_400.0
+SECONDS = (0.0, DAY_S)  # a probe's start, set-up, first steps, a step
+TRIALS = (0.0, 10_000.0)
+SHARE = (0.0, 1.0)
+PAIRS = (0.0, 1_000.0)
+LOADER_ROUND = (1, 1_000_000)
+BATCH_EXPONENT = (0.0, 2.0)  # as a preset's probe.costs.batch_exponent
+
+
+AFRESH = "left out; the next ladder measures afresh"
+_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+class Damaged(ValueError):
+    """A kept figure out of its range: the entry is left out, and said."""
+
+
 class LadderRecord:
     """The JSON file of LadderCosts by "trainer|preset|machine"; unreadable reads as empty
-    (an entry of an older layout too: the next ladder measures afresh)."""
+    (an entry of an older layout too: the next ladder measures afresh). A file or an entry
+    that is damaged (a figure out of range, not finite, of the wrong type) reads as empty
+    too, and says why once, in `damage`."""
 
     def __init__(self, folder: Path) -> None:
         self.path = Path(folder) / FILE
+        self._damage: dict[str, str] = {}
+
+    @property
+    def damage(self) -> list[str]:
+        """What was found damaged and left out, one line for each file or entry, however
+        often it was read: for the caller to say once."""
+        return list(self._damage.values())
 
     def recall(self, trainer: str, preset: str, machine: str) -> LadderCosts | None:
-        entry = read_cache_record(self.path).get(f"{trainer}|{preset}|{machine}")
+        key = f"{trainer}|{preset}|{machine}"
+        data, why = checked_cache_record(self.path)
+        if why is not None:
+            self._damage[""] = f"{self.path} {why}: {AFRESH}"
+        entry = data.get(key)
         if not isinstance(entry, dict):
             return None
         try:
-            costs = ProbeCosts(
-                spawn_s=float(entry["spawn_s"]),
-                setup_s=float(entry["setup_s"]),
-                first_s=float(entry["first_s"]),
-                step_s={str(k): float(v) for k, v in dict(entry["step_s"]).items()},
-                trials={str(k): float(v) for k, v in dict(entry["trials"]).items()},
-                scale=float(entry.get("scale", 1.0)),
-                measured=True,
-                recorded=True,
-                unsettled={str(k): float(v) for k, v in dict(entry.get("unsettled", {})).items()},
-                loader_round=int(entry.get("loader_round", 1)),
-                batch_exponent=float(entry.get("batch_exponent", 0.0)),
-                kernel_s=float(entry["kernel_s"]) if "kernel_s" in entry else None,
-            )
-            habits = Habits(float(entry["pairs_per_stage"]), float(entry["adopt_rate"]))
-            return LadderCosts(costs, habits, when=str(entry.get("when", "")))
-        except (KeyError, TypeError, ValueError):
+            return _costs_of(entry)
+        except KeyError:
+            return None  # an older layout, not damage
+        except (TypeError, ValueError) as exc:
+            self._damage[key] = f"{self.path}: the costs of {key} are damaged ({exc}): {AFRESH}"
             return None
 
     def remember(self, trainer: str, preset: str, machine: str, measured: LadderCosts) -> None:
@@ -90,3 +113,45 @@ class LadderRecord:
             "when": measured.when or time.strftime("%Y-%m-%d"),
         }
         write_cache_record(self.path, data)
+
+
+def _costs_of(entry: dict[str, Any]) -> LadderCosts:
+    """An entry's figures, each checked in its range.
+
+    Raises:
+        KeyError: a figure missing (an older layout).
+        Damaged, TypeError, ValueError: a figure of the wrong type or out of its range.
+    """
+    costs = ProbeCosts(
+        spawn_s=_figure(entry["spawn_s"], "spawn_s", SECONDS),
+        setup_s=_figure(entry["setup_s"], "setup_s", SECONDS),
+        first_s=_figure(entry["first_s"], "first_s", SECONDS),
+        step_s=_phases(dict(entry["step_s"]), "step_s", SECONDS),
+        trials=_phases(dict(entry["trials"]), "trials", TRIALS),
+        scale=_figure(entry.get("scale", 1.0), "scale", SCALE_BOUNDS),
+        measured=True,
+        recorded=True,
+        unsettled=_phases(dict(entry.get("unsettled", {})), "unsettled", SHARE),
+        loader_round=int(_figure(entry.get("loader_round", 1), "loader_round", LOADER_ROUND)),
+        batch_exponent=_figure(entry.get("batch_exponent", 0.0), "batch_exponent", BATCH_EXPONENT),
+        kernel_s=_figure(entry["kernel_s"], "kernel_s", SECONDS) if "kernel_s" in entry else None,
+    )
+    habits = Habits(
+        _figure(entry["pairs_per_stage"], "pairs_per_stage", PAIRS),
+        _figure(entry["adopt_rate"], "adopt_rate", SHARE),
+    )
+    when = str(entry.get("when", ""))
+    return LadderCosts(costs, habits, when=when if _DAY.fullmatch(when) else "")
+
+
+def _phases(block: dict[str, Any], name: str, bounds: tuple[float, float]) -> dict[str, float]:
+    return {str(k): _figure(v, f"{name}.{k}", bounds) for k, v in block.items()}
+
+
+def _figure(value: Any, name: str, bounds: tuple[float, float]) -> float:
+    low, high = bounds
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise Damaged(f"{name} is {value!r}, not a number")
+    if not (math.isfinite(value) and low <= value <= high):
+        raise Damaged(f"{name} is {value!r}, not from {low:g} to {high:g}")
+    return float(value)

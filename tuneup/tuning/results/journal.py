@@ -1,13 +1,16 @@
 """The results directory: session.json, journal.jsonl (one line per probe), summary.json.
 
 The journal is appended and flushed to disk as each probe finishes, so an
-interrupted session loses nothing it measured. Before a resume appends to
-it, `repair` keeps every line of this session it can read, drops a torn last
-line (power lost mid-write) and moves any other line it cannot read, or that is
-not this session's (a field of the wrong kind, an unknown stage, another
-session's probe: tuning.journal_check), to `journal.damaged.jsonl` as
-{"line", "why", "text"}, and says which and why: nothing is dropped silently,
-and no probe whose line could be read is measured again.
+interrupted session loses nothing it measured; each line carries its probe's
+number. Before a resume appends to it, `repair` keeps every line of this session
+it can read, drops a torn last line (power lost mid-write) and moves any other
+line it cannot read, that holds an impossible figure or is not this session's (a
+field of the wrong kind, an Infinity, an unknown stage, another session's probe:
+tuning.journal_lines, tuning.journal_check), or repeats a probe journaled before
+it, to `journal.damaged.jsonl` as {"line", "why", "text"}, puts lines back in the
+order their probes ran, and says which and why: nothing is dropped silently, and
+no probe whose line could be read is measured again. session.json and
+summary.json are read within bounds (tuneup.bounded).
 """
 
 from __future__ import annotations
@@ -17,12 +20,11 @@ import errno
 import json
 import math
 import os
-import shlex
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tuneup.bounded import OutOfBounds, read_json
 from tuneup.errors import UsageError
 from tuneup.paths import (
     StorageFault,
@@ -33,43 +35,26 @@ from tuneup.paths import (
     storage_fault,
 )
 from tuneup.probe.types import ProbeResult
+from tuneup.quoting import shell_word
 from tuneup.tuning.results.journal_check import SessionFacts
-from tuneup.tuning.results.summary import Summary
+from tuneup.tuning.results.journal_lines import (
+    DAMAGED,
+    PROBE,
+    JournalRead,
+    JournalRepair,
+    read_journal,
+)
+from tuneup.tuning.results.summary import Summary, shape_problem
 
 SESSION = "session.json"
 JOURNAL = "journal.jsonl"
 SUMMARY = "summary.json"
-DAMAGED = "journal.damaged.jsonl"
-
-
-@dataclass(frozen=True)
-class JournalRepair:
-    """What `ResultsDir.repair` did to a journal before a resume."""
-
-    kept: int = 0
-    torn: bool = False  # the last line was cut short: dropped (a copy is in DAMAGED)
-    damaged: tuple[tuple[int, str], ...] = ()  # (line number, why) moved to DAMAGED
-    newline_added: bool = False  # a whole last line lacked its newline: kept
-
-    def notes(self, folder: Path) -> list[str]:
-        """One line per change, for the user."""
-        lines = []
-        if self.torn:
-            lines.append(
-                f"journal: dropped its last line, cut short while being written (its probe "
-                f"will be measured again; a copy is in {folder / DAMAGED})"
-            )
-        for number, why in self.damaged:
-            lines.append(
-                f"journal: line {number} {why}: moved to {folder / DAMAGED}; its probe "
-                "will be measured again"
-            )
-        return lines
 
 
 def quoted(path: Path | str) -> str:
-    """A path as a shell reads it back: commands tuneup prints are pasted as they are."""
-    return shlex.quote(str(path))
+    """A path as a shell reads it back, on one line: commands tuneup prints are pasted as
+    they are, and a name with a newline must not split the line it is written in."""
+    return shell_word(str(path))
 
 
 def where_it_stands(folder: Path, where: str = "") -> list[str]:
@@ -166,6 +151,7 @@ class ResultsDir:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._next_probe: int | None = None  # read from the journal at the first append
 
     def prepare(self) -> None:
         """Make the folder (and its parents); a folder tuneup cannot use is a UsageError."""
@@ -244,8 +230,8 @@ class ResultsDir:
                 "`tuneup probe` or the app wrote (its --out)"
             )
         try:
-            data = json.loads(file.read_text(encoding="utf-8"))
-        except (ValueError, UnicodeDecodeError):
+            data = read_json(file)  # within bounds: a line nested 200,000 deep is refused
+        except ValueError:  # not JSON, or a bound crossed (OutOfBounds)
             data = None
         if not isinstance(data, dict):
             raise SessionLost(self.path, "damaged", len(self.results()))
@@ -276,8 +262,12 @@ class ResultsDir:
             self._write_json(SESSION, {**self.session(), **changes})
 
     def append(self, result: ProbeResult) -> None:
-        """Journal one finished probe: one line, flushed and synced before returning."""
-        line = json.dumps(_finite(result.to_journal()), allow_nan=False, default=_plain) + "\n"
+        """Journal one finished probe: one line, its probe's number first (the next after
+        the journal's), flushed and synced before returning."""
+        if self._next_probe is None:
+            self._next_probe = self._read().next_probe
+        entry = {PROBE: self._next_probe, **_finite(result.to_journal())}
+        line = json.dumps(entry, allow_nan=False, default=_plain) + "\n"
         with (
             self.storing(JOURNAL, "the journal", before=self._cut_torn_tail),
             (self.path / JOURNAL).open("a", encoding="utf-8") as file,
@@ -285,6 +275,7 @@ class ResultsDir:
             file.write(line)
             file.flush()
             os.fsync(file.fileno())
+        self._next_probe += 1
 
     def _cut_torn_tail(self) -> None:
         """After a failed append: drop a part of the line that did reach the disk, so the
@@ -296,65 +287,50 @@ class ResultsDir:
                 raw.truncate(data.rfind(b"\n") + 1)
 
     def results(self) -> list[ProbeResult]:
-        """Every journaled probe, in order; an unreadable line is skipped (see `repair`).
+        """Every journaled probe, in the order the probes ran; a line that cannot be
+        replayed, or repeats a probe, is left out (see `repair`).
 
-        The one reader of journal.jsonl: each line through `ProbeResult.from_journal`.
+        The one reader of journal.jsonl (tuning.journal_lines): each line within bounds,
+        through `ProbeResult.from_journal` and the session's checks.
         """
-        file = self.path / JOURNAL
-        if not file.is_file():
-            return []
-        found, facts = [], self._facts()
-        for raw in file.read_text(encoding="utf-8", errors="replace").splitlines():
-            result, _why = _read_line(raw, facts)
-            if result is not None:
-                found.append(result)
-        return found
+        return self._read().results
+
+    def _read(self) -> JournalRead:
+        return read_journal(self.path / JOURNAL, self._facts())
 
     def repair(self) -> JournalRepair:
         """Make the journal whole before appending to it, and say what changed.
 
         Every readable line of this session is kept (a whole last line missing its
-        newline gets one); a torn last line is dropped; a line elsewhere that cannot be
-        read, or is not this session's (tuning.journal_check), is moved to DAMAGED with
-        its reason. Dropped and moved lines are copied there first.
+        newline gets one), in the order its probes ran; a torn last line is dropped; a
+        line elsewhere that cannot be read, holds an impossible figure or is not this
+        session's (tuning.journal_lines), and a line repeating a probe journaled before
+        it, are moved to DAMAGED with their reasons. Dropped and moved lines are copied
+        there first.
         """
         file = self.path / JOURNAL
-        if not file.is_file():
-            return JournalRepair()
-        facts = self._facts()
-        text = file.read_text(encoding="utf-8", errors="replace")
-        lines = text.split("\n")
-        ends_whole = lines[-1] == ""
-        if ends_whole:
-            lines.pop()
-        kept: list[str] = []
-        bad: list[dict[str, Any]] = []  # {"line": N, "why": ..., "text": the line as it was}
-        damaged: list[tuple[int, str]] = []
-        torn = False
-        for number, raw in enumerate(lines, start=1):
-            if not raw.strip():
-                continue
-            _result, why = _read_line(raw, facts)
-            if why is None:
-                kept.append(raw)
-            elif number == len(lines) and not ends_whole:
-                torn = True
-                bad.append({"line": number, "why": "cut short while being written", "text": raw})
-            else:
-                damaged.append((number, why))
-                bad.append({"line": number, "why": why, "text": raw})
+        read = self._read()
+        # a last line without its newline that cannot be read was cut short as it was written
+        torn = [line for line in read.damaged if not line.whole]
+        damaged = [line for line in read.damaged if line.whole]
+        moved = [(x.number, "cut short while being written", x.text) for x in torn]
+        moved += [(x.number, x.why or "", x.text) for x in damaged]
+        moved += [(r.line.number, r.why, r.line.text) for r in read.repeats]
+        bad = [{"line": n, "why": why, "text": text} for n, why, text in sorted(moved)]
         report = JournalRepair(
-            kept=len(kept),
-            torn=torn,
-            damaged=tuple(damaged),
-            newline_added=bool(lines) and not ends_whole and not torn,
+            kept=len(read.kept),
+            torn=bool(torn),
+            damaged=tuple((x.number, x.why or "") for x in damaged),
+            newline_added=any(not line.whole for line in read.kept),
+            repeated=tuple((r.line.number, r.line.probe or 0) for r in read.repeats),
+            reordered=tuple((x.number, x.probe or 0) for x in read.reordered),
         )
         if bad:
             with (self.path / DAMAGED).open("a", encoding="utf-8") as out:
                 out.write("".join(json.dumps(entry) + "\n" for entry in bad))
-        if bad or report.newline_added:
+        if bad or report.newline_added or report.reordered:
             tmp = file.with_name(f".{JOURNAL}.tmp")
-            tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+            tmp.write_text("".join(line.text + "\n" for line in read.kept), encoding="utf-8")
             os.replace(tmp, file)
         return report
 
@@ -362,7 +338,7 @@ class ResultsDir:
         """What a journal line must agree with, from session.json; None where it cannot be
         read (a line is then checked for its own fields alone)."""
         try:
-            data = json.loads((self.path / SESSION).read_text(encoding="utf-8"))
+            data = read_json(self.path / SESSION)
         except (OSError, ValueError):
             return None
         return SessionFacts.from_session(data) if isinstance(data, dict) else None
@@ -375,7 +351,8 @@ class ResultsDir:
         """The finished session's summary.json, typed (tuneup.tuning.results.summary).
 
         Raises:
-            SummaryDamaged: it is not a JSON object (cut short, overwritten): it can be
+            SummaryDamaged: it is not a summary tuneup wrote (cut short, overwritten, out of
+                bounds, JSON of another shape: `summary.shape_problem`): it can be
                 rebuilt from the journal (tuneup.tuning.session.rebuild).
             UsageError: there is none (the session did not finish).
         """
@@ -386,13 +363,16 @@ class ResultsDir:
                 f"(resume it with `tuneup probe --resume {quoted(self.path)}`)"
             )
         try:
-            data = json.loads(file.read_text(encoding="utf-8"))
+            data = read_json(file)
         except json.JSONDecodeError as exc:
             raise SummaryDamaged(self.path, f"not JSON: {exc.msg}, line {exc.lineno}") from None
-        except UnicodeDecodeError:
-            raise SummaryDamaged(self.path, "not text") from None
-        if not isinstance(data, dict):
-            raise SummaryDamaged(self.path, "not a JSON object")
+        except OutOfBounds as exc:  # "it holds Infinity, which is no JSON number"
+            raise SummaryDamaged(self.path, f"it {exc}") from None
+        except ValueError as exc:  # an integer of thousands of digits
+            raise SummaryDamaged(self.path, f"not JSON: {exc}") from None
+        why = shape_problem(data)
+        if why is not None:  # JSON, but not a summary tuneup wrote: the journal rebuilds it
+            raise SummaryDamaged(self.path, why)
         return Summary.from_document(data)
 
     def set_aside_summary(self) -> Path:
@@ -413,25 +393,6 @@ class ResultsDir:
             with contextlib.suppress(OSError):  # a full disk leaves no half-written temporary
                 tmp.unlink(missing_ok=True)
             raise
-
-
-def _read_line(raw: str, facts: SessionFacts | None) -> tuple[ProbeResult | None, str | None]:
-    """A journal line as a result, or why it cannot be one of this session's ("could not
-    be read (...)", "is another session's (...)")."""
-    try:
-        data = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        return None, f"could not be read (not JSON: {exc.msg} at column {exc.colno})"
-    if not isinstance(data, dict):
-        return None, "could not be read (not a JSON object)"
-    try:
-        result = ProbeResult.from_journal(data)
-    except KeyError as exc:
-        return None, f"could not be read (no {exc.args[0]!r} field)"
-    except (TypeError, ValueError) as exc:
-        return None, f"could not be read (a field of the wrong kind: {exc})"
-    why = facts.problem(result) if facts is not None else None
-    return (None, why) if why else (result, None)
 
 
 def _finite(value: Any) -> Any:

@@ -4,7 +4,9 @@ The file is written by the session (`verdicts.summary_dict` plus the preset,
 the trainer and the scaling estimate); everything that reads it back (the
 CLI's final lines, the app's RESULTS and TUNE screens, `tuneup export`) reads
 these attributes. A key an older session did not write, or a value of the
-wrong type, reads as its default, so old results folders still open.
+wrong type, reads as its default, so old results folders still open; a file that is
+not a summary at all (no recommended values, or a block of another kind:
+`shape_problem`) is damaged, and the journal rebuilds it.
 """
 
 from __future__ import annotations
@@ -221,6 +223,46 @@ class Summary:
             ),
             document=MappingProxyType(dict(data)),
         )
+
+
+# The blocks every summary tuneup wrote holds, from the first, by kind: a file that lacks
+# the recommendation's values, or holds one of these as another kind, is not a summary.
+_BLOCKS: dict[str, tuple[type, str]] = {
+    "recommendation": (Mapping, "a mapping"),
+    "baseline": (Mapping, "a mapping"),
+    "speedup": (Mapping, "a mapping"),
+    "stages": (list, "a list"),
+    "preset": (str, "text"),
+    "trainer": (str, "text"),
+}
+
+
+def shape_problem(data: Any) -> str | None:
+    """Why a decoded summary.json is not a summary tuneup wrote ("not a JSON object", "it
+    holds no recommended values", "'stages' is text, not a list"); None when it may be one
+    (an older one lacking a newer block is)."""
+    if not isinstance(data, Mapping):
+        return "not a JSON object"
+    for key, (kind, said) in _BLOCKS.items():
+        if key in data and not isinstance(data[key], kind):
+            return f"{key!r} is {_kind(data[key])}, not {said}"
+    if not isinstance(as_map(data.get("recommendation")).get("values"), Mapping):
+        return "it holds no recommended values"
+    if not all(isinstance(entry, Mapping) for entry in as_list(data.get("stages"))):
+        return "'stages' holds an entry that is not a mapping"
+    return None
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "text"
+    return "a list" if isinstance(value, list) else "a mapping"
 
 
 def _rates(block: Mapping[str, Any]) -> dict[str, Any]:

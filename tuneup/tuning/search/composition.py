@@ -45,7 +45,7 @@ from typing import Any
 from tuneup.probe.types import Candidate, ProbeResult
 from tuneup.tuning.search.paired import NoiseTracker, PairedEvidence, Verdict
 from tuneup.tuning.search.search_records import StagePlan
-from tuneup.tuning.search.search_runner import SearchRunner, Series, comparable
+from tuneup.tuning.search.search_runner import SearchRunner, Series, comparable, failure_text
 
 BOUND_RATIO = 1.25
 """One phase is the wall when the other is this many times it (tuning.verdicts.BOUND_RATIO):
@@ -159,13 +159,8 @@ def check_adoption(
         # reason to doubt the stage's own pairs.
         return CheckOutcome(True, "its check of every phase ran under contention: not judged")
     if not comparable(check):
-        detail = f" ({check.reason})" if check.reason else ""
-        return CheckOutcome(
-            False,
-            f"its check of every phase did not hold: it ended {check.status.value}{detail}",
-            None,
-            check,
-        )
+        how = failure_text(check) if check.ok else f"ended {failure_text(check)}"
+        return CheckOutcome(False, f"its check of every phase did not hold: it {how}", None, check)
     series.add(check)
     full, bound = check.full_sps or 0.0, bound_of(check)
     if bound is None:

@@ -344,6 +344,18 @@ def comparable(result: ProbeResult, phase: str = "full") -> bool:
     return ran(result, phase) and not result.contended
 
 
+def failure_text(result: ProbeResult, phase: str = "full") -> str:
+    """Why a probe that is not `comparable` counts for nothing, in words: "contended (...)";
+    "measured no FULL figure" where it ended ok all the same (its trials timed at 0 s: an
+    infinite rate is no figure); else its status and reason, "oom (...)"."""
+    if ran(result, phase) and result.contention is not None:
+        return f"contended ({result.contention.note})"
+    if result.ok:
+        return f"measured no {phase.upper()} figure"
+    detail = f" ({result.reason})" if result.reason else ""
+    return f"{result.status.value}{detail}"
+
+
 def _cut(found: Comparison, cut: StageCut) -> Comparison:
     """A comparison the time budget (or a busy machine) ended: unresolved, with why."""
     said = found.evidence.why.removeprefix("undecided: ")

@@ -31,7 +31,13 @@ from tuneup.tuning.search.load import load_words
 from tuneup.tuning.search.paired import PairedEvidence, Verdict
 from tuneup.tuning.search.screening import Screen, by_promise, close_screen, hopeless, screen_again
 from tuneup.tuning.search.search_records import INCUMBENT, ReferenceRun, StageDecision, StagePlan
-from tuneup.tuning.search.search_runner import SearchRunner, Series, comparable, ran
+from tuneup.tuning.search.search_runner import (
+    SearchRunner,
+    Series,
+    comparable,
+    failure_text,
+    ran,
+)
 
 PURSUED = 2  # candidates of one stage compared in pairs at most
 SUSPECT = 0.25  # a best screen this much slower than the incumbent is measured once more
@@ -397,10 +403,7 @@ def unmeasured_why(results: list[ProbeResult], phase: str) -> str:
 
 def _failure(cand: Candidate, result: ProbeResult, phase: str) -> str:
     kind = " (reference)" if cand.reference else ""
-    if ran(result, phase) and result.contention is not None:
-        return f"{cand.label}{kind}: contended ({result.contention.note})"
-    detail = f" ({result.reason})" if result.reason else ""
-    return f"{cand.label}{kind}: {result.status.value}{detail}"
+    return f"{cand.label}{kind}: {failure_text(result, phase)}"
 
 
 def _sps(value: float) -> str:

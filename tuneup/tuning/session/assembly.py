@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -44,10 +45,12 @@ from tuneup.tuning.session.preflight import loader_shm_problem, refuse_baseline
 from tuneup.tuning.session.probe_session import ProbeSession
 from tuneup.tuning.session.request import SessionRequest
 from tuneup.tuning.session.setting import Setting, read_setting
-from tuneup.tuning.session.stage_plans import shm_free_for, stage_plans
-from tuneup.tuning.session.time_fit import fit_to_time
+from tuneup.tuning.session.stage_plans import plugin_alerts, shm_free_for, stage_plans
+from tuneup.tuning.session.time_fit import fit_to_time, job_warnings
 
 DEFAULT_ROOT = Path("tuneup-results")
+_UNSAFE_IN_FOLDER = re.compile(r"[/\\\x00-\x1f\x7f]+")  # a path separator, a control character
+MAX_NAME_IN_FOLDER = 100  # a folder name holds 255 bytes
 EngineFactory = Callable[..., Engine]  # build_engine's signature
 
 
@@ -241,9 +244,12 @@ def default_folder(
     root: Path = DEFAULT_ROOT,
 ) -> Path:
     """A new session's folder: PRESET-TIME, "sim-" first for a simulated trainer's (its
-    figures are not this machine's, and the folder says so)."""
+    figures are not this machine's, and the folder says so). Always one folder inside
+    `root`: a preset's name is its own to choose ("../../x" too), so what a folder name
+    cannot hold becomes "-"."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(clock()))
-    return root / f"{'sim-' if simulated else ''}{preset}-{stamp}"
+    name = _UNSAFE_IN_FOLDER.sub("-", preset).strip(".-")[:MAX_NAME_IN_FOLDER] or "preset"
+    return root / f"{'sim-' if simulated else ''}{name}-{stamp}"
 
 
 def assemble_new(
@@ -281,8 +287,8 @@ def assemble_new(
     job = job or read_job_env(gpu_count=machine.gpu_count if machine.cuda else 0)
     plan = choose_layout(request.nproc, request.nodes, preset, job, machine)
     machine = dataclasses.replace(machine, world_size=plan.world_size, nodes=plan.nodes)
-    notes = [] if why is None else [f"no --preset given: using {preset.name} ({why})"]
-    notes.append(describe(job))
+    chosen = [] if why is None else [f"no --preset given: using {preset.name} ({why})"]
+    notes = [*chosen, describe(job), *job_warnings(job, request.time_budget_s)]  # or refused
     notes += [f"warning: {w}" for w in preset_warnings(preset, machine)]
 
     # before a synthetic box is made or a folder taken: what needs no data file
@@ -441,19 +447,12 @@ def build_session(
     limits = (time_budget_s, shortest_trial_s, known_costs)
     fit = fit_to_time(adapter, preset, plans, base, machine, job, record, shares, *limits)
     limit = fit.plan.limit_s
-    preset, plans, notes = fit.applied(preset, plans, notes)
+    damage = [f"warning: {line}" for line in record.damage]  # as the fit read it: said once
+    preset, plans, notes = fit.applied(preset, plans, [*notes, *damage])
     engine = engine_factory(
-        adapter,
-        machine,
-        results.path / "probes",
-        preset.budget,
-        seed,
-        launch=plan,
-        job=job,
-        on_event=on_event,
-        preset=preset,
-        fresh_processes=fresh_processes,
-    )
+        adapter, machine, results.path / "probes", preset.budget, seed, launch=plan, job=job,
+        on_event=on_event, preset=preset, fresh_processes=fresh_processes,
+    )  # fmt: skip
     session = ProbeSession(
         preset=preset,
         adapter=adapter,
@@ -481,6 +480,7 @@ def build_session(
         setting=setting,
         baseline_again=baseline_again,
     )
+    alerts = [*alerts, *plugin_alerts()]  # the ladder's stages all loaded by now
     return AssembledSession(
         session, engine, results, lock, resumed, notes, alerts, made_folder=made_folder
     )

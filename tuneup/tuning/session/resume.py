@@ -49,6 +49,7 @@ from tuneup.tuning.session.control import Reporter
 from tuneup.tuning.session.engine import build_engine
 from tuneup.tuning.session.lock import ResultsLock
 from tuneup.tuning.session.setting import SETTING, differences, read_setting
+from tuneup.tuning.session.time_fit import job_warnings
 
 
 def assemble_resume(
@@ -93,6 +94,7 @@ def assemble_resume(
         preset, shortest = _recorded_budget(preset, info)
         adapter = load_trainer(str(info.get("trainer") or DEFAULT_TRAINER))  # once a session
         job = job or read_job_env(gpu_count=machine.gpu_count if machine.cuda else 0)
+        ignored = job_warnings(job, request.time_budget_s)
         plan = _resumed_layout(request, info, preset, job, machine)
         machine = dataclasses.replace(machine, world_size=plan.world_size, nodes=plan.nodes)
         base = _recorded_base(info, preset, adapter)
@@ -118,7 +120,7 @@ def assemble_resume(
             reporter=reporter,
             on_event=on_event,
             engine_factory=engine_factory,
-            notes=[describe(job)],
+            notes=[describe(job), *ignored],
             alerts=alerts,
             time_budget_s=request.time_budget_s,
             retry_failed=request.retry_failed,

@@ -9,12 +9,13 @@ from typing import Any
 
 from tuneup.cluster import shm  # a module, so tests can stand in for /dev/shm
 from tuneup.hardware.types import MachineInfo
+from tuneup.plugin_registry import checkout_unregistered
 from tuneup.preset.load import ProbePreset, preset_stage
-from tuneup.probe.stages import load_stage
+from tuneup.probe.stages import load_stage, skipped_stages
 from tuneup.probe.types import (
     PHASES,
 )
-from tuneup.trainers.adapters import TrainerAdapter
+from tuneup.trainers.adapters import TrainerAdapter, skipped_trainers
 from tuneup.tuning.search.search_records import StagePlan
 from tuneup.tuning.session.preflight import loader_shm_problem
 
@@ -103,3 +104,11 @@ def stage_plans(
         )
 
     return [plan_for(load(name), base) for name in names]
+
+
+def plugin_alerts() -> list[str]:
+    """The plugins met while assembling (the ladder's stages: every one for the default
+    ladder, whose `order`s are read from them; the trainer) and skipped, and the built-in
+    ones a source checkout declares but has not registered: each said once, as a warning."""
+    lines = skipped_stages() + skipped_trainers() + checkout_unregistered()
+    return [f"warning: {line}" for line in lines]

@@ -122,8 +122,26 @@ def fit_to_time(
     )
     if not plan.baseline_fits:
         given = allocation if whose == ALLOCATION else limit
-        raise UsageError(too_short(whose, given or 0.0, plan.baseline_s, basis))
+        raise UsageError(too_short(whose, max(0.0, given or 0.0), plan.baseline_s, basis))
     return TimeFit(plan, whose, shortest)
+
+
+def job_warnings(job: JobEnv, time_budget_s: float | None) -> list[str]:
+    """What the job's variables held that tuneup ignores, one warning line each.
+
+    Raises:
+        UsageError: the allocation's end time is unusable and no --budget stands in for
+            it: the ladder is fitted to the time left, and fitted blind it would run on
+            until SLURM cuts a probe off (a value of SLURM's own is never nan or a year
+            past, so the environment is wrong, and a guess would hide it).
+    """
+    end = job.ignored_value("end_time")
+    if end is not None and time_budget_s is None:
+        raise UsageError(
+            f"{end.line.removesuffix(': ignored')}: the time left in the allocation cannot be "
+            f"told; give --budget TIME (e.g. --budget 30m) or unset {end.variable}"
+        )
+    return [f"warning: {ignored.line}" for ignored in job.ignored]
 
 
 def too_short(whose: str, limit_s: float, baseline_s: float, basis: str) -> str:
