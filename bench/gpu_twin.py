@@ -180,11 +180,13 @@ def run_ladder(
     keep: Path | None = None,
     end: End = "likely",
     compiled: Sequence[dict[str, Any]] = (),
+    targets: bool = True,
 ) -> dict[str, Any]:
-    """One ladder on the twin. Its plan and its time left are priced as `tuneup probe` prices
-    them on the recorded machine (the preset's `probe.costs`, then what its probes took):
-    its estimates are the ones a user is shown there; a preset without costs is priced
-    from the twin's own figures."""
+    """One ladder on the twin. Its plan and its time left are priced as `tuneup probe`
+    prices them on the recorded machine (the preset's `probe.costs`, then what its probes
+    took): its estimates are the ones a user is shown there; a preset without costs is
+    priced from the twin's own figures. `targets` False: as a ladder ran before the
+    tutorial got an answer of its own (issue 47), as the recorded H200 ladders did."""
     clock = SimClock()
     twin = GpuTwin(evidence, seed=seed, end=end, compiled=compiled)
     preset = load_preset(preset_name)
@@ -212,9 +214,11 @@ def run_ladder(
         # twin's simulated ladder leaves none in the user's cache.
         os.environ["TUNEUP_CACHE_DIR"] = str(Path(folder) / "cache")
         request = SessionRequest(preset=preset_name, trainer="sim", time_budget_s=budget_s)
+        sim = load_trainer("sim")
         built = assemble_new(
             request,
             machine,
+            adapter=sim if targets else replace(sim, targets=()),
             out=Path(folder) / "twin",
             reporter=reporter,
             job=JobEnv(
@@ -364,6 +368,7 @@ def predict(
     legacy: bool = False,
     keep: Path | None = None,
     compile_cache: str = "auto",
+    targets: bool = True,
 ) -> dict[str, Any]:
     """The ladder predicted at every figure's likely end, and at its low and high ends, each
     over `seeds` noise seeds (medians): `wall_s`, `wall_s_low`, `wall_s_high`; the parts
@@ -381,6 +386,7 @@ def predict(
             keep if seed == 0 and end == "likely" else None,
             end,
             compiled,
+            targets,
         )
 
     runs = [ladder(seed, "likely") for seed in range(seeds)]
@@ -454,6 +460,13 @@ def main() -> None:
         help="whether the ladder finds the gather's compiled graphs on disk (auto: where a "
         "gather made them)",
     )
+    parser.add_argument(
+        "--targets",
+        choices=("all", "none"),
+        default="all",
+        help="none: the ladder as it ran before the tutorial got an answer of its own "
+        "(issue 47), as the recorded H200 ladders ran",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--out", type=Path, help="also record the result under bench/results")
     parser.add_argument("--journal", type=Path, help="keep the first run's journal here")
@@ -487,6 +500,7 @@ def main() -> None:
                 legacy=args.legacy,
                 keep=keep,
                 compile_cache=args.compile_cache,
+                targets=args.targets == "all",
             )
             if against and keep is not None:
                 result["against"] = {

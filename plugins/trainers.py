@@ -18,6 +18,7 @@ from tuneup.config import TrainConfig, build_config, loader
 from tuneup.errors import UsageError
 from tuneup.hardware.types import MachineInfo
 from tuneup.probe.estimate import ProbeCosts, StepModel
+from tuneup.probe.targets import TUTORIAL
 from tuneup.probe.types import PHASES, ProbeBudget
 from tuneup.trainers.adapters import TrainerAdapter, TrainerContext
 from tuneup.trainers.backends import Backend, WorkerBackend
@@ -116,6 +117,7 @@ UNET = UnetTrainer(
     gpu_telemetry=True,
     in_app=True,
     phases=PHASES,
+    targets=(TUTORIAL,),
     # A guess for a GPU node until probes measure it: a process start with CUDA, data and
     # autotuning; a step of the full U-Net at batch 64 (the tutorial's A100 took 0.17 s in
     # fp32, 0.1 s with AMP; newer GPUs less); a stage's probes share a process.
@@ -129,6 +131,7 @@ SIM = SimTrainer(
     simulated=True,
     in_app=True,
     phases=PHASES,
+    targets=(TUTORIAL,),  # the U-Net's, simulated
     # It answers at once, but prices its probes in simulated seconds (SimCosts: a GPU
     # node's process start and set-up, a step of the U-Net): what a time budget counts.
     step_model=StepModel(

@@ -296,3 +296,51 @@ def test_a_probe_is_not_profiled_beside_a_running_ladder_and_a_failure_is_said(
             assert calls == [1] and hint.startswith("profile failed: probe 1")
 
     asyncio.run(go())
+
+
+def test_the_tutorials_own_answer_is_shown_and_exported_beside_the_recommendation(
+    tmp_path: Path,
+) -> None:
+    """A session whose recommendation the tutorial's train.py cannot run (the GPU-resident
+    loader) records the tutorial's own answer: the screen says it with its factor, and the
+    tutorial's export carries it while tuneup train's carries the recommendation."""
+    folder = tmp_path / "run"
+    finished_session(folder)
+    document = json.loads((folder / "summary.json").read_text())
+    own = document["targets"][0]
+    values = {**own["values"], "data_loader_config": "gpu"}
+    theirs = {**own["values"], "data_loader_config": "inmem", "num_data_workers": 8}
+    document["recommendation"]["values"] = values
+    document["targets"] = [
+        {**own, "values": values},
+        {
+            "target": "tutorial",
+            "label": "the tutorial's train.py",
+            "values": theirs,
+            "changes": {"data_loader_config": "inmem", "num_data_workers": 8},
+            "factor": 3.99,
+            "low": 3.14,
+            "high": 5.06,
+            "upheld": True,
+            "left_out": {"data_loader_config": "the tutorial has no gpu loader"},
+        },
+    ]
+    (folder / "summary.json").write_text(json.dumps(document))
+    app = Review(folder)
+
+    async def go() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause(0.1)
+            box = str(app.screen.query_one("#results-speedup", Static).content)
+            assert (
+                "the tutorial's train.py: 3.99x with data_loader_config=inmem, "
+                "num_data_workers=8" in box
+            )
+            await pilot.click("#export")
+            await pilot.pause(0.1)
+
+    asyncio.run(go())
+    assert load_config(folder / "tuned.yaml", "tuned").data_loader_config == "inmem"
+    assert load_config(folder / "tuned.yaml", "tuned").num_data_workers == 8
+    exported = (folder / "tuneup.yaml").read_text()
+    assert "data_loader_config: gpu" in exported

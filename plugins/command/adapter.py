@@ -13,6 +13,7 @@ from typing import Any
 
 from tuneup.config import build_config
 from tuneup.errors import UsageError
+from tuneup.probe.targets import Target
 from tuneup.trainers.adapters import TrainerAdapter, TrainerContext
 from tuneup.trainers.backends import Backend
 
@@ -68,4 +69,5 @@ COMMAND = CommandTrainer(
     section=True,
     phases=COMMAND_PHASES,
     exports=export.EXPORT_FILES,
+    own_target=Target("command", "your command"),  # every knob it tunes is one it passes
 )

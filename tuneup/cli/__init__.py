@@ -18,7 +18,13 @@ from pathlib import Path
 
 from tuneup import __version__
 from tuneup.cli.parser import _Parser
-from tuneup.cli.session_args import _add_export, _add_probe, _add_profile, _add_tui
+from tuneup.cli.session_args import (
+    _add_export,
+    _add_probe,
+    _add_profile,
+    _add_tui,
+    _add_verify,
+)
 from tuneup.cli.tool_args import _add_data, _add_doctor, _add_monitor, _add_plugins, _add_presets
 from tuneup.cli.tutorial_flags import _add_train, _train_overrides
 from tuneup.cluster.signals import Stopped
@@ -45,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data(commands)
     _add_export(commands)
     _add_profile(commands)
+    _add_verify(commands)
     _add_monitor(commands)
     _add_presets(commands)
     _add_plugins(commands)

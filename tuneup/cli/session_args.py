@@ -1,5 +1,5 @@
-"""The session commands' arguments (probe, tui, export) and their dispatchers:
-what a tuning session is started, watched and exported with."""
+"""The session commands' arguments (probe, tui, export, profile, verify) and their
+dispatchers: what a tuning session is started, watched, exported and checked with."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from tuneup.errors import UsageError
-from tuneup.tuning.session.request import add_arguments, from_arguments
+from tuneup.tuning.session.request import add_arguments, from_arguments, parse_budget
 
 
 def _add_tui(commands: argparse._SubParsersAction) -> None:
@@ -177,3 +177,81 @@ def _run_export(args: argparse.Namespace) -> int:
     from tuneup.commands.export import run_export_command
 
     return run_export_command(args.dir, args.format, args.output, args.edition)
+
+
+def _add_verify(commands: argparse._SubParsersAction) -> None:
+    verify = commands.add_parser(
+        "verify",
+        help="run the recommendation and the baseline for real: the real speedup against the claim",
+        description="Runs the baseline and the recommendation the way each target runs "
+        "them (tuneup train with the export; the tutorial's train.py with --train-py), in "
+        "A B B A order, on the real run's data (your files, or a synthetic box of the real "
+        "size where the disk has room, else the largest that fits, said), with validation "
+        "and logging as a real run has them, each for a bounded time after its warm-up. "
+        "Reports the real samples/s and speedup beside the ladder's claim and its likely "
+        "range, and the part that moved a miss (IO on the larger box, validation, first "
+        "steps). Runs are journaled in DIR/verify.jsonl and kept in summary.json.",
+    )
+    verify.add_argument("dir", type=Path, metavar="DIR", help="a results folder of tuneup probe")
+    verify.add_argument(
+        "--seconds",
+        type=float,
+        default=120.0,
+        metavar="S",
+        help="each configuration's measured time after warm-up, over its rounds (default 120)",
+    )
+    verify.add_argument(
+        "--rounds",
+        type=int,
+        default=2,
+        metavar="N",
+        help="runs of each configuration, alternated A B B A (default 2)",
+    )
+    verify.add_argument(
+        "--train-py",
+        type=Path,
+        metavar="PATH",
+        help="the tutorial's train.py (SC22): also verify the answer for it",
+    )
+    verify.add_argument(
+        "--box",
+        type=int,
+        metavar="L",
+        help="run on a synthetic L^3 box (val L/2) instead of the real run's data",
+    )
+    verify.add_argument(
+        "--budget",
+        type=_budget,
+        metavar="T",
+        help="the whole verify's time (10m, 1h): the runs are shortened to fit it",
+    )
+    verify.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    verify.set_defaults(handler=_run_verify)
+
+
+def _budget(text: str) -> float:
+    try:
+        return parse_budget(text)
+    except ValueError as exc:
+        raise UsageError(f"--budget: {exc}") from None
+
+
+def _run_verify(args: argparse.Namespace) -> int:
+    # loaded when the subcommand runs, so that --help stays instant
+    from tuneup.commands.verify import run_verify_command
+
+    if not args.seconds > 0:
+        raise UsageError(f"--seconds {args.seconds:g}: give a time above 0")
+    if args.rounds < 1:
+        raise UsageError(f"--rounds {args.rounds}: give 1 or more")
+    if args.box is not None and args.box < 1:
+        raise UsageError(f"--box {args.box}: give a box side of 1 voxel or more")
+    return run_verify_command(
+        args.dir,
+        seconds=args.seconds,
+        rounds=args.rounds,
+        train_py=args.train_py,
+        box=args.box,
+        budget_s=args.budget,
+        as_json=args.json,
+    )

@@ -33,6 +33,10 @@ class Loader:
             channels-last .npy copies, made beside them) or "" (none: it makes its own).
         takes_workers: `num_data_workers` sets its DataLoader workers (or DALI's threads);
             False: it has none, and the knob changes nothing.
+        holds: where it holds the whole box it reads, both fields, the validation box
+            too: "device" (the GPU's memory, on every rank's GPU), "host" (the node's memory,
+            once per rank: its workers share the process's copy) or "" (crops read as
+            needed). The real run's boxes must fit there (tuneup.tuning.session.realdata).
     """
 
     name: str
@@ -45,6 +49,7 @@ class Loader:
     paced_by_workers: bool = False
     reads: str = "hdf5"
     takes_workers: bool = True
+    holds: str = ""
 
     @property
     def reads_files(self) -> bool:
@@ -62,7 +67,12 @@ LOADERS: tuple[Loader, ...] = (
         paced_by_workers=True,
     ),
     Loader(
-        "inmem", "the box held in host memory", shared_memory=True, tutorial=True, proposed=True
+        "inmem",
+        "the box held in host memory",
+        shared_memory=True,
+        tutorial=True,
+        proposed=True,
+        holds="host",
     ),
     Loader(
         "synthetic",
@@ -80,7 +90,12 @@ LOADERS: tuple[Loader, ...] = (
         proposed=True,
     ),
     Loader(
-        "gpu", "the box on the GPU, cropped there", on_gpu=True, proposed=True, takes_workers=False
+        "gpu",
+        "the box on the GPU, cropped there",
+        on_gpu=True,
+        proposed=True,
+        takes_workers=False,
+        holds="device",
     ),
 )
 LOADER_CHOICES = tuple(loader.name for loader in LOADERS)
@@ -103,3 +118,38 @@ def loader_round(name: str, workers: int) -> int:
 def sample_bytes(crop: int, target_channels: int = TARGET_CHANNELS) -> int:
     """Bytes one (input, target) sample moves: float32 channels of ``crop^3``."""
     return (INPUT_CHANNELS + target_channels) * crop**3 * FLOAT32_BYTES
+
+
+def box_bytes(side: int) -> int:
+    """Bytes of one box's two fields in float32: 4 + 5 channels of ``side^3``."""
+    return (INPUT_CHANNELS + TARGET_CHANNELS) * side**3 * FLOAT32_BYTES
+
+
+@dataclass(frozen=True)
+class Boxes:
+    """The sides of a run's training and validation boxes, in voxels (0: no validation box).
+
+    Attributes:
+        box: the training box's side L (its fields are L^3).
+        val_box: the validation box's side; 0 where the run reads none.
+    """
+
+    box: int
+    val_box: int = 0
+
+    @property
+    def bytes(self) -> int:
+        """Both boxes' fields in float32: what a loader that holds them needs."""
+        return box_bytes(self.box) + (box_bytes(self.val_box) if self.val_box else 0)
+
+    def text(self) -> str:
+        """The sides as a user reads them: "1024^3 + 512^3"."""
+        return f"{self.box}^3" + (f" + {self.val_box}^3" if self.val_box else "")
+
+    def to_dict(self) -> dict[str, int]:
+        return {"box": self.box, "val_box": self.val_box}
+
+
+TUTORIAL_BOXES = Boxes(1024, 512)
+"""The tutorial's data: a 1024^3 training box and a 512^3 validation box (about 36 + 4.5
+GiB of float32: unet-workload.md, Data)."""

@@ -15,6 +15,7 @@ from typing import Any
 from tuneup.export.configs import scalar
 from tuneup.export.tutorial import how_in_tutorial, tutorial_carries
 from tuneup.quoting import one_line
+from tuneup.tuning.results.summary import TargetAnswer
 
 # Formats whose files take `#` comments (flags is one line a shell splices into a command:
 # a comment there would become arguments, so its notes go to stderr alone).
@@ -58,6 +59,43 @@ def export_notes(
                 "(the tutorial's train.py)"
             ]
     return []
+
+
+def answer_notes(
+    answer: TargetAnswer | None, answers: tuple[TargetAnswer, ...], folder: str = "DIR"
+) -> list[str]:
+    """Which target's answer an export carries where the targets' answers differ: its own
+    tuned values and factor (or, for a session that did not tune it, what is left
+    untuned), and where the others' are."""
+    if answer is None or not answers:
+        return []
+    own, others = answers[0], [a for a in answers[1:] if not a.same]
+    if answer is own:
+        return [
+            f"this is {own.label}'s answer ({_factor(own)}); {other.label} cannot run "
+            f"{', '.join(other.left_out)} and has its own ({_factor(other)}): tuneup export "
+            f"{folder} --format yaml"
+            for other in others
+        ]
+    if answer.same:
+        return []
+    if not answer.tuned:
+        return [answer.note]
+    left = ", ".join(f"{k} ({why})" for k, why in answer.left_out.items())
+    head = f"this is {answer.label}'s own answer, {_factor(answer)}"
+    return [f"{head}; it cannot run {left}, which {own.label} runs ({_factor(own)})"]
+
+
+def _factor(answer: TargetAnswer) -> str:
+    """ "measured at 6.00x the baseline (likely 5.8-6.2x)", or why there is none."""
+    if not answer.tuned:
+        return "untuned"
+    if answer.factor is None or answer.upheld is False:
+        return answer.note or "not confirmed against the baseline"
+    text = f"measured at {answer.factor:.2f}x the baseline"
+    if answer.low is not None and answer.high is not None:
+        text += f" (likely {answer.low:.2f}-{answer.high:.2f}x)"
+    return text
 
 
 def _tutorial_notes(fmt: str, changes: Mapping[str, Any], folder: str) -> list[str]:

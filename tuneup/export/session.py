@@ -16,15 +16,17 @@ from typing import Any
 
 from tuneup.bundled import cache_dir
 from tuneup.errors import UsageError
-from tuneup.export.notes import export_notes, with_comments
+from tuneup.export.notes import answer_notes, export_notes, with_comments
 from tuneup.export.render import FORMATS, render
 from tuneup.export.report import REPORT, render_report
 from tuneup.export.slurm import hints_from_session
-from tuneup.export.tutorial import SC22, TutorialRun
+from tuneup.export.tutorial import SC22, TUTORIAL_FORMATS, TutorialRun
 from tuneup.preset.load import load_preset
+from tuneup.probe.targets import TUTORIAL
 from tuneup.trainers.adapters import DEFAULT_TRAINER, TrainerAdapter, load_trainer, scan_trainers
 from tuneup.tuning.results.journal import SUMMARY, ResultsDir, quoted
-from tuneup.tuning.results.summary import Summary
+from tuneup.tuning.results.summary import Summary, TargetAnswer
+from tuneup.tuning.results.targets import target_answers
 
 
 @dataclass(frozen=True)
@@ -49,11 +51,26 @@ class SessionExport:
     summary: Mapping[str, Any] = field(default_factory=dict)
     folder_name: str = ""
     folder: str = "DIR"  # the session's folder, shell-quoted, for the commands notes name
+    # Each target's answer (tuning.results.targets): the tutorial's formats carry the
+    # tutorial's own; () for an export of bare values (no session).
+    answers: tuple[TargetAnswer, ...] = ()
 
     @property
     def formats(self) -> tuple[str, ...]:
         own = tuple(self.adapter.exports) if self.adapter is not None else ()
         return own or FORMATS
+
+    def answer_for(self, fmt: str) -> TargetAnswer | None:
+        """The answer format `fmt` carries: the tutorial's for its YAML block and flags,
+        else the trainer's own (the first); None without a session."""
+        if not self.answers:
+            return None
+        wanted = TUTORIAL.name if fmt in TUTORIAL_FORMATS else None
+        return next((a for a in self.answers if a.target == wanted), self.answers[0])
+
+    def values_for(self, fmt: str) -> dict[str, Any]:
+        answer = self.answer_for(fmt)
+        return dict(answer.values) if answer is not None and answer.values else dict(self.values)
 
     def file_name(self, fmt: str) -> str | None:
         """The file the trainer's own export `fmt` is written to; None for tuneup's formats."""
@@ -82,6 +99,10 @@ def read_session_export(folder: Path) -> SessionExport:
     section = None
     if adapter is not None and adapter.section and adapter.exports:
         section = _trainer_section(session, trainer, source)
+    summary = results.summary()
+    answers = (
+        target_answers(summary, adapter.own_target, adapter.targets) if adapter is not None else ()
+    )
     return SessionExport(
         values=dict(values),
         hints=hints_from_session(session),
@@ -89,9 +110,10 @@ def read_session_export(folder: Path) -> SessionExport:
         adapter=adapter,
         section=section,
         source=source,
-        summary=results.summary().document,
+        summary=summary.document,
         folder_name=Path(folder).name,
         folder=quoted(Path(folder)),
+        answers=answers,
     )
 
 
@@ -122,7 +144,7 @@ def render_session(export: SessionExport, fmt: str, edition: str = SC22) -> str:
         UsageError: a format the session has no meaning for, or bad values or hints.
     """
     if fmt == REPORT:  # the session's report, whatever its trainer
-        return render_report(export.summary, export.folder_name)
+        return render_report(export.summary, export.folder_name, export.answers)
     adapter = export.adapter
     if adapter is not None and adapter.exports:
         return adapter.render_export(
@@ -130,7 +152,8 @@ def render_session(export: SessionExport, fmt: str, edition: str = SC22) -> str:
         )
     if fmt not in FORMATS:
         _refuse_anothers_format(fmt, adapter)
-    text = render(fmt, export.values, hints=export.hints, run=export.run, edition=edition)
+    values = export.values_for(fmt)
+    text = render(fmt, values, hints=export.hints, run=export.run, edition=edition)
     return with_comments(text, fmt, session_notes(export, fmt))
 
 
@@ -141,9 +164,12 @@ def session_notes(export: SessionExport, fmt: str) -> list[str]:
         return []  # the report says it all; an export without a session has nothing to say
     recommendation = Summary.from_document(export.summary).recommendation
     own = export.adapter is not None and bool(export.adapter.exports)
-    return export_notes(
-        fmt, recommendation.changes, recommendation.headline, own_format=own, folder=export.folder
+    answer = export.answer_for(fmt)
+    changes = recommendation.changes if answer is None or own else answer.changes
+    notes = export_notes(
+        fmt, changes, recommendation.headline, own_format=own, folder=export.folder
     )
+    return [*answer_notes(answer, export.answers, export.folder), *notes] if not own else notes
 
 
 def _refuse_anothers_format(fmt: str, adapter: TrainerAdapter | None) -> None:

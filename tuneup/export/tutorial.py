@@ -22,6 +22,9 @@ from tuneup.config import MAX_LEVELS, TrainConfig, build_config, knob_fields, lo
 from tuneup.errors import UsageError
 from tuneup.export.configs import scalar
 
+# The formats the tutorial's train.py reads: they carry the tutorial's own answer.
+TUTORIAL_FORMATS = ("yaml", "flags")
+
 SC22 = "sc22"
 SC21 = "sc21"
 EDITIONS = (SC22, SC21)

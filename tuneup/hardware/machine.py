@@ -150,12 +150,27 @@ def nvml_gpu_names(nvml: Any = None, environ: Mapping[str, str] | None = None) -
     return [name for name, _memory in nvml_visible_gpus(nvml, environ)]
 
 
+MEMINFO = Path("/proc/meminfo")
+
+
+def host_memory_gib(meminfo: Path = MEMINFO) -> float | None:
+    """The node's memory in GiB (MemTotal of /proc/meminfo); None where it cannot be read."""
+    try:
+        text = meminfo.read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    found = re.search(r"^MemTotal:\s*(\d+)\s*kB", text, re.MULTILINE)
+    return None if found is None else round(int(found.group(1)) / 2**20, 1)
+
+
 def machine_info(
     *,
     world_size: int = 1,
     nodes: int = 1,
     cpus: Callable[[], int] = usable_cpus,
-    gpu_names: Callable[[], list[str]] = nvml_gpu_names,
+    gpu_names: Callable[[], list[str]] | None = None,
+    gpus: Callable[[], list[tuple[str, float | None]]] = nvml_visible_gpus,
+    host_memory: Callable[[], float | None] = host_memory_gib,
     torch_cuda: Callable[[], bool] = torch_has_cuda,
     module_available: Callable[[str], bool] = has_module,
     apex_available: Callable[[], bool] = apex_fused_adam_available,
@@ -167,11 +182,18 @@ def machine_info(
     Args:
         world_size: ranks a probe will run with (the launcher decides; 1 locally).
         nodes: nodes those ranks span.
-        cpus, gpu_names, torch_cuda, module_available, apex_available, toolchain:
-            the probes of the machine, replaced by fakes in tests.
+        cpus, gpus, host_memory, torch_cuda, module_available, apex_available, toolchain:
+            the probes of the machine, replaced by fakes in tests (`gpus`: each visible
+            GPU's name and memory in GiB; `gpu_names`, where given, names them instead,
+            their memory unknown).
         environ: the environment the probes start with (os.environ when None).
     """
-    names = tuple(gpu_names())
+    found = [(name, None) for name in gpu_names()] if gpu_names is not None else gpus()
+    names = tuple(name for name, _memory in found)
+    sizes = [memory for _name, memory in found if memory is not None]
+    # a rank may get any of them: the smallest is what a loader must fit in (unknown where
+    # one of them is: a MIG instance)
+    gpu_memory = min(sizes) if sizes and len(sizes) == len(found) else None
     tools = toolchain()
     threads, threads_from = env_threads(os.environ if environ is None else environ)
     return MachineInfo(
@@ -188,6 +210,8 @@ def machine_info(
         libcuda=tools.libcuda is not None,
         env_threads=threads,
         env_threads_from=threads_from,
+        gpu_memory_gib=gpu_memory,
+        host_memory_gib=host_memory(),
     )
 
 

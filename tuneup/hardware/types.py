@@ -125,6 +125,11 @@ class MachineInfo:
     # intra_op_threads is 0 runs with. None: neither is set (torch's own choice).
     env_threads: int | None = None
     env_threads_from: str = ""  # the variable that sets them: "OMP_NUM_THREADS"
+    # Memory, in GiB, for weighing the loaders that hold the real data whole
+    # (tuneup.tuning.session.realdata): the smallest visible GPU's, as NVML reports it (None:
+    # no GPU, a MIG instance, or NVML silent), and the node's (MemTotal; None: not read).
+    gpu_memory_gib: float | None = None
+    host_memory_gib: float | None = None
 
     @property
     def ranks_per_node(self) -> int:

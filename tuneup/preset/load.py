@@ -2,8 +2,10 @@
 
 A preset is YAML: `name`, `description`, `train` (TrainConfig knobs),
 optionally `synthetic_data` (a box made on first use when no data path is
-given), `probe`, and a section for a trainer that reads one, named after it
-(the `command` trainer's `command:`). `probe` holds
+given) and `real_data` (the boxes the real run reads: the tutorial's where it
+says nothing and probes on a synthetic box), `probe`, and a section for a
+trainer that reads one, named after it (the `command` trainer's `command:`).
+`probe` holds
 `stages` (names, or a name mapped to that stage's own candidate values),
 `budget`, `hints` (machine facts for exports and the cluster model) and
 `launch` (`nproc`, `nodes`: the ranks each probe runs with; absent, the CLI's
@@ -77,6 +79,8 @@ def parse_preset(data: Any, source: str, *, default_name: str | None = None) -> 
     problems += found
     synthetic, found = schema.check_synthetic(data.get("synthetic_data"))
     problems += found
+    real, found = schema.check_real(data.get("real_data"), synthetic=synthetic is not None)
+    problems += found
     probe = data.get("probe")
     if probe is None:
         probe = {}
@@ -105,6 +109,7 @@ def parse_preset(data: Any, source: str, *, default_name: str | None = None) -> 
         description=" ".join(str(data.get("description") or "").split()),
         train=train,
         synthetic_data=synthetic,
+        real_data=real,
         stages=stages,
         budget=dataclasses.replace(laid_over, **budget),
         hints=hints,
@@ -283,6 +288,8 @@ def preset_to_dict(preset: ProbePreset) -> dict[str, Any]:
     data: dict[str, Any] = {"name": preset.name, "description": preset.description}
     if preset.synthetic_data is not None:
         data["synthetic_data"] = dict(preset.synthetic_data)
+    if preset.real_data is not None:
+        data["real_data"] = preset.real_data.to_dict()
     data["train"] = dict(preset.train)
     data["probe"] = probe
     for trainer, section in preset.sections.items():

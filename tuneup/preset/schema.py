@@ -12,13 +12,13 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tuneup.cluster.site import SITE_HINT_KEYS, hint_problem
-from tuneup.config import build_config
+from tuneup.config import TUTORIAL_BOXES, Boxes, build_config
 from tuneup.config.coerce import is_finite
 from tuneup.errors import UsageError, did_you_mean
 from tuneup.probe.estimate import SCALE_BOUNDS
 from tuneup.probe.types import PHASES, STEP_COUNTED_BUDGET, ProbeBudget
 
-PRESET_KEYS = ("name", "description", "train", "synthetic_data", "probe")
+PRESET_KEYS = ("name", "description", "train", "synthetic_data", "real_data", "probe")
 """The core keys of a preset; a trainer may read one more, named after it (preset.sections)."""
 PROBE_KEYS = ("stages", "without", "candidates", "budget", "hints", "launch", "costs")
 COST_KEYS = (
@@ -38,6 +38,7 @@ COST_KEYS = (
 )
 FIGURE_KEYS = COST_KEYS[:-3]  # the figures; `measured` names those a run measured
 SYNTH_KEYS = ("box", "val_box", "seed")
+REAL_KEYS = ("box", "val_box")
 LAUNCH_KEYS = ("nproc", "nodes")
 # Hints for the cluster model (tuneup.cluster.scaling) rather than sbatch: network GB/s
 # per GPU (the node's NIC bandwidth over its GPUs), the latency of one network step
@@ -141,6 +142,33 @@ def check_synthetic(raw: Any) -> tuple[dict[str, Any] | None, list[str]]:
     if not is_count(seed) or seed < 0:
         problems.append(f"synthetic_data.seed: must be a whole number of 0 or more, got {seed!r}")
     return dict(raw), problems
+
+
+def check_real(raw: Any, synthetic: bool) -> tuple[Boxes | None, list[str]]:
+    """The boxes the real run reads (`real_data`), which the loaders that hold a box whole
+    are weighed against: absent, the tutorial's 1024^3 + 512^3 where the preset probes on
+    a synthetic box (`synthetic`), else none (its probes read the real files)."""
+    if raw is None:
+        return (TUTORIAL_BOXES if synthetic else None), []
+    if not isinstance(raw, Mapping):
+        return None, [
+            "real_data: must be a mapping (box, val_box: the sides of the boxes the real run "
+            f"reads, e.g. {{box: 1024, val_box: 512}}), got {type_name(raw)}"
+        ]
+    problems = unknown_keys(raw, REAL_KEYS, "real_data.")
+    if "box" not in raw:
+        problems.append("real_data.box: missing: give the training box's side in voxels")
+    elif not is_count(raw["box"]) or raw["box"] < 1:
+        problems.append(f"real_data.box: must be a positive whole number, got {raw['box']!r}")
+    val = raw.get("val_box", 0)
+    if not is_count(val) or val < 0:
+        problems.append(
+            f"real_data.val_box: must be a whole number of 0 (no validation box) or more, "
+            f"got {val!r}"
+        )
+    if problems:
+        return None, problems
+    return Boxes(raw["box"], val), []
 
 
 def check_launch(raw: Any) -> tuple[dict[str, int], list[str]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tuneup.config import Boxes
 from tuneup.probe.stages import default_ladder
 from tuneup.probe.types import Candidate, ProbeBudget
 
@@ -40,12 +41,16 @@ class ProbePreset:
             figures before this machine has measured its own. None: the trainer's guess.
         document: the YAML document it was read from, as JSON values (session.json keeps
             it, so a session resumes when its preset file has moved away).
+        real_data: the boxes the real run reads (`real_data`; the tutorial's where the
+            preset probes on a synthetic box and says nothing): what the loaders that hold
+            a box whole are weighed against. None: the probes read the real files.
     """
 
     name: str
     description: str
     train: dict[str, Any]
     synthetic_data: dict[str, Any] | None = None
+    real_data: Boxes | None = None
     stages: tuple[str, ...] = field(default_factory=default_ladder)
     budget: ProbeBudget = field(default_factory=ProbeBudget)
     hints: dict[str, Any] = field(default_factory=dict)

@@ -27,6 +27,7 @@ from tuneup.plugin_registry import PLUGIN_API_VERSION, PluginInfo, Registry
 from tuneup.probe.backend import Backend, ProbeBackend
 from tuneup.probe.estimate import ProbeCosts, StepModel
 from tuneup.probe.events import EventHandler
+from tuneup.probe.targets import TUNEUP, Target
 from tuneup.probe.types import ProbeBudget
 
 if TYPE_CHECKING:
@@ -127,6 +128,11 @@ class TrainerAdapter:
         exports: the formats `tuneup export` offers for its sessions, each with
             the file name the app's export-all writes it to, rendered by
             `render_export`; empty: tuneup's own formats of the tuned config.
+        own_target: the program its probes ran, which the search's recommendation is
+            for (probe.targets: `tuneup train`).
+        targets: the other programs its sessions' answers are for (the tutorial's
+            train.py): where one cannot run a recommended value, the session tunes it
+            an answer of its own.
     """
 
     name: str
@@ -141,6 +147,8 @@ class TrainerAdapter:
     step_model: StepModel = field(default_factory=StepModel)
     phases: tuple[str, ...] = ("full",)
     exports: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
+    own_target: Target = TUNEUP
+    targets: tuple[Target, ...] = ()
 
     def backend(self, ctx: TrainerContext) -> Backend | ProbeBackend:
         """What runs one probe with this trainer: a `tuneup.probe.backend.ProbeBackend`

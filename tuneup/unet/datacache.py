@@ -46,7 +46,7 @@ def ensure_synthetic_data(
     Returns:
         (train, val, made_now): made_now when neither box was there.
     """
-    folder = root / f"synth-{box}-{val_box}-seed{seed}"
+    folder = synthetic_folder(root, box, val_box, seed)
     train, val = folder / "train.h5", folder / "val.h5"
     dali = _dali_installed()
     with writing(folder, "tuneup's cache", then=CACHE_FIX):
@@ -63,6 +63,11 @@ def ensure_synthetic_data(
     if mended and say is not None:
         say(f"the synthetic box in {folder}: {', '.join(mended)}: made it again")
     return train, val, False
+
+
+def synthetic_folder(root: Path, box: int, val_box: int, seed: int) -> Path:
+    """Where the cache under `root` keeps the synthetic dataset (box, val_box, seed)."""
+    return root / f"synth-{box}-{val_box}-seed{seed}"
 
 
 def _make(folder: Path, root: Path, box: int, val_box: int, seed: int, dali: bool) -> None:

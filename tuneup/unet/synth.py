@@ -29,6 +29,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
+from tuneup.config.loaders import box_bytes  # a box's fields in float32: one declaration
 from tuneup.errors import UsageError
 from tuneup.paths import make_output_folder, require_space
 from tuneup.unet.boxfile import DTYPE, HYDRO, HYDRO_CHANNELS, NBODY, NBODY_CHANNELS
@@ -227,11 +228,6 @@ def synthesize(
         val_box=val_box,
         seconds=time.perf_counter() - began,
     )
-
-
-def box_bytes(box: int) -> int:
-    """Size of a box's data on disk: 9 float32 channels of box^3 voxels."""
-    return (NBODY_CHANNELS + HYDRO_CHANNELS) * box**3 * DTYPE.itemsize
 
 
 def default_chunk(box: int) -> int:

@@ -1,4 +1,5 @@
-"""The RESULTS screen: baseline against recommendation, what each stage gave, and export.
+"""The RESULTS screen: baseline against recommendation, what each stage gave, export, and
+the real runs against the claim (`v`: `tuneup verify DIR` in a worker thread).
 
 It needs only summary.json's content and the probes, so a finished live
 session and a results folder opened for review (`load_results`) look the same.
@@ -24,13 +25,16 @@ from tuneup.export.slurm import hints_from_session
 from tuneup.paths import atomic_write_text
 from tuneup.probe.describe import sps_text
 from tuneup.probe.types import ProbeResult
+from tuneup.trainers.adapters import load_trainer
 from tuneup.tui.screens.probe import ProbeScreen, Profiler
 from tuneup.tui.widgets.breakdown import breakdown_table, findings_text
 from tuneup.tui.widgets.gain_bars import GainBars, stage_gains
 from tuneup.tui.widgets.ladder import LadderTable
+from tuneup.tui.widgets.verify_panel import Verifier, VerifyPanel
 from tuneup.tuning.results.journal import ResultsDir
 from tuneup.tuning.results.summary import Summary
 from tuneup.tuning.results.verdicts import gain_text
+from tuneup.verify.session import verify_folder
 
 # tuneup's export formats -> file name in the results folder (a trainer that exports its
 # sessions in formats of its own names their files: SessionExport.file_name).
@@ -84,6 +88,8 @@ def export_all(
         recorded,
         values=dict(values),
         hints=dict(hints) if hints is not None else recorded.hints,
+        # values changed on the screen are no session's answer: every format carries them
+        answers=recorded.answers if dict(values) == recorded.values else (),
     )
     written = []
     for fmt in export.formats:
@@ -92,6 +98,22 @@ def export_all(
         atomic_write_text(target, render_session(export, fmt), "an export")
         written.append(target)
     return written
+
+
+def answers_lines(summary: Summary) -> list[str]:
+    """A line per run the user may do whose answer is not the recommendation as it is (the
+    tutorial's train.py, where it cannot run the GPU-resident loader): its own settings and
+    its own measured factor."""
+    lines = []
+    for answer in summary.targets[1:]:
+        if answer.same:
+            continue
+        own = ", ".join(f"{k}={v}" for k, v in answer.changes.items()) or "the baseline"
+        if answer.factor is not None and answer.upheld is not False:
+            lines.append(f"{answer.label}: {answer.factor:.2f}x with {own}")
+        else:
+            lines.append(f"{answer.label}: {answer.note or 'keeps its baseline'}")
+    return lines
 
 
 def comparison_table(summary: Summary) -> Table:
@@ -171,6 +193,7 @@ class ResultsScreen(Screen[None]):
         results_dir: the session's folder, where exports are written.
         hints: the preset's machine hints for env/sbatch; read from session.json when None.
         profiler: profiles a probe again from its row (tuning/session/profile_again.py when None).
+        verifier: runs the real runs of `v` (verify/session.verify_folder by default).
     """
 
     DEFAULT_CSS = """
@@ -186,10 +209,12 @@ class ResultsScreen(Screen[None]):
     ResultsScreen #results-actions { height: auto; padding: 0 1; }
     ResultsScreen #results-exported { padding: 0 1; height: auto; }
     ResultsScreen #results-probes { height: auto; max-height: 20; }
+    ResultsScreen #results-actions Button { margin-right: 1; }
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("e", "export", "export"),
+        Binding("v", "verify", "verify"),
         Binding("r", "resume", "resume / retry"),
         Binding("escape", "back", "back"),
         Binding("q", "quit_app", "quit"),
@@ -203,9 +228,11 @@ class ResultsScreen(Screen[None]):
         *,
         hints: Mapping[str, Any] | None = None,
         profiler: Profiler | None = None,
+        verifier: Verifier = verify_folder,
     ) -> None:
         super().__init__()
         self.profiler = profiler
+        self.verifier = verifier
         self.summary = summary
         self.probes = list(probes)
         self.results_dir = Path(results_dir)
@@ -226,6 +253,7 @@ class ResultsScreen(Screen[None]):
         needed = summary.needed_text()
         if needed:  # the noise the decisions used, not a bound for pairs that never ran
             title += f", a gain had to clear {needed}"
+        simulated = _simulated(summary.trainer)
         with VerticalScroll(id="results-body"):
             notes = notes_text(summary)
             if notes:
@@ -239,10 +267,21 @@ class ResultsScreen(Screen[None]):
                 "\n".join(
                     [speedup_text(summary), confirmation_text(summary), changes_text(summary)]
                     + ([f"batch: {batch}"] if batch else [])
+                    + answers_lines(summary)
                 ),
                 id="results-speedup",
                 classes="box",
             )
+            verified = VerifyPanel(
+                summary.verify,
+                self.results_dir,
+                simulated=simulated,
+                verifier=self.verifier,
+                id="results-verified",
+                classes="box",
+            )
+            verified.border_title = "verified: real runs against the claim"
+            yield verified
             yield GainBars(stage_gains(summary.stages), id="results-gains")
             verdict = Static(verdict_text(summary), id="results-verdict", classes="box")
             verdict.border_title = "bottleneck"
@@ -258,6 +297,12 @@ class ResultsScreen(Screen[None]):
                     yield Static(found, id="results-findings", classes="box")
             with Horizontal(id="results-actions"):
                 yield Button("Export all formats (e)", id="export", variant="success")
+                yield Button(
+                    "Verify: run it for real (v)",
+                    id="verify",
+                    variant="primary",
+                    disabled=simulated,  # nothing real to run: the panel says why on v
+                )
             yield Static("", id="results-exported")
             shown = [result for result in self.probes if not result.retried]
             probes = LadderTable(id="results-probes", shown=shown)
@@ -274,6 +319,8 @@ class ResultsScreen(Screen[None]):
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "export":
             self.action_export()
+        elif event.button.id == "verify":
+            self.action_verify()
 
     def action_export(self) -> None:
         values = self.summary.recommendation.values
@@ -292,6 +339,9 @@ class ResultsScreen(Screen[None]):
         # said where it is seen, whatever the terminal's height: the list is below the fold
         names = ", ".join(p.name for p in self.exported)
         self.notify(f"wrote {names} in {self.results_dir}", title="exported", timeout=8)
+
+    def action_verify(self) -> None:
+        self.query_one(VerifyPanel).start()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """`r` only for a ladder that stopped before its end (a partial summary), or one
@@ -319,3 +369,12 @@ class ResultsScreen(Screen[None]):
 
     def action_quit_app(self) -> None:
         self.app.exit()
+
+
+def _simulated(trainer: str) -> bool:
+    """Whether the session's trainer simulated its probes (nothing real to verify); a
+    trainer not installed here is not known to: verify says what it can run."""
+    try:
+        return load_trainer(trainer).simulated
+    except UsageError:
+        return False

@@ -38,6 +38,7 @@ from tuneup.probe.estimate import (
     stage_shape,
 )
 from tuneup.probe.plan import plan_for
+from tuneup.probe.targets import split_target_stage
 from tuneup.probe.types import (
     BASELINE_STAGE,
     CONFIRM_STAGE,
@@ -52,6 +53,7 @@ from tuneup.tuning.clock.measured import Heard, measured_costs
 from tuneup.tuning.clock.planner import dearer_first
 from tuneup.tuning.search.load import LADDER_PROBES
 from tuneup.tuning.search.search_records import StagePlan
+from tuneup.tuning.search.targets import expected_target_plans
 
 
 @dataclass
@@ -312,6 +314,11 @@ class LadderClock:
         habits = self.habits(stage)
         done_here = self._stage_probes[stage] if stage is not None else 0
         confirm = self.confirm_pairs if any(s.candidates for s in shapes) else 0
+        targets = self._targets(habits) if confirm else []
+        if split_target_stage(stage or "")[1] is not None:  # a target's own answer
+            here, later = self._in_target(str(stage), targets, done_here, habits)
+            return self._kinds(here, costs), self._kinds(later, costs)
+        after = sum((shape for _name, _stages, shape in targets), LadderShape())
         if stage is None or stage == BASELINE_STAGE:
             here = ladder_shape([], baseline_repeats=self.baseline_repeats, baseline_done=done_here)
             later = ladder_shape(shapes, baseline_repeats=0, confirm_pairs=confirm, habits=habits)
@@ -322,14 +329,56 @@ class LadderClock:
                 shapes[at + 1 :], baseline_repeats=0, confirm_pairs=confirm, habits=habits
             )
         else:  # the confirmation
-            # Expected pairs until its fewest are done; then each further pair is told as
-            # it comes (the count ends exact when the confirmation decides at its fewest).
-            expected = confirmation_pairs(self.confirm_pairs, habits)
-            pairs = max(0.0, expected - done_here / 2)
-            if done_here >= 2 * self.confirm_pairs:
-                pairs = 0.0
-            here, later = LadderShape({ProbeKind(("full",)): 2 * pairs}), LadderShape()
-        return self._kinds(here, costs), self._kinds(later, costs)
+            here, later = self._confirming(done_here, habits), LadderShape()
+        return self._kinds(here, costs), self._kinds(later + after, costs)
+
+    def _confirming(self, done: int, habits: Habits) -> LadderShape:
+        """A confirmation's pairs left: expected until its fewest are done; then each further
+        pair is told as it comes (the count ends exact when it decides at its fewest)."""
+        expected = confirmation_pairs(self.confirm_pairs, habits)
+        pairs = max(0.0, expected - done / 2)
+        if done >= 2 * self.confirm_pairs:
+            pairs = 0.0
+        return LadderShape({ProbeKind(("full",)): 2 * pairs})
+
+    def _targets(self, habits: Habits) -> list[tuple[str, list[StageShape], LadderShape]]:
+        """Each target expected to get an answer of its own after the confirmation (search's
+        expected_target_plans): its name, its stages' shapes, and all it is expected to take
+        (its stages and its confirmation against the baseline)."""
+        found = []
+        for target, plans in expected_target_plans(self.adapter.targets, self.plans):
+            shapes = stage_shapes(plans, self.base_batch, self.incumbent_batch, fewer=False)
+            shape = ladder_shape(shapes, baseline_repeats=0, confirm_pairs=0, habits=habits)
+            confirm = confirmation_pairs(self.confirm_pairs, habits)
+            shape = shape + LadderShape({ProbeKind(("full",)): 2 * confirm})
+            found.append((target.name, shapes, shape))
+        return found
+
+    def _in_target(
+        self,
+        stage: str,
+        targets: list[tuple[str, list[StageShape], LadderShape]],
+        done: int,
+        habits: Habits,
+    ) -> tuple[LadderShape, LadderShape]:
+        """The probes left in a target's own answer under way (`stage`, STAGE@TARGET), and
+        in the targets after it."""
+        base, name = split_target_stage(stage)
+        names = [n for n, _shapes, _shape in targets]
+        at = names.index(name) if name in names else len(names)
+        after = sum((shape for _n, _s, shape in targets[at + 1 :]), LadderShape())
+        if at == len(names):
+            return LadderShape(), after
+        shapes = targets[at][1]
+        own = [s.name for s in shapes]
+        confirm = self._confirming(0, habits)
+        if base == CONFIRM_STAGE or stage not in own:
+            here = self._confirming(done, habits) if base == CONFIRM_STAGE else LadderShape()
+            return here, after
+        index = own.index(stage)
+        here = _remainder(stage_shape(shapes[index], habits), done)
+        rest = ladder_shape(shapes[index + 1 :], baseline_repeats=0, confirm_pairs=0, habits=habits)
+        return here, rest + confirm + after
 
     def seconds_left(self, stage: str | None) -> tuple[float, str]:
         """The time left after one of `stage`, and what it rests on in words ("measured

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuneup.probe.stages import scan_stages, stage_names
+from tuneup.probe.targets import split_target_stage
 from tuneup.probe.types import BASELINE_STAGE, CONFIRM_STAGE, ProbeResult
 
 SESSION_ID = "id"
@@ -69,7 +70,8 @@ class SessionFacts:
                 f"{self.session_id})"
             )
         own = [BASELINE_STAGE, *sorted(self.stages), CONFIRM_STAGE]
-        if result.stage not in own and result.stage not in _registered():
+        stage, _target = split_target_stage(result.stage)  # data@tutorial: a target's
+        if stage not in own and stage not in _registered():
             return (
                 f"is not this session's (stage {result.stage!r} is none of its stages: "
                 f"{', '.join(own)})"

@@ -13,8 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tuneup.probe.describe import sps_text
+from tuneup.probe.targets import target_stage
 from tuneup.probe.types import BASELINE_STAGE, CONFIRM_STAGE, USER_SKIP
-from tuneup.tuning.search.search_records import SearchOutcome, StageDecision
+from tuneup.tuning.search.search_records import SearchOutcome, StageDecision, TargetOutcome
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,23 @@ def stage_rows(outcome: SearchOutcome) -> list[StageRow]:
     confirm = _confirm_row(outcome, counts.get(CONFIRM_STAGE, 0))
     if confirm is not None:
         rows.append(confirm)
+    for answer in outcome.targets:  # a target's own answer: its stages, its confirmation
+        rows += [_stage_row(d, counts.get(d.stage, 0)) for d in answer.decisions]
+        row = _target_confirm_row(answer, counts)
+        if row is not None:
+            rows.append(row)
     return rows
+
+
+def _target_confirm_row(answer: TargetOutcome, counts: dict[str, int]) -> StageRow | None:
+    attempt = answer.attempt
+    if attempt is None:
+        return None
+    stage = target_stage(CONFIRM_STAGE, answer.target.name)
+    ev = attempt.evidence
+    change = "" if ev.speedup is None else f"{100 * (ev.speedup - 1):+.1f}%"
+    result = f"upheld {' + '.join(attempt.path)}" if attempt.upheld else "not upheld: baseline kept"
+    return StageRow(stage, result, "FULL", change, str(ev.pairs), counts.get(stage, 0))
 
 
 def _baseline_row(outcome: SearchOutcome, probes: int) -> StageRow:

@@ -27,6 +27,7 @@ from tuneup.probe.jsonvalues import (
     text,
     texts,
 )
+from tuneup.tuning.results.verified import Verified
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,6 +98,42 @@ class StageOutcome:
 
 
 @dataclass(frozen=True, kw_only=True)
+class TargetAnswer:
+    """The answer for one program the user trains with (probe.targets): its values and
+    its own measured factor over the baseline.
+
+    Attributes:
+        target: its key ("tuneup", "tutorial", "command").
+        label: how the user knows it ("the tutorial's train.py").
+        values: the knob values it runs; changes: those that differ from the baseline's.
+        factor, low, high: its confirmed speedup over the baseline (FULL) and the likely
+            range of its pairs; None where nothing measured it (`tuned` False).
+        full_sps: its confirmed FULL samples/s.
+        upheld: its confirmation upheld it (None: none ran, e.g. the recommendation's own
+            answer with nothing adopted).
+        tuned: its values were tuned for it; False where a session recorded before
+            targets existed leaves this target's answer untuned (`note` says what).
+        same: it runs the recommendation as it is (its figures are the recommendation's).
+        left_out: the recommended knobs it cannot run, each with why.
+        note: what a user must know of this answer, in one line ("" when nothing).
+    """
+
+    target: str = "?"
+    label: str = ""
+    values: Mapping[str, Any] = field(default_factory=empty)
+    changes: Mapping[str, Any] = field(default_factory=empty)
+    factor: float | None = None
+    low: float | None = None
+    high: float | None = None
+    full_sps: float | None = None
+    upheld: bool | None = None
+    tuned: bool = True
+    same: bool = False
+    left_out: Mapping[str, str] = field(default_factory=empty)
+    note: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
 class Partial:
     """A ladder stopped before its end: why, and the stages it did not finish."""
 
@@ -128,6 +165,7 @@ class Summary:
         scaling: None without a 1-rank reference probe.
         unmeasured: (stage, why) of each stage the ladder could not measure (its probes
             failed or ran contended): `--retry-failed` measures them again.
+        verify: what `tuneup verify` found of the real runs (None: none ran).
         document: the file's whole content, read-only, passed on unchanged
             (`tuneup probe --json`); read the attributes instead.
     """
@@ -148,7 +186,13 @@ class Summary:
     scaling: ScalingSummary | None = None
     partial: Partial | None = None
     unmeasured: tuple[tuple[str, str], ...] = ()
+    targets: tuple[TargetAnswer, ...] = ()
+    verify: Verified | None = None
     document: Mapping[str, Any] = field(default_factory=empty, compare=False, repr=False)
+
+    def target(self, name: str) -> TargetAnswer | None:
+        """The answer for target `name`; None when the session has none for it."""
+        return next((t for t in self.targets if t.target == name), None)
 
     def needed_text(self) -> str:
         """The gain the decisions' pairs had to clear ("2.0%", "2.0-2.2%"): the noise they
@@ -221,6 +265,10 @@ class Summary:
                 for entry in as_list(data.get("unmeasured"))
                 if isinstance(entry, Mapping)
             ),
+            targets=tuple(
+                _target(t) for t in as_list(data.get("targets")) if isinstance(t, Mapping)
+            ),
+            verify=Verified.from_dict(data.get("verify")),
             document=MappingProxyType(dict(data)),
         )
 
@@ -292,6 +340,26 @@ def _stage(entry: Mapping[str, Any]) -> StageOutcome:
         decided_on=optional_text(entry.get("decided_on")) or None,
         unresolved=entry.get("unresolved") is True,
         needed_pct=number(entry.get("needed_pct")),
+    )
+
+
+def _target(entry: Mapping[str, Any]) -> TargetAnswer:
+    left = as_map(entry.get("left_out"))
+    upheld = entry.get("upheld")
+    return TargetAnswer(
+        target=text(entry.get("target"), "?"),
+        label=text(entry.get("label"), ""),
+        values=frozen_map(entry.get("values")),
+        changes=frozen_map(entry.get("changes")),
+        factor=number(entry.get("factor")),
+        low=number(entry.get("low")),
+        high=number(entry.get("high")),
+        full_sps=number(entry.get("full_sps")),
+        upheld=upheld if isinstance(upheld, bool) else None,
+        tuned=entry.get("tuned") is not False,
+        same=entry.get("same") is True,
+        left_out=MappingProxyType({str(k): text(v, "") for k, v in left.items()}),
+        note=text(entry.get("note"), ""),
     )
 
 

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tuneup.config import LR_SCHEDULE_DEFAULT, TrainConfig
+from tuneup.probe.targets import Target
 from tuneup.probe.types import ProbeResult
 from tuneup.tuning.results.datarate import data_rate_sentence
 from tuneup.tuning.results.ddp_verdicts import (
@@ -179,6 +180,68 @@ def summary_dict(outcome: SearchOutcome) -> dict[str, Any]:
         if outcome.partial
         else None,
     }
+
+
+def targets_block(outcome: SearchOutcome, own: Target) -> list[dict[str, Any]]:
+    """summary.json's `targets`: the recommendation as `own`'s answer (its trainer's), then
+    each other target's (search/targets.py) with its own confirmed factor."""
+    gain = speedup(outcome)
+    conf = outcome.confirmation
+    first = {
+        "target": own.name,
+        "label": own.label,
+        "values": dict(outcome.best_values),
+        "changes": _changes(outcome.base_values, outcome.best_values),
+        "factor": gain["value"],
+        "low": gain["low"],
+        "high": gain["high"],
+        "full_sps": outcome.best.full_sps,
+        "upheld": None if conf is None else conf.upheld is not None,
+        "tuned": True,
+        "same": False,
+        "left_out": {},
+        "note": "",
+    }
+    entries = [first]
+    for answer in outcome.targets:
+        named = {"target": answer.target.name, "label": answer.target.label}
+        if answer.same:
+            entries.append({**first, **named, "same": True})
+            continue
+        attempt, best = answer.attempt, answer.best
+        ev = attempt.evidence if attempt is not None and attempt.upheld else None
+        kept = answer.values == outcome.base_values
+        entries.append(
+            {
+                **named,
+                "values": dict(answer.values),
+                "changes": _changes(outcome.base_values, answer.values),
+                "factor": ev.speedup if ev is not None else (1.0 if kept else None),
+                "low": None if ev is None else ev.low,
+                "high": None if ev is None else ev.high,
+                "full_sps": best.full_sps if best is not None else outcome.baseline.full_sps,
+                "upheld": answer.upheld,
+                "tuned": True,
+                "same": False,
+                "left_out": dict(answer.left_out),
+                "path": list(attempt.path) if attempt is not None else [],
+                "stages": [
+                    {
+                        "stage": d.stage,
+                        "winner": d.winner,
+                        "gain_pct": d.gain_pct,
+                        "reason": d.reason,
+                    }
+                    for d in answer.decisions
+                ],
+                "note": answer.note,
+            }
+        )
+    return entries
+
+
+def _changes(base: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if base.get(k, _NONE) != v}
 
 
 def _confirmation_block(outcome: SearchOutcome) -> dict[str, Any]:

@@ -69,7 +69,8 @@ def stage_summary(outcome: SearchOutcome) -> list[str]:
     efficiency; one whose probes flagged straggling ranks says which.
     """
     lines = []
-    for decision in outcome.stage_decisions:
+    theirs = [d for answer in outcome.targets for d in answer.decisions]
+    for decision in [*outcome.stage_decisions, *theirs]:
         line = f"{decision.stage}{decided_on(decision)}: {decision.reason}"
         if decision.failed:
             line += f"; did not run ok: {', '.join(decision.failed)}"
@@ -256,10 +257,30 @@ def speedup(outcome: SearchOutcome) -> dict[str, Any]:
 
 def headline(outcome: SearchOutcome) -> str:
     """One line for the end of a session: what to change and how much faster it is, confirmed;
-    and whether its figures were measured under a steady load (hostload.under_load_text)."""
+    each other target's own answer where it differs (`targets_text`); and whether its
+    figures were measured under a steady load (hostload.under_load_text)."""
     line = _headline(outcome)
-    load = under_load_text(outcome.probes)
-    return f"{line}; {load}" if load else line
+    parts = [line, *targets_text(outcome), under_load_text(outcome.probes)]
+    return "; ".join(p for p in parts if p)
+
+
+def targets_text(outcome: SearchOutcome) -> list[str]:
+    """One phrase per target that cannot run the recommendation: its own answer and its
+    own measured factor, or why it keeps the baseline."""
+    phrases = []
+    for answer in outcome.targets:
+        if answer.same:
+            continue
+        label = answer.target.label
+        attempt = answer.attempt
+        if attempt is not None and attempt.upheld:
+            ev = attempt.evidence
+            gain = gain_text(ev.speedup or 1.0, ev.low, ev.high, len(ev.ratios))
+            how = " + ".join(attempt.path) or "its own settings"
+            phrases.append(f"{label}: {how}: {gain}")
+        else:
+            phrases.append(f"{label}: keep its baseline ({answer.note or 'nothing it runs won'})")
+    return phrases
 
 
 def _headline(outcome: SearchOutcome) -> str:

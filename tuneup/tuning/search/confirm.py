@@ -36,7 +36,7 @@ def confirm(
         kept = steps[: len(steps) - drop]
         labels = tuple(label for label, _ in kept)
         values = kept[-1][1]
-        attempt, series, cut = _confirm_one(runner, base_values, labels, values, pairs)
+        attempt, series, cut = confirm_one(runner, base_values, labels, values, pairs)
         tried.append(attempt)
         if attempt.upheld:
             upheld_series = series
@@ -76,19 +76,22 @@ def confirm(
     return confirmation, dict(shown.values), best
 
 
-def _confirm_one(
+def confirm_one(
     runner: SearchRunner,
     base_values: dict[str, Any],
     labels: tuple[str, ...],
     values: dict[str, Any],
     pairs: int,
+    stage: str = CONFIRM,
 ) -> tuple[ConfirmAttempt, Series, bool]:
+    """`values` against the baseline in interleaved FULL pairs (journaled as `stage`): the
+    attempt, the series of its values' probes, and whether the time budget cut it."""
     variant = {k: v for k, v in values.items() if base_values.get(k, _NOTHING) != v}
     at_least = max(2, pairs)
     best = Series([])
     first = len(runner.probes)
     found = runner.compare(
-        CONFIRM,
+        stage,
         Candidate(BASELINE, {}, whole=False),
         base_values,
         Candidate("recommended", variant, whole=False),

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tuneup.errors import DataFault, ExitCode, UsageError
+from tuneup.probe.targets import Target
 from tuneup.probe.types import BASELINE_STAGE, CONFIRM_STAGE, Candidate, ProbeResult, Status
 from tuneup.tuning.search.paired import PairedEvidence, PhaseNoise, Verdict
 
@@ -142,6 +143,35 @@ class Confirmation:
 
 
 @dataclass
+class TargetOutcome:
+    """What one target gets.
+
+    Attributes:
+        target: the target.
+        values: the knob values it runs.
+        same: it runs the recommendation as it is (the figures are the recommendation's).
+        left_out: the recommended knobs it cannot run, each with why.
+        decisions: its stages' decisions (named STAGE@TARGET).
+        attempt: its confirmation against the baseline (None: none ran).
+        best: its confirmed FULL figures (None: not confirmed).
+        note: what a user must know of it, in one line ("" for nothing).
+    """
+
+    target: Target
+    values: dict[str, Any]
+    same: bool = False
+    left_out: dict[str, str] = field(default_factory=dict)
+    decisions: list[StageDecision] = field(default_factory=list)
+    attempt: ConfirmAttempt | None = None
+    best: ProbeResult | None = None
+    note: str = ""
+
+    @property
+    def upheld(self) -> bool | None:
+        return None if self.attempt is None else self.attempt.upheld
+
+
+@dataclass
 class SearchOutcome:
     """Everything a search found, in the order it happened.
 
@@ -171,6 +201,9 @@ class SearchOutcome:
     # and whose the limit was: "budget" (the user's --budget) or "allocation" (its end).
     left_out: list[str] = field(default_factory=list)
     limit: str = "budget"
+    # Each other target's answer (targets.py), in the trainer's order; [] when it declares
+    # none, or for a search that tunes none (the grid, a stopped ladder).
+    targets: list[TargetOutcome] = field(default_factory=list)
 
     @property
     def measured(self) -> int:

@@ -57,6 +57,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tuneup.errors import UsageError
+from tuneup.probe.targets import Target
 from tuneup.probe.types import PHASES, USER_SKIP, ProbeResult, probe_key
 from tuneup.tuning.search.confirm import confirm
 from tuneup.tuning.search.load import LoadBound, MachineBusy
@@ -65,6 +66,7 @@ from tuneup.tuning.search.search_records import (
     BASELINE,
     CONFIRM,
     Already,
+    Confirmation,
     Measure,
     SearchOutcome,
     SearchProgress,
@@ -74,6 +76,7 @@ from tuneup.tuning.search.search_records import (
 )
 from tuneup.tuning.search.search_runner import SearchRunner, Series
 from tuneup.tuning.search.stage_search import run_stage
+from tuneup.tuning.search.targets import tune_targets
 
 MAX_PAIRS = 5  # the most pairs one stage's comparison takes before it is unresolved
 
@@ -93,6 +96,7 @@ def staged_search(
     progress: SearchProgress | None = None,
     before_stage: Callable[[StagePlan], str | None] | None = None,
     load: LoadBound | None = None,
+    targets: tuple[Target, ...] = (),
 ) -> SearchOutcome:
     """Greedy search, one stage at a time, each on top of the best configuration so far.
 
@@ -119,6 +123,8 @@ def staged_search(
         progress: kept up to date as the search goes (partial_outcome reads it).
         before_stage: before each stage: a reason to leave it out (time), or None.
         load: what a busy machine may spoil (load.py; default: its probe bounds alone).
+        targets: the other programs the answer is for (probe.targets): each that cannot
+            run the recommendation is tuned and confirmed an answer of its own (targets.py).
 
     Raises:
         BaselineFailed: the baseline did not run ok, so no variant can be judged.
@@ -130,17 +136,13 @@ def staged_search(
     progress = progress if progress is not None else SearchProgress()
     baseline = _measure_baseline(runner, progress, base_values, baseline_repeats)
     _climb(stages, runner, max_pairs, progress, before_stage)
-    path = list(progress.path)
     search_gain = _search_gain(runner, baseline, progress.values)
-    incumbent = Series(progress.incumbent)
-    best_values, best, confirmation = progress.values, incumbent.summary(), None
-    if confirm_pairs > 0 and progress.steps:
-        progress.stage = CONFIRM
-        confirmation, best_values, best = confirm(
-            runner, base_values, progress.steps, confirm_pairs, max_confirm_attempts
-        )
-        path = list(confirmation.path)
-        best = best if path else baseline
+    confirmation, best_values, best, path = _decided(
+        runner, progress, base_values, baseline, confirm_pairs, max_confirm_attempts
+    )
+    answers = tune_targets(
+        targets, runner, stages, base_values, best_values, max_pairs, confirm_pairs, before_stage
+    )
     progress.stage = None
     return SearchOutcome(
         baseline=baseline,
@@ -157,7 +159,29 @@ def staged_search(
         search_gain=search_gain,
         drift=noise.full.moved(probe_key(base_values)),
         left_out=list(progress.left_out),
+        targets=answers,
     )
+
+
+def _decided(
+    runner: SearchRunner,
+    progress: SearchProgress,
+    base_values: dict[str, Any],
+    baseline: ProbeResult,
+    confirm_pairs: int,
+    attempts: int,
+) -> tuple[Confirmation | None, dict[str, Any], ProbeResult, list[str]]:
+    """What the confirmation upheld of the climb's path (the climb's own pick, unconfirmed,
+    where none runs): its confirmation, values, figures and path."""
+    best_values, best = progress.values, Series(progress.incumbent).summary()
+    if confirm_pairs <= 0 or not progress.steps:
+        return None, best_values, best, list(progress.path)
+    progress.stage = CONFIRM
+    confirmation, best_values, best = confirm(
+        runner, base_values, progress.steps, confirm_pairs, attempts
+    )
+    path = list(confirmation.path)
+    return confirmation, best_values, best if path else baseline, path
 
 
 def _measure_baseline(

@@ -43,6 +43,7 @@ from tuneup.tuning.session.engine import Engine, build_engine
 from tuneup.tuning.session.lock import LOCK_FILE, Owner, ResultsLock
 from tuneup.tuning.session.preflight import loader_shm_problem, refuse_baseline
 from tuneup.tuning.session.probe_session import ProbeSession
+from tuneup.tuning.session.realdata import RealData, real_data_for
 from tuneup.tuning.session.request import SessionRequest
 from tuneup.tuning.session.setting import Setting, read_setting
 from tuneup.tuning.session.stage_plans import plugin_alerts, shm_free_for, stage_plans
@@ -386,10 +387,12 @@ def checked_plans(
     machine: MachineInfo,
     base: dict[str, Any],
     preset: ProbePreset,
+    real: RealData | None = None,
 ) -> list[StagePlan]:
     """The ladder's stage plans, once the baseline passed what would kill it for certain
     (its loader workers in /dev/shm) and what its trainer would refuse; a stage's candidates
-    that would fail either are not tried.
+    that would fail either are not tried, nor (with `real`) those whose loader cannot hold
+    the real run's data.
 
     Raises:
         UsageError: the baseline fails one of them, in one line with the fix.
@@ -407,6 +410,7 @@ def checked_plans(
         shm_free=shm_free,
         phases=adapter.phases,
         refusal=adapter.refusal,
+        weigh=None if real is None else real.before,
     )
 
 
@@ -441,7 +445,8 @@ def build_session(
     known_costs: ProbeCosts | None = None,
 ) -> AssembledSession:
     """A session on what the caller resolved (`keep_costs` False: a replay's, kept none)."""
-    plans = checked_plans(adapter, stages, machine, base, preset)
+    real = real_data_for(preset, base, machine)
+    plans = checked_plans(adapter, stages, machine, base, preset, real)
     record = LadderRecord(cache_dir())
     shares = not fresh_processes and machine.world_size == 1
     limits = (time_budget_s, shortest_trial_s, known_costs)
@@ -479,6 +484,7 @@ def build_session(
         retry_failed=retry_failed,
         setting=setting,
         baseline_again=baseline_again,
+        real_data=real,
     )
     alerts = [*alerts, *plugin_alerts()]  # the ladder's stages all loaded by now
     return AssembledSession(

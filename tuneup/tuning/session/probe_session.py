@@ -42,7 +42,7 @@ from tuneup.tuning.clock.time_left import LadderClock, known_costs
 from tuneup.tuning.results.journal import ResultsDir
 from tuneup.tuning.results.journal_check import SESSION_ID, new_session_id
 from tuneup.tuning.results.scaling_report import scaling_summary
-from tuneup.tuning.results.summary_document import summary_dict
+from tuneup.tuning.results.summary_document import summary_dict, targets_block
 from tuneup.tuning.search.grid import grid_search
 from tuneup.tuning.search.guard import loss_verdict
 from tuneup.tuning.search.load import LoadBound
@@ -56,6 +56,7 @@ from tuneup.tuning.session.control import (
     SessionInterrupted,
     SilentReporter,
 )
+from tuneup.tuning.session.realdata import RealData
 from tuneup.tuning.session.setting import SETTING, Setting, record_changes
 from tuneup.tuning.session.time_gate import BUDGET, TimeGate
 
@@ -114,6 +115,10 @@ class ProbeSession:
     # On a resume in another setting than the recorded one: why (its differences); the
     # journaled baseline is then measured again. "": replayed as it was.
     baseline_again: str = ""
+    # The data the real run reads (realdata.py): each probe's model peak is kept, and a
+    # candidate whose loader cannot hold it beside its own peak is never adopted. None:
+    # nothing to weigh.
+    real_data: RealData | None = None
     # Its id (session.json's), stamped on each probe it journals: a resume tells a line
     # copied from another session's journal apart (tuning.journal_check).
     session_id: str = field(default_factory=new_session_id)
@@ -347,6 +352,8 @@ class ProbeSession:
         return self.gate.stage_gate(plan)
 
     def _report(self, stage: str, result: ProbeResult, reused: bool) -> None:
+        if self.real_data is not None:
+            self.real_data.heard(result)
         self._done += 1
         self.clock.heard(stage, result)
         left = self.clock.left(stage, self.clock.costs())
@@ -367,14 +374,19 @@ class ProbeSession:
 
     def _guard(self, stage: str, result: ProbeResult, values: dict[str, Any]) -> ProbeResult:
         """The loss guard, applied here, before journaling, so the journal says `diverged`;
-        the search is told so (`guard=False`) and does not judge the loss again."""
+        the search is told so (`guard=False`) and does not judge the loss again. Then the
+        real data's weight: `oom` where its loader could not hold the run's boxes beside the
+        model's peak it measured (realdata.py), so it is never adopted."""
         if not result.ok:
             return result
         baseline = None if stage == "baseline" else self._baseline_losses
         reason = loss_verdict(result.losses, values, baseline, self.base_values)
-        if not reason:
-            return result
-        return replace(result, status=Status.DIVERGED, reason=reason)
+        if reason:
+            return replace(result, status=Status.DIVERGED, reason=reason)
+        heavy = None if self.real_data is None else self.real_data.after(stage, result, values)
+        if heavy:  # it ran on the probes' box; the real one would not fit beside it
+            return replace(result, status=Status.OOM, reason=heavy)
+        return result
 
     def _remember_baseline(self, stage: str, result: ProbeResult) -> None:
         if stage == "baseline" and result.ok:
@@ -400,6 +412,7 @@ class ProbeSession:
                     progress=self._progress,
                     before_stage=self.stage_gate,
                     load=self._load,
+                    targets=self.adapter.targets,
                 )
         except SessionInterrupted as stop:
             self._write_partial(stop)
@@ -417,10 +430,16 @@ class ProbeSession:
 
     def _write_summary(self, outcome: SearchOutcome) -> None:
         outcome.limit = self.limit_by  # the words of what the limit left out
+        if self.real_data is not None:  # each candidate not for the real data names the next best
+            outcome.stage_decisions[:] = self.real_data.named(outcome.stage_decisions)
         summary = summary_dict(outcome)
         summary["preset"] = self.preset.name
         summary["preset_source"] = self.preset.source or self.preset.name  # a resume finds it
         summary["trainer"] = self.trainer
+        if self.real_data is not None:
+            real = self.real_data.block(outcome.best_values, outcome.stage_decisions)
+            summary["real_data"] = real
+        summary["targets"] = targets_block(outcome, self.adapter.own_target)
         summary["scaling"] = scaling_summary(
             summary.get("ddp"),
             outcome.best_values,

@@ -1,6 +1,7 @@
 """The preset's ladder as the search's stage plans: each stage proposed on the incumbent
 when its turn comes, judged on the phase it declares, and candidates whose loader
-workers would not fit in /dev/shm, or that the trainer refuses, not tried."""
+workers would not fit in /dev/shm, that the trainer refuses, or whose loader cannot hold
+the real run's data, not tried."""
 
 from __future__ import annotations
 
@@ -18,9 +19,13 @@ from tuneup.probe.types import (
 from tuneup.trainers.adapters import TrainerAdapter, skipped_trainers
 from tuneup.tuning.search.search_records import StagePlan
 from tuneup.tuning.session.preflight import loader_shm_problem
+from tuneup.tuning.session.realdata import kept_text
 
 Refusal = Callable[[dict[str, Any], int], str | None]
 """Why the trainer would refuse values on so many ranks (TrainerAdapter.refusal)."""
+Weighing = Callable[[dict[str, Any], dict[str, Any]], str | None]
+"""Why a candidate's values cannot hold the real run's data, on top of the incumbent's
+(realdata.RealData.before)."""
 
 
 def shm_free_for(adapter: TrainerAdapter) -> int | None:
@@ -50,6 +55,7 @@ def stage_plans(
     shm_free: int | None = None,
     phases: tuple[str, ...] = PHASES,
     refusal: Refusal | None = None,
+    weigh: Weighing | None = None,
 ) -> list[StagePlan]:
     """The preset's ladder as search plans; an unavailable stage carries its reason.
 
@@ -57,7 +63,8 @@ def stage_plans(
     what earlier stages adopted. With `preset`, a stage it gives candidate
     values for proposes those instead of its own. With `shm_free` (bytes in
     /dev/shm), a candidate whose loader workers would not fit there is not tried; with
-    `refusal` (the trainer's, TrainerAdapter.refusal), neither is one the trainer refuses.
+    `refusal` (the trainer's, TrainerAdapter.refusal), neither is one the trainer refuses;
+    with `weigh`, nor one whose loader cannot hold the real run's data (realdata.py).
     A stage is judged on the phase it declares where the trainer measures that
     phase apart (`phases`), else on FULL. A loader's stage is judged on FULL where
     the model runs on the CPU: the loader's workers and the model then take turns
@@ -76,22 +83,30 @@ def stage_plans(
     def plan_for(stage: Any, values: dict[str, Any]) -> StagePlan:
         proposal = stage.propose(machine, values)
         not_tried = [f"{label}: {why}" for label, why in proposal.rejected]
-        candidates, refused = [], 0
+        candidates, refused, heavy = [], 0, 0
         for cand in proposal.candidates:
             merged = {**values, **cand.values}
             problem = loader_shm_problem(merged, machine.ranks_per_node, shm_free)
             if problem is None and refusal is not None:
                 problem = refusal(merged, cand.ranks or machine.world_size)
                 refused += problem is not None
+            if problem is None and weigh is not None:
+                problem = weigh(merged, values)
+                heavy += problem is not None
             if problem is None:
                 candidates.append(cand)
             else:
                 not_tried.append(f"{cand.label}: {problem}")
         reason = proposal.reason
         if reason is None and not candidates:
-            shm = len(not_tried) - refused
+            shm = len(not_tried) - refused - heavy
             reason = (
-                "no candidate fits in /dev/shm" if shm else "the trainer refuses every candidate"
+                "no candidate fits in /dev/shm"
+                if shm
+                else "the trainer refuses every candidate"
+                if refused
+                else f"no candidate can hold the real data ({', '.join(not_tried)}); the "
+                f"next best is {kept_text(values)}"
             )
         return StagePlan(
             name=proposal.stage,
