@@ -82,6 +82,7 @@ class UnetTrainer(TrainerAdapter):
             launch=ctx.launch,
             job=ctx.job,
             fresh_processes=ctx.fresh_processes,
+            launcher=ctx.launcher,
         )
 
 
@@ -116,6 +117,7 @@ UNET = UnetTrainer(
     data_files=True,
     gpu_telemetry=True,
     in_app=True,
+    profiles=True,  # its worker profiles a probe's FULL steps (tuneup/worker/profile.py)
     phases=PHASES,
     targets=(TUTORIAL,),
     # A guess for a GPU node until probes measure it: a process start with CUDA, data and

@@ -173,7 +173,8 @@ def test_a_sound_section_has_no_problems():
     section = {"run": "python train.py --num_epochs 3", **SECTION, "skip": 2, "limit_s": 900}
     assert check_command_section(section, "my.yaml") == []
     spec = parse_command_section(section, "my.yaml")
-    assert spec.argv == ("python", "train.py", "--num_epochs", "3")
+    # a bare `python` is tuneup's own interpreter, which has torch (the PATH's may not)
+    assert spec.argv == (sys.executable, "train.py", "--num_epochs", "3")
     assert spec.mapped == {"num_data_workers", "amp_mode", "broadcast_buffers", "tf32"}
 
 
@@ -237,7 +238,7 @@ def test_knob_values_become_flags_and_environment():
         ["num_data_workers"],
     )
     assert call.argv == (
-        "python",
+        sys.executable,
         "train.py",
         "--num_data_workers",
         "8",
@@ -248,7 +249,7 @@ def test_knob_values_become_flags_and_environment():
     assert call.env == {"NVIDIA_TF32_OVERRIDE": "0"}
     # true maps to nothing: no flag, and the variable is removed from the child's environment
     call = build_invocation(spec, {"broadcast_buffers": True, "tf32": True})
-    assert call.argv == ("python", "train.py")
+    assert call.argv == (sys.executable, "train.py")
     assert call.env == {"NVIDIA_TF32_OVERRIDE": None}
 
 
@@ -268,14 +269,14 @@ def test_a_knob_the_section_does_not_map_is_unsupported():
     with pytest.raises(UnsupportedKnob, match="no flag or environment variable for jit"):
         build_invocation(spec_of(), {"jit": "compile"}, ["jit"])
     # An unmapped knob that only comes with the incumbent is the script's business.
-    assert build_invocation(spec_of(), {"jit": "compile"}).argv == ("python", "train.py")
+    assert build_invocation(spec_of(), {"jit": "compile"}).argv == (sys.executable, "train.py")
 
 
 def test_a_value_missing_from_a_table_is_unsupported_unless_it_is_the_default():
     spec = spec_of(flags={"amp_mode": {"bf16": "--amp_mode bf16"}})
     with pytest.raises(UnsupportedKnob, match=r"amp_mode=fp16 \(it lists: bf16\)"):
         build_invocation(spec, {"amp_mode": "fp16"}, ["amp_mode"])
-    assert build_invocation(spec, {"amp_mode": "none"}).argv == ("python", "train.py")
+    assert build_invocation(spec, {"amp_mode": "none"}).argv == (sys.executable, "train.py")
 
 
 # --- the output ------------------------------------------------------------------------------
@@ -526,3 +527,14 @@ def test_a_ladder_whose_baseline_fails_says_where_what_ran_is_kept(tmp_path, cap
     err = capsys.readouterr().err
     assert code != 0 and "baseline" in err
     assert f"what ran is journaled in {out / 'journal.jsonl'}" in err
+
+
+def test_a_thread_count_left_to_torch_is_never_passed_as_zero() -> None:
+    """intra_op_threads 0 is torch's own choice: a section that maps it to OMP_NUM_THREADS
+    leaves the variable as the user's environment has it (the baseline and every export);
+    a count the threads stage chose is passed."""
+    spec = parse_command_section(
+        {"run": ["python", "train.py"], "env": {"intra_op_threads": "OMP_NUM_THREADS"}}, "mine"
+    )
+    assert "OMP_NUM_THREADS" not in build_invocation(spec, {"intra_op_threads": 0}).env
+    assert build_invocation(spec, {"intra_op_threads": 2}).env == {"OMP_NUM_THREADS": "2"}

@@ -23,7 +23,7 @@ import yaml
 from tuneup.cli import main
 from tuneup.commands.export import run_export_command
 from tuneup.errors import UsageError
-from tuneup.tuning.results.journal import ResultsDir
+from tuneup.tuning.results.journal import ResultsDir, export_hint, where_it_stands
 
 # Its own default is 1 worker, where tuneup's default is 2: a tuned value of 2 must
 # still be passed. Throughput peaks at 2 workers, x1.5 with bf16 (read from a variable).
@@ -211,3 +211,37 @@ def test_a_summary_without_a_recommendation_is_rebuilt_from_the_journal(
     with pytest.raises(UsageError) as caught:
         run_export_command(gone, "flags", tmp_path / "x")
     assert "\n" not in str(caught.value)
+
+
+def test_the_hints_name_a_format_this_session_can_export(tuned: Path) -> None:
+    """Every 'export with' line of a session that tuned your script names its own command
+    format: tuneup's yaml is refused for it."""
+    assert export_hint(tuned).endswith("--format command")
+    assert any("--format command" in line for line in where_it_stands(tuned))
+    assert not any("--format yaml" in line for line in where_it_stands(tuned))
+
+
+def test_the_ladder_runs_only_the_stages_whose_knobs_the_section_maps(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The default ladder on a section that maps two knobs: every other stage is named as
+    unmapped before the first probe, and no probe is spent finding it out."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "train.py").write_text(textwrap.dedent(SCRIPT).lstrip(), encoding="utf-8")
+    preset = {
+        "name": "two-knobs",
+        "train": {"num_data_workers": 1, "device": "cuda"},
+        "probe": {"budget": {"limit_s": 30}},
+        "command": {"run": ["python", "train.py", "--num_epochs", "3"], "cwd": str(work)}
+        | SECTION,
+    }
+    path = tmp_path / "two.yaml"
+    path.write_text(yaml.safe_dump(preset), encoding="utf-8")
+    out = tmp_path / "run"
+    assert main(["probe", "--trainer", "command", "--preset", str(path), "--out", str(out)]) == 0
+    said = capsys.readouterr().err
+    line = next(x for x in said.splitlines() if "not mapped by the command section" in x)
+    assert "data" in line and "batch_size" in line and "workers" not in line.split(":")[-1]
+    stages = {json.loads(x)["stage"] for x in (out / "journal.jsonl").read_text().splitlines()}
+    assert stages <= {"baseline", "workers", "amp", "confirm"}

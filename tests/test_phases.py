@@ -655,3 +655,29 @@ def test_a_first_step_past_the_cap_is_booked_as_first_step_not_as_the_pace() -> 
     assert tracker.steady_step_s == pytest.approx(0.063)
     costs = one_time_costs([tracker])
     assert costs["first_steps"] == pytest.approx(33.0 - 0.063, rel=1e-3)
+
+
+def test_a_profile_that_fails_costs_the_probe_nothing_and_says_why() -> None:
+    """The trials are measured before the profile: its failure (the profiler's own, a trace
+    that cannot be read) leaves the probe's figures, and its profile says why it has none."""
+    timer = FakeTimer()
+    events = Events()
+
+    def profile(steps: int, steady_step_s: float | None) -> dict[str, Any]:
+        raise RuntimeError("CUPTI_ERROR_NOT_INITIALIZED:\nthe driver has no profiling support")
+
+    profiled = dataclasses.replace(plan(), profile=True)
+    result = run_probe(
+        FakeWorkload(timer, [0.5]),
+        profiled,
+        samples_per_batch=4,
+        timer=timer,
+        emit=events,
+        profile=profile,
+    )
+    assert result.full_sps == pytest.approx(8.0) and len(result.full_sps_trials) == 3
+    assert result.profile == {
+        "missing": "no breakdown: the profile failed: RuntimeError: CUPTI_ERROR_NOT_INITIALIZED: "
+        "the driver has no profiling support"
+    }
+    assert events.of("result")[0]["profile"] == result.profile

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from tuneup.probe.profile_rules import StageOutcome, findings, whats_left
+from tuneup.probe.breakdown import whats_left
+from tuneup.probe.profile_rules import StageOutcome, findings
 
 STEP_S = 0.031
 
@@ -231,3 +232,107 @@ def test_whats_left_on_a_cpu_says_the_share_by_part():
     assert "GPU" not in left
     assert "top op aten::convolution_backward 41%" in left
     assert "by part: backward 55%, forward 32%, optimizer 11%, data 2%" in left
+
+
+def device_profile(parts: dict[str, float], **gpu: float) -> dict[str, Any]:
+    """A CUDA profile read from its trace: the parts are the GPU's work by the range that
+    launched it, the host's spans beside them (as the 2026-11-27d recommendation's)."""
+    times = {
+        "busy_s": 0.0659,
+        "idle_s": 0.0034,
+        "idle_host_s": 0.0027,
+        "idle_input_s": 0.0027,
+        "idle_gaps_s": 0.0007,
+        "idle_other_s": 0.0,
+        "tensor_core_s": 0.044,
+        "kernels_per_step": 430.0,
+        "mean_kernel_us": 152.0,
+        "pageable_copies": 0.0,
+    }
+    host = {"data": 0.0214, "forward": 0.0035, "backward": 0.022, "other": 0.021}
+    return cuda_profile(times | gpu) | {
+        "step_s": 0.0693,
+        "basis": "device",
+        "parts_s": parts,
+        "host_parts_s": host,
+        "top": [{"name": "sm90_xmma_dgrad_implicit_gemm_bf16", "self_s": 0.1, "share": 0.22}],
+    }
+
+
+BUSY_IN_COMPUTE = {"data": 0.0031, "h2d": 0.001, "forward": 0.028, "backward": 0.0328}
+
+
+def test_a_busy_gpu_in_forward_and_backward_is_compute_bound_whatever_the_host_waited_in():
+    found = findings(device_profile(BUSY_IN_COMPUTE), LADDER, CONFIG)
+
+    assert rules(found) == ["compute_bound"]  # the host's 31% in `data` is no data wait
+    bound = found[0]
+    assert "compute-bound: the GPU is busy 95% of the step, 94% of its time" in bound.text
+    assert "the top kernel is sm90_xmma_dgrad_implicit_gemm_bf16, 22% of GPU time" in bound.text
+    assert "[amp] skipped: needs CUDA" in bound.text
+
+
+def test_a_gpu_idle_waiting_on_input_is_data_bound():
+    waiting = {"busy_s": 0.03, "idle_s": 0.039, "idle_host_s": 0.036, "idle_input_s": 0.035}
+    found = findings(device_profile(BUSY_IN_COMPUTE, **waiting), LADDER, CONFIG)
+
+    assert rules(found) == ["gpu_busy", "data_wait"]
+    assert found[1].text.startswith("the GPU waits on input 51% of the step")
+    assert found[1].stage == "workers"
+    assert "the biggest idle cause is waiting on input, 51% of the step" in found[0].text
+
+
+def test_input_work_taking_much_of_the_gpus_time_is_data_bound():
+    heavy = BUSY_IN_COMPUTE | {"data": 0.02}  # a GPU loader's augmentations
+    found = findings(device_profile(heavy), LADDER, CONFIG)
+
+    wait = next(f for f in found if f.rule == "data_wait")
+    assert wait.text.startswith("input work (data and h2d) is 26% of the GPU's time")
+    assert wait.threshold == 0.20
+
+
+def test_a_journaled_host_span_in_data_is_no_data_wait_while_the_gpu_kept_busy():
+    """The 2026-11-27d recommendation as journaled before the device was read."""
+    recorded = cuda_profile(
+        {"busy_s": 0.0659, "idle_host_s": 0.0021, "idle_gaps_s": 0.001},
+        step_s=0.0693,
+        parts_s={"data": 0.0214, "forward": 0.0035, "backward": 0.022, "other": 0.021},
+    )
+    assert "data_wait" not in rules(findings(recorded, LADDER, CONFIG))
+    starved = recorded | {"gpu": recorded["gpu"] | {"busy_s": 0.02, "idle_host_s": 0.045}}
+    wait = next(f for f in findings(starved, LADDER, CONFIG) if f.rule == "data_wait")
+    assert "and the GPU idles 65% of it waiting on the host" in wait.text
+
+
+def test_a_host_launching_too_slowly_is_launch_bound():
+    slow = {
+        "busy_s": 0.02,
+        "idle_s": 0.049,
+        "idle_host_s": 0.045,
+        "idle_input_s": 0.001,
+        "idle_gaps_s": 0.002,
+        "mean_kernel_us": 6.0,
+    }
+    found = findings(device_profile(BUSY_IN_COMPUTE, **slow), LADDER, CONFIG)
+
+    assert rules(found) == ["gpu_busy", "launch_bound"]
+    assert "gaps between kernels are 66% of the step" in found[1].text
+    assert found[0].stage == "cuda_graphs"  # the host's own wait, not input's
+
+
+def test_a_trace_read_alone_quotes_no_ladder():
+    found = findings(device_profile(BUSY_IN_COMPUTE), None, {})
+
+    assert found[0].text.endswith(
+        "tuneup's amp and jit stages address it (the top kernel is "
+        "sm90_xmma_dgrad_implicit_gemm_bf16, 22% of GPU time)"
+    )
+    assert "this ladder" not in found[0].text and not found[0].tried
+
+
+def test_whats_left_on_the_device_names_its_largest_parts_and_kernels_first():
+    left = whats_left(device_profile(BUSY_IN_COMPUTE))
+
+    assert left.startswith("GPU time by part: backward 51%, forward 43%, data 5%, h2d 2%")
+    assert "top kernels: sm90_xmma_dgrad_implicit_gemm_bf16 22%" in left
+    assert "GPU busy 95% of the step (idle on input 4%, launches 1%)" in left

@@ -298,6 +298,38 @@ def test_a_probe_is_not_profiled_beside_a_running_ladder_and_a_failure_is_said(
     asyncio.run(go())
 
 
+def test_p_on_a_sim_sessions_probe_says_there_is_nothing_to_profile(tmp_path: Path) -> None:
+    from tuneup.tui.screens.probe import ProbeScreen
+
+    folder = tmp_path / "run"
+    finished_session(folder)
+    probe = ResultsDir(folder).results()[1]
+    screen = ProbeScreen(probe, probe, folder)  # the real profiler: nothing faked
+
+    class Host(App[None]):
+        def on_mount(self) -> None:
+            self.push_screen(screen)
+
+    app = Host()
+    said = (
+        "probe 2: there is nothing to profile: the probes of a sim session are simulated, "
+        "no training step ran (a session of the unet trainer has profiles)"
+    )
+
+    async def go() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause(0.1)
+            await pilot.press("p")
+            for _ in range(50):
+                await pilot.pause(0.05)
+                if str(screen.query_one("#probe-hint", Static).content) == said:
+                    break
+            assert str(screen.query_one("#probe-hint", Static).content) == said
+
+    asyncio.run(go())
+    assert not (folder / "probes").exists()  # no worker started
+
+
 def test_the_tutorials_own_answer_is_shown_and_exported_beside_the_recommendation(
     tmp_path: Path,
 ) -> None:

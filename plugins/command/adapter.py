@@ -7,8 +7,10 @@ session as the user's own command (export.py).
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tuneup.config import build_config
@@ -40,8 +42,30 @@ class CommandTrainer(TrainerAdapter):
         check_runnable(spec)
         return CommandBackend(spec, ctx.workdir, ctx.budget, ctx.seed, world_size=ctx.world_size)
 
+    def tunable(self, section: Mapping[str, Any] | None) -> frozenset[str] | None:
+        """The knobs the command section maps to flags or variables (a section that does
+        not parse: every knob, and the session says what is wrong with it)."""
+        if section is None:
+            return frozenset()
+        try:
+            return frozenset(parse_command_section(section, "the preset").mapped)
+        except UsageError:
+            return None
+
     def check_section(self, data: Any) -> list[str]:
         return section_problems(data)
+
+    def no_profile(
+        self, section: Mapping[str, Any] | None, values: Mapping[str, Any], report: Path
+    ) -> str:
+        """tuneup's profiler runs inside its own worker, and torch.profiler has no switch
+        that profiles a script from outside: the user takes the profile, and is told how."""
+        return (
+            "tuneup cannot profile your own command (its profiler runs inside tuneup's "
+            f"worker): take a timeline with Nsight Systems, {_under_nsys(section, values, report)}"
+            ", or a torch.profiler trace in your script, and read it with "
+            "`tuneup profile --trace FILE`"
+        )
 
     def render_export(
         self,
@@ -59,6 +83,21 @@ class CommandTrainer(TrainerAdapter):
         spec = parse_command_section(section, source)
         cfg = build_config(dict(values), source="the exported config")
         return export.render(fmt, spec, values, cfg, hints)
+
+
+def _under_nsys(section: Mapping[str, Any] | None, values: Mapping[str, Any], report: Path) -> str:
+    """The probe's command line under `nsys profile`, as its probe ran it; a template where
+    the session's section is gone or no longer passes its values."""
+    nsys = f"nsys profile -o {shlex.quote(str(report))}"
+    if section is None:
+        return f"`{nsys} YOUR-COMMAND`"
+    try:
+        spec = parse_command_section(section, "the session's command section")
+        line = export.render_command(spec, values).rstrip("\n")
+        argv = shlex.join(export.invocation(spec, values).argv)
+    except UsageError:
+        return f"`{nsys} YOUR-COMMAND`"
+    return f"`{line[: len(line) - len(argv)]}{nsys} {argv}`"
 
 
 COMMAND = CommandTrainer(

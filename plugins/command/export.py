@@ -83,7 +83,14 @@ def env_lines(env: Mapping[str, str | None]) -> list[str]:
 def render_env(spec: CommandSpec, values: Mapping[str, Any]) -> str:
     run = invocation(spec, values)
     lines = ["# tuneup: the variables your command was tuned with; source this file first"]
-    lines += env_lines(run.env) or ["# (none: the command section maps no knob to a variable)"]
+    lines += env_lines(run.env)
+    left = [f"{rule.var} ({knob})" for knob, rule in spec.env.items() if rule.var not in run.env]
+    if left:  # mapped, and the tuned value sets none (a thread count left to torch)
+        lines.append(
+            f"# left as your environment has them (nothing tuned sets them): {', '.join(left)}"
+        )
+    if not spec.env:
+        lines.append("# (none: the command section maps no knob to a variable)")
     return "\n".join(lines) + "\n"
 
 

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tuneup.config import unset_value
 from tuneup.probe.stages import knob_defaults
 
 from .section import CommandSpec, FlagRule, value_text
@@ -64,7 +65,9 @@ def build_invocation(
             continue
         value = values[knob]
         if variable.table is None:
-            if value is not None:
+            # None, or the knob's own "not set" (intra_op_threads' 0): the variable is
+            # left as the user's environment has it, never set to a meaningless 0
+            if value is not None and value != unset_value(knob):
                 env[variable.var] = value_text(value)
             continue
         found, text = _lookup(variable.table, knob, value, f"command.env.{knob}")

@@ -23,6 +23,7 @@ from __future__ import annotations
 import difflib
 import re
 import shlex
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -204,8 +205,16 @@ def _run_problems(run: Any, where: str) -> list[str]:
     return [f"{where}: must be a command line (text) or a list of arguments, got {run!r}"]
 
 
+# A bare interpreter name in `run` is tuneup's own, which has torch: the PATH's `python`
+# is often another (a system one without torch), and the baseline then fails on an import.
+BARE_PYTHONS = ("python", "python3")
+
+
 def _argv(run: str | list[Any]) -> tuple[str, ...]:
-    return tuple(shlex.split(run)) if isinstance(run, str) else tuple(str(a) for a in run)
+    argv = tuple(shlex.split(run)) if isinstance(run, str) else tuple(str(a) for a in run)
+    if argv and argv[0] in BARE_PYTHONS:
+        return (sys.executable, *argv[1:])
+    return argv
 
 
 def _mapping_problems(

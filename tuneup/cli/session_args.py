@@ -148,25 +148,45 @@ def _run_probe(args: argparse.Namespace) -> int:
 def _add_profile(commands: argparse._SubParsersAction) -> None:
     profile = commands.add_parser(
         "profile",
-        help="profile one journaled configuration again: where its step's time goes",
+        help="profile one journaled configuration again, or read a trace: where a step's time goes",
         description="Runs probe N of a results folder again in a fresh worker with a profile "
         "(its trials, then a trial's worth of steps under torch.profiler), prints where a "
-        "step's time goes and the findings, and writes the trace into DIR/probes/.",
+        "step's time goes and the findings, and writes the trace into DIR/probes/. With "
+        "--trace FILE, reads any torch.profiler Chrome trace instead, running nothing.",
     )
-    profile.add_argument("dir", type=Path, metavar="DIR", help="a results folder of tuneup probe")
     profile.add_argument(
-        "--probe", type=int, required=True, metavar="N", help="the journal's probe number (1 on)"
+        "dir", type=Path, nargs="?", metavar="DIR", help="a results folder of tuneup probe"
     )
+    profile.add_argument("--probe", type=int, metavar="N", help="the journal's probe number (1 on)")
     profile.add_argument(
         "--nsys",
         action="store_true",
         help="also write an Nsight Systems report of the profiled steps (nsys on the PATH)",
+    )
+    profile.add_argument(
+        "--trace",
+        type=Path,
+        metavar="FILE",
+        help="read a torch.profiler Chrome trace (.json or .json.gz: tuneup's or your own "
+        "training's) instead: on a GPU each part is the device work it launched",
+    )
+    profile.add_argument(
+        "--json", action="store_true", help="with --trace: print one JSON object, parts in ms"
     )
     profile.set_defaults(handler=_run_profile)
 
 
 def _run_profile(args: argparse.Namespace) -> int:
     # loaded when the subcommand runs, so that --help stays instant
+    if args.trace is not None or args.json:
+        from tuneup.commands.profile_trace import run_trace_command
+
+        return run_trace_command(args.trace, args.json, args.dir, args.probe, args.nsys)
+    if args.dir is None or args.probe is None:
+        raise UsageError(
+            "profile: give DIR --probe N (profile a journaled probe again) or --trace FILE "
+            "(read a trace)"
+        )
     from tuneup.commands.profile import run_profile_command
 
     return run_profile_command(args.dir, args.probe, args.nsys)

@@ -14,7 +14,7 @@ from tuneup.commands.progress import PlainReporter, RichReporter, probe_table, s
 from tuneup.errors import ExitCode
 from tuneup.hardware.machine import machine_info
 from tuneup.paths import StorageFault
-from tuneup.tuning.results.journal import quoted, where_it_stands
+from tuneup.tuning.results.journal import export_hint, quoted, where_it_stands
 from tuneup.tuning.results.profiles import profile_lines
 from tuneup.tuning.results.summary import Summary
 from tuneup.tuning.results.verdicts import confirmation_lines, stage_summary
@@ -170,4 +170,4 @@ def _print_outcome(outcome: Any, summary: Summary, folder: Path, probes: bool) -
     if headline:
         print(headline)
 
-    print(f"results: {folder}  (export with: tuneup export {quoted(folder)} --format yaml)")
+    print(f"results: {folder}  (export with: {export_hint(folder)})")

@@ -24,6 +24,7 @@ from tuneup.config.knobs import (
     knob_fields,
     knob_names,
     process_kind,
+    unset_value,
 )
 from tuneup.config.loaders import (
     INPUT_CHANNELS,
@@ -69,4 +70,5 @@ __all__ = [
     "process_kind",
     "read_yaml",
     "sample_bytes",
+    "unset_value",
 ]

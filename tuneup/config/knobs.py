@@ -31,6 +31,7 @@ def knob(
     per_process: bool = False,
     moves_data: bool = False,
     first_use_s: Mapping[Any, float] | None = None,
+    unset: Any = _MISSING,
 ) -> Any:
     """Declare a config field with its help, allowed values and group.
 
@@ -47,6 +48,8 @@ def knob(
         first_use_s: what a value's first use in a session costs beyond its steps, as
             a guess until measured (torch.compile's cold compile): a time budget keeps
             room for it before such a probe starts.
+        unset: the value that means "not set: the library picks" (intra_op_threads' 0):
+            a variable a command trainer maps the knob to is then left as it is.
     """
     metadata = {
         "help": help,
@@ -56,6 +59,7 @@ def knob(
         "per_process": per_process,
         "moves_data": moves_data or group == "data",
         "first_use_s": dict(first_use_s or {}),
+        "unset": unset,
     }
     if isinstance(default, (dict, list)):
         return field(default_factory=functools.partial(_deep_copy, default), metadata=metadata)
@@ -199,6 +203,7 @@ class TrainConfig:
         0,
         "torch's intra-op threads per rank (0: what torch picks); loader workers keep one each",
         group="performance",
+        unset=0,
     )
     cudnn_benchmark: bool = knob(
         True,
@@ -327,3 +332,12 @@ def process_kind(values: Mapping[str, Any]) -> dict[str, Any]:
 def data_path_knobs() -> tuple[str, ...]:
     """Knobs the IO phase depends on: a probe that keeps them all measures no new IO."""
     return tuple(f.name for f in knob_fields() if f.metadata["moves_data"])
+
+
+def unset_value(name: str) -> Any:
+    """The value of knob `name` that means "not set" (`knob(unset=...)`); a sentinel no
+    value equals where the knob has none."""
+    for f in knob_fields():
+        if f.name == name:
+            return f.metadata.get("unset", _MISSING)
+    return _MISSING

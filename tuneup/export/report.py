@@ -3,10 +3,13 @@
 What the session recommends and why it is faster, in the tutorial's terms:
 the headline with its confirmed range, the data the run reads (and what may
 move where the probes read a smaller box), each stage's decision, where a step's
-time went before and after (the profiles' breakdowns side by side), the
+time went (the profiles' breakdowns: before and after side by side where the
+configurations differ, the baseline's alone where it was kept, a repeat as a
+repeat; on a GPU the device's work by part, the host's spans beside it), the
 findings that name the next move with their numbers, what is left to gain, and
 the traces to open (Chrome trace format: Perfetto or chrome://tracing).
-Pure: a summary document in, text out.
+Pure: a summary document in, text out (`tuneup export` reads its profiles
+again from their traces first: tuning/results/profile_traces.py).
 """
 
 from __future__ import annotations

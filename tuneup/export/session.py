@@ -25,6 +25,7 @@ from tuneup.preset.load import load_preset
 from tuneup.probe.targets import TUTORIAL
 from tuneup.trainers.adapters import DEFAULT_TRAINER, TrainerAdapter, load_trainer, scan_trainers
 from tuneup.tuning.results.journal import SUMMARY, ResultsDir, quoted
+from tuneup.tuning.results.profile_traces import read_again
 from tuneup.tuning.results.summary import Summary, TargetAnswer
 from tuneup.tuning.results.targets import target_answers
 
@@ -110,7 +111,7 @@ def read_session_export(folder: Path) -> SessionExport:
         adapter=adapter,
         section=section,
         source=source,
-        summary=summary.document,
+        summary=read_again(summary.document, Path(folder)),  # profiles from their traces
         folder_name=Path(folder).name,
         folder=quoted(Path(folder)),
         answers=answers,

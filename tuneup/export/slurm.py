@@ -144,12 +144,12 @@ def env_lines(cfg: TrainConfig, layout: JobLayout) -> list[str]:
     if cfg.intra_op_threads > 0:  # measured: the threads stage's pick
         lines.append("# intra-op threads of each training process, as the threads stage chose")
         lines.append(f"export OMP_NUM_THREADS={cfg.intra_op_threads}")
-    else:
+    else:  # no count was measured faster than torch's own: none is written
         lines.append(
-            f"# intra-op threads of each training process: its {layout.cpus_per_task} CPUs "
-            f"less {cfg.num_data_workers} loader workers"
+            "# intra-op threads: torch's own choice (no count was tuned); to leave the "
+            f"{cfg.num_data_workers} loader workers a core each, try"
         )
-        lines.append(f"export OMP_NUM_THREADS={layout.omp_threads}")
+        lines.append(f"# export OMP_NUM_THREADS={layout.omp_threads}")
     return lines + site_env_lines(layout.site, on_gpu=cfg.device != "cpu")
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tuneup.probe.conditions import same_load
 from tuneup.probe.types import BASELINE_STAGE, ProbeResult
 
 
@@ -76,9 +77,10 @@ def baseline_reference(probes: Sequence[ProbeResult]) -> ProbeResult | None:
 
 
 def versus_baseline(result: ProbeResult, baseline: ProbeResult | None) -> str:
-    """The change against the baseline, on the phase the probe reports ("" if unknown, or
-    when that baseline ran contended: `fair_baseline`)."""
-    if baseline is not None and baseline.contended:
+    """The change against the baseline, on the phase the probe reports ("" if unknown, when
+    that baseline ran contended (`fair_baseline`), or under another load than the probe:
+    `same_load`)."""
+    if baseline is not None and (baseline.contended or not same_load(baseline, result)):
         return ""
     phase = shown_phase(result)
     mine = result.rate(phase) if result.ok else None

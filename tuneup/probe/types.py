@@ -38,6 +38,10 @@ CONFIRM_STAGE = "confirm"
 # failure, and its stage reads as skipped.
 USER_SKIP = "skipped by the user"
 
+PROFILE_MISSING = "missing"
+"""A profile's key for what it lacks and why, in one line naming the place (a trace that
+could not be written or read: TMPDIR full, the probes' folder): its other figures stand."""
+
 # Event kinds the worker writes, one JSON object per line with a "event" key.
 EVENT_KINDS = ("start", "warmup", "trial", "loss", "result", "error")
 ERROR_KINDS = ("oom", "cuda", "nccl", "compile", "unsupported", "other")
@@ -231,7 +235,7 @@ class ProbeResult:
     plan: dict[str, Any] = field(default_factory=dict)
     # Where a profiled probe's step time went (probe/timeline.py: its parts, the GPU's busy
     # and idle time, the top operators, TFLOP/s and MFU, the trace's file name). Empty:
-    # not profiled.
+    # not profiled. PROFILE_MISSING: what it lacks (a breakdown, a trace file) and why.
     profile: dict[str, Any] = field(default_factory=dict)
     # The setting it was measured in (tuneup.tuning.session.setting: CPUs, threads, GPUs, driver,
     # torch), as a digest: a resume on a changed machine measures the baseline again, and
@@ -240,6 +244,9 @@ class ProbeResult:
     # The session it was measured in (session.json's `id`): a line of another session's
     # journal is told apart. "": not recorded (an older probe).
     session: str = ""
+    # Taken from the journal by this run (a resume), not measured in it: it pairs only with
+    # another so taken (probe/conditions.py). Never journaled.
+    replayed: bool = field(default=False, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -280,6 +287,7 @@ class ProbeResult:
     def to_journal(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["status"] = self.status.value
+        data.pop("replayed", None)  # where it came from this time, not what it measured
         return data
 
     @classmethod

@@ -32,7 +32,7 @@ from tuneup.probe.types import ProbeBudget
 
 if TYPE_CHECKING:
     from tuneup.cluster.job import JobEnv
-    from tuneup.cluster.launch import LaunchPlan
+    from tuneup.cluster.launch import Launcher, LaunchPlan
     from tuneup.telemetry.sampler import Sampler
 
 ENTRY_POINT_GROUP = "tuneup.trainers"
@@ -79,6 +79,8 @@ class TrainerContext:
         job: the job the session runs in (a SLURM allocation or this machine).
         fresh_processes: the user asked for every probe in a process of its own; a
             backend that reuses processes between probes does not then.
+        launcher: how a probe of one process starts where the caller wraps it
+            (`tuneup profile --nsys`: under Nsight Systems); None: the trainer's own way.
     """
 
     workdir: Path
@@ -90,6 +92,7 @@ class TrainerContext:
     launch: LaunchPlan | None = None
     job: JobEnv | None = None
     fresh_processes: bool = False
+    launcher: Launcher | None = None
 
     @property
     def world_size(self) -> int:
@@ -120,6 +123,10 @@ class TrainerAdapter:
         simulated: its probes are simulated (no child process, no GPU, no progress
             events); the app's demo mode shows a replayed GPU trace beside them.
         in_app: the app (`tuneup tui`) can drive it; others run with `tuneup probe`.
+        profiles: its backend profiles a probe whose candidate asks (`Candidate.profile`):
+            the result's `profile` holds where the step's time went. `tuneup profile` and
+            the app's `p` run a journaled probe again through it; where False they say, in
+            `no_profile`'s words, why not and how the user can.
         step_model: the estimate's guess of a probe's start-up and step time,
             until a ladder has measured them.
         phases: the phases its probes can measure apart (of PHASES: IO, SYNTHETIC
@@ -144,6 +151,7 @@ class TrainerAdapter:
     gpu_telemetry: bool = False
     simulated: bool = False
     in_app: bool = False
+    profiles: bool = False
     step_model: StepModel = field(default_factory=StepModel)
     phases: tuple[str, ...] = ("full",)
     exports: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
@@ -185,6 +193,32 @@ class TrainerAdapter:
         time budget plans in them. None (the default): the estimate goes by an earlier
         ladder's record, the preset's `probe.costs`, or `step_model`."""
         return None
+
+    def tunable(self, section: Mapping[str, Any] | None) -> frozenset[str] | None:
+        """The knobs this trainer can pass to what it trains, given its preset section;
+        None (the default): every knob. A stage that sets none of them is left out of the
+        ladder before its first probe, and said (the `command` trainer's unmapped knobs)."""
+        return None
+
+    def no_profile(
+        self, section: Mapping[str, Any] | None, values: Mapping[str, Any], report: Path
+    ) -> str:
+        """Why a probe of this trainer cannot be profiled, and how the user can take a
+        profile, in one line (asked only where `profiles` is False).
+
+        Args:
+            section: its preset section as the session ran it (None: it has none).
+            values: the probe's knob values.
+            report: where a report of that probe would go (no suffix), for a command the
+                user may run themselves.
+        """
+        if self.simulated:
+            return (
+                f"there is nothing to profile: the probes of a {self.name} session are "
+                f"simulated, no training step ran (a session of the {DEFAULT_TRAINER} trainer "
+                "has profiles)"
+            )
+        return f"there is nothing to profile: the {self.name} trainer takes no profile"
 
     def check_section(self, data: Any) -> list[str]:
         """Every problem with this trainer's preset section, one line each ([] when sound).

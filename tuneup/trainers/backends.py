@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from tuneup.bundled import cache_dir
 from tuneup.cluster.job import JobEnv, read_job_env
-from tuneup.cluster.launch import LaunchPlan, LocalLauncher
+from tuneup.cluster.launch import Launcher, LaunchPlan, LocalLauncher
 from tuneup.config import data_path_knobs, process_kind
 from tuneup.probe.backend import Backend, ProbeBackend, as_backend
 from tuneup.probe.compile_costs import ColdCompileCosts
@@ -71,7 +71,8 @@ class WorkerBackend(ProbeBackend):
     fixed seed. A fresh process starts where a knob demands one (another
     process kind) or a failure does (the runner ends the process after any);
     `fresh_processes` gives every probe a process of its own. Several ranks
-    always start afresh.
+    always start afresh. `launcher` starts a one-process probe's own process
+    (`tuneup profile --nsys`: under Nsight Systems); None: a local Python.
 
     Each probe measures by its plan (tuneup.probe.plan.plan_for: the phase that
     judges it, or every phase). Measuring only what changed: a probe that wants
@@ -92,6 +93,7 @@ class WorkerBackend(ProbeBackend):
         launch: LaunchPlan | None = None,
         job: JobEnv | None = None,
         fresh_processes: bool = False,
+        launcher: Launcher | None = None,
     ) -> None:
         self.budget = budget
         self.seed = seed
@@ -102,7 +104,7 @@ class WorkerBackend(ProbeBackend):
         if sampler is not None:
             self.telemetry = ProbeTelemetry(sampler)
             on_event = _both(self.telemetry.on_event, on_event)
-        self.runner = ProbeRunner(LocalLauncher(), workdir, on_event=on_event)
+        self.runner = ProbeRunner(launcher or LocalLauncher(), workdir, on_event=on_event)
         self.compile_costs = ColdCompileCosts(cache_dir() / "compile")
         self._io: dict[str, tuple[float, str]] = {}  # data path -> (IO samples/s, measured by)
 

@@ -175,7 +175,6 @@ def _gather_ranks(device: Any, world_size: int) -> Callable[[float], list[float]
     return gather
 
 
-
 def _mend_before_compile(jit: str, local_rank: int) -> str:
     """Rid the compile caches of what a killed compile left (one rank a node), said in
     the probe's log; returns the line for the start event, "" when nothing was removed."""
@@ -187,6 +186,7 @@ def _mend_before_compile(jit: str, local_rank: int) -> str:
     line = said(removed)
     print(f"tuneup worker: {line}", file=sys.stderr, flush=True)
     return line
+
 
 def run(
     spec: ProbeSpec,

@@ -58,6 +58,7 @@ are tested with fakes (both in trials.py); :class:`DeviceTimer` and
 from __future__ import annotations
 
 import dataclasses
+import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,6 +66,9 @@ from typing import Any
 from tuneup.probe.figures import ProbeFigures
 from tuneup.probe.plan import MeasurementPlan, ordered
 from tuneup.probe.stats import clearly_slower, early_stop_reason, iqr_pct, median
+from tuneup.probe.types import PROFILE_MISSING
+from tuneup.quoting import one_line
+from tuneup.worker.profile import NO_BREAKDOWN
 from tuneup.worker.trials import (
     Emit,
     Gather,
@@ -209,10 +213,21 @@ def run_probe(
     )
     if plan.profile and profile is not None and not measured.stopped_early:
         steady = _steady(measured)
-        taken = profile(plan.trial_steps(steady, "full"), steady)
+        taken = _profiled(profile, plan.trial_steps(steady, "full"), steady)
         result = dataclasses.replace(result, profile=taken)
     emit("result", **result.to_event())
     return result
+
+
+def _profiled(profile: Profiler, steps: int, steady: float | None) -> dict[str, Any]:
+    """The profile, or why there is none: its failure never costs the probe the figures its
+    trials measured before it (the traceback goes to stderr, the probe's diagnostic log)."""
+    try:
+        return profile(steps, steady)
+    except Exception as exc:
+        traceback.print_exc()
+        said = one_line(" ".join(str(exc).split()))[:300]
+        return {PROFILE_MISSING: f"{NO_BREAKDOWN}the profile failed: {type(exc).__name__}: {said}"}
 
 
 def _phases(

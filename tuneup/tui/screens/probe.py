@@ -3,7 +3,9 @@ to profile it again (tuning/session/profile_again.py, what `tuneup profile DIR -
 
 A probe the ladder did not profile shows its figures and the key; profiling
 runs a fresh worker on a thread, so only when no ladder is running beside it
-(its timings would be shared): `can_profile` says why not otherwise.
+(its timings would be shared): `can_profile` says why not otherwise. A profiled
+probe's breakdown is read again from its trace on a worker's thread, where the trace
+is in the folder (on a GPU: the device's work by part, tuning/results/profile_traces.py).
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ from tuneup.probe.profile_rules import findings
 from tuneup.probe.types import ProbeResult
 from tuneup.tui.widgets.breakdown import Side, breakdown_bars
 from tuneup.tuning.results.journal import ResultsDir
+from tuneup.tuning.results.profile_traces import PROBES, from_trace
 from tuneup.tuning.session.profile_again import (
+    NothingToProfile,
     ProfiledAgain,
     journal_number,
     ladder_stages,
@@ -114,6 +118,26 @@ class ProbeScreen(ModalScreen[None]):
             yield Static(self._hint(), id="probe-hint")
         yield Footer()
 
+    def on_mount(self) -> None:
+        if self.folder is not None and self.result.profile.get("trace"):
+            self.run_worker(self._read_trace, thread=True, exit_on_error=False, name="trace")
+
+    def _read_trace(self) -> None:
+        """On a worker's thread: the ladder's profile derived again from its trace (on a GPU,
+        the device's work by part: tuning/results/profile_traces.py)."""
+        if self.folder is None:
+            return
+        read = from_trace(self.result.profile, self.folder / PROBES)
+        self.app.call_from_thread(self._show_read, read)
+
+    def _show_read(self, profile: dict[str, Any]) -> None:
+        if self.running:  # a profile taken again is on its way: it shows itself
+            return
+        shown = self._bars([("as the ladder profiled it", profile)])
+        self.query_one("#probe-breakdown", Static).update(shown)
+        said = profile_findings(profile, self.result, self.folder)
+        self.query_one("#probe-findings", Static).update(said)
+
     @staticmethod
     def _bars(sides: list[Side]) -> Any:
         table = breakdown_bars(sides)
@@ -150,14 +174,17 @@ class ProbeScreen(ModalScreen[None]):
         """On the worker's thread: the widgets change on the app's (call_from_thread)."""
         try:
             again = self.profiler(folder, number)
-        except UsageError as exc:
+        except NothingToProfile as exc:  # the session's trainer takes none: its one line
             self.app.call_from_thread(self._failed, str(exc))
+            return
+        except UsageError as exc:
+            self.app.call_from_thread(self._failed, f"profile failed: {exc}")
             return
         self.app.call_from_thread(self._show, again)
 
-    def _failed(self, why: str) -> None:
+    def _failed(self, line: str) -> None:
         self.running = False
-        self.query_one("#probe-hint", Static).update(f"profile failed: {why}")
+        self.query_one("#probe-hint", Static).update(line)
 
     def _show(self, again: ProfiledAgain) -> None:
         self.running = False
@@ -169,4 +196,5 @@ class ProbeScreen(ModalScreen[None]):
         self.query_one("#probe-findings", Static).update(said)
         trace = again.now.get("trace")
         where = f": probes/{trace}" if trace else ""
-        self.query_one("#probe-hint", Static).update(f"profiled again{where}")
+        notes = "".join(f"\n{note}" for note in again.notes)  # a box made again, a trace lost
+        self.query_one("#probe-hint", Static).update(f"profiled again{where}{notes}")

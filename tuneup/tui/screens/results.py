@@ -3,6 +3,9 @@ the real runs against the claim (`v`: `tuneup verify DIR` in a worker thread).
 
 It needs only summary.json's content and the probes, so a finished live
 session and a results folder opened for review (`load_results`) look the same.
+Where a step's time goes is shown as journaled, then read again from the traces in
+the folder on a worker's thread (tuning/results/profile_traces.py): a session
+recorded before the device was read tells the device's story without a GPU.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from tuneup.tui.widgets.gain_bars import GainBars, stage_gains
 from tuneup.tui.widgets.ladder import LadderTable
 from tuneup.tui.widgets.verify_panel import Verifier, VerifyPanel
 from tuneup.tuning.results.journal import ResultsDir
+from tuneup.tuning.results.profile_traces import read_again
 from tuneup.tuning.results.summary import Summary
 from tuneup.tuning.results.verdicts import gain_text
 from tuneup.verify.session import verify_folder
@@ -288,13 +292,13 @@ class ResultsScreen(Screen[None]):
             yield verdict
             profile = summary.document.get("profile")
             bars = breakdown_table(profile)
-            if bars is not None:
+            if bars is not None:  # as journaled; read again from the traces on mount
                 steps = Static(bars, id="results-breakdown", classes="box")
                 steps.border_title = "where a step's time goes (profiled steps)"
                 yield steps
-                found = findings_text(profile)
-                if found:
-                    yield Static(found, id="results-findings", classes="box")
+                found = Static(findings_text(profile), id="results-findings", classes="box")
+                found.display = bool(findings_text(profile))
+                yield found
             with Horizontal(id="results-actions"):
                 yield Button("Export all formats (e)", id="export", variant="success")
                 yield Button(
@@ -309,6 +313,26 @@ class ResultsScreen(Screen[None]):
             probes.border_title = "probes (enter opens one: its breakdown, p profiles it)"
             yield probes
         yield Footer()
+
+    def on_mount(self) -> None:
+        if isinstance(self.summary.document.get("profile"), Mapping):
+            self.run_worker(self._read_traces, thread=True, exit_on_error=False, name="traces")
+
+    def _read_traces(self) -> None:
+        """On a worker's thread (a trace takes a fraction of a second to read): the profiles
+        derived again from their traces; the widgets change on the app's thread."""
+        document = read_again(self.summary.document, self.results_dir)
+        self.app.call_from_thread(self._show_profile, document.get("profile"))
+
+    def _show_profile(self, block: Any) -> None:
+        bars = breakdown_table(block)
+        shown = self.query("#results-breakdown")
+        if bars is None or not shown:
+            return
+        shown.first(Static).update(bars)
+        said = self.query_one("#results-findings", Static)
+        said.update(findings_text(block))
+        said.display = bool(findings_text(block))
 
     def on_ladder_table_probe_chosen(self, message: LadderTable.ProbeChosen) -> None:
         opened = ProbeScreen(message.result, message.baseline, self.results_dir)

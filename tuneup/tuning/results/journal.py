@@ -77,7 +77,7 @@ def where_it_stands(folder: Path, where: str = "") -> list[str]:
     except (OSError, ValueError, UsageError):
         partial, unmeasured = None, []
     if partial is None:
-        done = [f"results: {here} (export with: tuneup export {here} --format yaml)"]
+        done = [f"results: {here} (export with: {export_hint(folder)})"]
         if unmeasured:  # the answer leaves them out: the same two routes measure them again
             done.append(
                 f"not measured: {', '.join(unmeasured)}; measure them again in the app "
@@ -87,9 +87,20 @@ def where_it_stands(folder: Path, where: str = "") -> list[str]:
         return done
     return [
         f"the best configuration so far is in {quoted(summary_file)} (partial; export it "
-        f"with: tuneup export {here} --format yaml)",
+        f"with: {export_hint(folder)})",
         again,
     ]
+
+
+def export_hint(folder: Path) -> str:
+    """The export command a hint names for the session in `folder`: in the first format its
+    trainer exports (a `command` session's own command; tuneup's yaml otherwise)."""
+    try:
+        recorded = ResultsDir(folder).session().get("export_format")
+    except (OSError, ValueError, UsageError):
+        recorded = None
+    fmt = recorded if isinstance(recorded, str) and recorded.isidentifier() else "yaml"
+    return f"tuneup export {quoted(folder)} --format {fmt}"
 
 
 def _journaled(journal: Path) -> bool:
@@ -136,8 +147,7 @@ class SummaryDamaged(UsageError):
         self.why = why
         super().__init__(
             f"{folder / SUMMARY} is damaged ({why}): rebuild it from the journal with "
-            f"`tuneup export {quoted(folder)} --format yaml` or `tuneup probe --resume "
-            f"{quoted(folder)}`"
+            f"`{export_hint(folder)}` or `tuneup probe --resume {quoted(folder)}`"
         )
 
 

@@ -15,7 +15,17 @@ from dataclasses import dataclass
 from tuneup.probe.describe import sps_text
 from tuneup.probe.targets import target_stage
 from tuneup.probe.types import BASELINE_STAGE, CONFIRM_STAGE, USER_SKIP
-from tuneup.tuning.search.search_records import SearchOutcome, StageDecision, TargetOutcome
+from tuneup.tuning.search.search_records import (
+    FAILED,
+    LOAD,
+    SearchOutcome,
+    StageDecision,
+    TargetOutcome,
+)
+
+# What kept a stage unmeasured, in a row's words (StageDecision.cause).
+CAUSES = {LOAD: "stopped by load", FAILED: "its probes failed"}
+NOT_RUN = "not run: the ladder stopped"
 
 
 @dataclass(frozen=True)
@@ -47,6 +57,12 @@ def stage_rows(outcome: SearchOutcome) -> list[StageRow]:
         counts[probe.stage] = counts.get(probe.stage, 0) + 1
     rows = [_baseline_row(outcome, counts.get(BASELINE_STAGE, 0))]
     rows += [_stage_row(d, counts.get(d.stage, 0)) for d in outcome.stage_decisions]
+    decided = {d.stage for d in outcome.stage_decisions}
+    rows += [  # a ladder stopped before them: their row says so, not that they failed
+        StageRow(name, NOT_RUN, probes=counts.get(name, 0))
+        for name in outcome.not_run
+        if name not in decided
+    ]
     confirm = _confirm_row(outcome, counts.get(CONFIRM_STAGE, 0))
     if confirm is not None:
         rows.append(confirm)
@@ -99,8 +115,7 @@ def _result(decision: StageDecision) -> str:
     if reason.startswith("skipped"):
         return reason.split(" (", 1)[0]  # its why in full is in the lines below
     if decision.unmeasured:
-        cause = "contended" if "contended" in decision.unmeasured else "its probes failed"
-        return f"not measured: {cause}"
+        return f"not measured: {CAUSES.get(decision.cause, 'its probes failed')}"
     if decision.unresolved:
         return f"unresolved: {decision.compared}"
     if reason.startswith("stopped before it decided"):

@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from tuneup.probe.conditions import unlike
 from tuneup.probe.stats import MEDIAN_EFFICIENCY
 from tuneup.probe.types import Candidate, ProbeResult
 from tuneup.tuning.search.paired import FLOOR, Z_FUTILE, NoiseTracker
@@ -54,7 +55,8 @@ def screen_again(
     result = runner.run(plan.name, cand, {**values, **cand.values})
     if not comparable(result, phase):
         return None
-    return Screen(cand, result, anchor, ((anchor, result.rate(phase) or 0.0),))
+    paired = incumbent.results and unlike(incumbent.results[-1], result) is None
+    return Screen(cand, result, anchor, ((anchor, result.rate(phase) or 0.0),) if paired else ())
 
 
 def close_screen(
@@ -79,11 +81,25 @@ def close_screen(
     incumbent.add(closing)
     closing_sps = closing.rate(phase) if comparable(closing, phase) else None
     closing_at = len(runner.probes) - 1
-    screens = [_screen(c, r, at, (anchor, anchor_at), (closing_sps, closing_at)) for c, r, at in ok]
+    screens = [
+        _alike(
+            _screen(c, r, at, (anchor, anchor_at), (closing_sps, closing_at)),
+            runner.probes[anchor_at if at == anchor_at + 1 else closing_at],
+        )
+        for c, r, at in ok
+    ]
     shifted = closing_sps is not None and abs(
         math.log(closing_sps / anchor)
     ) > 2 * sigma + math.log1p(FLOOR)
     return screens, shifted
+
+
+def _alike(screen: Screen, anchor: ProbeResult) -> Screen:
+    """The screen without its pair where the anchor it pairs with ran under unlike
+    conditions (probe/conditions.py): the screen still ranks the candidate, pairs decide."""
+    if not screen.pairs or unlike(anchor, screen.result) is None:
+        return screen
+    return dataclasses.replace(screen, pairs=())
 
 
 def _screen(

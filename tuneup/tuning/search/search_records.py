@@ -21,6 +21,8 @@ Already = Callable[[str, str], ProbeResult | None]
 
 BASELINE = BASELINE_STAGE
 CONFIRM = CONFIRM_STAGE
+LOAD = "load"  # StageDecision.cause: a busy machine kept the stage unmeasured
+FAILED = "failed"  # StageDecision.cause: its probes failed
 GRID = "grid"
 INCUMBENT = "incumbent"
 
@@ -84,6 +86,10 @@ class StageDecision:
     # because the knob itself fails here (out of memory, diverged, unsupported). "" when
     # it was measured.
     unmeasured: str = ""
+    # What kept it unmeasured, as a row says it: LOAD (a busy machine spoiled its probes,
+    # or the ladder stopped for load before it) or FAILED (its probes failed); "" when
+    # it was measured.
+    cause: str = ""
 
     @property
     def unresolved(self) -> bool:

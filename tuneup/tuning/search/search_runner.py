@@ -14,9 +14,10 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from tuneup.probe.conditions import unlike
 from tuneup.probe.stats import iqr_pct, median
 from tuneup.probe.types import PHASES, Candidate, ProbeResult, Status, probe_key
 from tuneup.tuning.search.guard import loss_verdict
@@ -199,17 +200,16 @@ class SearchRunner:
         resume: bool = True,
         cut_decides: bool = False,
     ) -> Comparison:
-        """Alternating A/B pairs (A B, B A, ...) of `phase` until paired.judge decides.
+        """Alternating A/B pairs (A B, B A, ...) of `phase` until paired.judge decides; a
+        pair whose sides ran unalike (probe/conditions.py) is no evidence: another is run.
 
         Args:
-            phase: the phase whose samples/s the pairs compare (both probes are
-                asked to measure it: `base` and `cand` carry it as their judged phase).
+            phase: the phase the pairs compare (`base` and `cand` are judged on it).
             pairs: pairs already measured (a stage's screen next to an anchor).
             base_series, cand_series: where each side's comparable probes are kept.
             rule: judge's min_pairs, max_pairs and min_reject.
-            max_failed: pairs that may fail (a probe not ok, or contended) before the
-                comparison gives up; None: the candidate failing ends it at once, as a
-                stage's does (its failure is the answer), and a failed incumbent costs a pair.
+            max_failed: pairs that may fail (not ok, or contended) before it gives up; None:
+                a failed candidate ends it (the answer), a failed incumbent costs a pair.
             cut_decides: a StageCut (time ran short, or load.MachineBusy) ends the
                 comparison unresolved with the pairs it has, `Comparison.cut` saying why
                 (the confirmation's answer); otherwise it ends the stage.
@@ -248,19 +248,20 @@ class SearchRunner:
                 return found
             cand_series.add(b)
             base_series.add(a)
-            if comparable(a, phase) and comparable(b, phase):
+            both, differ = comparable(a, phase) and comparable(b, phase), unlike(a, b)
+            if both and differ is None:
                 found.pairs.append((a.rate(phase), b.rate(phase)))  # type: ignore[arg-type]
+            elif both and differ is not None:  # not evidence: another pair is measured
+                found.unlike.append(differ)
+                if len(found.unlike) >= rule["max_pairs"]:
+                    break  # conditions that keep differing: unresolved, not probed on
             else:
                 found.failed += 1
                 if max_failed is not None and found.failed > max_failed:
                     break
             found.evidence = decide(found.pairs)
-        if found.evidence.verdict is Verdict.MORE:  # too many pairs failed
-            found.evidence = dataclasses.replace(
-                found.evidence,
-                verdict=Verdict.REJECT,
-                why=f"{found.failed} pair(s) did not run ok",
-            )
+        if found.evidence.verdict is Verdict.MORE:
+            found.evidence = _undecided(found)
         return found
 
     def _guard(self, result: ProbeResult, values: dict[str, Any]) -> ProbeResult:
@@ -326,6 +327,7 @@ class Comparison:
     failed: int = 0
     failure: ProbeResult | None = None  # the candidate's probe that did not run
     cut: str = ""  # why the time budget cut it short (compare's cut_decides)
+    unlike: list[str] = field(default_factory=list)  # pairs not taken: why their sides differ
 
 
 def _disagree(runs: list[ProbeResult]) -> bool:
@@ -354,6 +356,24 @@ def failure_text(result: ProbeResult, phase: str = "full") -> str:
         return f"measured no {phase.upper()} figure"
     detail = f" ({result.reason})" if result.reason else ""
     return f"{result.status.value}{detail}"
+
+
+def _undecided(found: Comparison) -> PairedEvidence:
+    """A comparison that ran out of pairs: unresolved where pairs were measured but their
+    sides ran under unlike conditions (a pair is evidence only where they are alike: the
+    stage says why), rejected where too many failed."""
+    if found.unlike and found.failed <= len(found.unlike):
+        return dataclasses.replace(
+            found.evidence,
+            verdict=Verdict.UNRESOLVED,
+            why=(
+                f"left unresolved: {len(found.unlike)} pair(s) not taken as evidence "
+                f"({found.unlike[-1]})"
+            ),
+        )
+    return dataclasses.replace(
+        found.evidence, verdict=Verdict.REJECT, why=f"{found.failed} pair(s) did not run ok"
+    )
 
 
 def _cut(found: Comparison, cut: StageCut) -> Comparison:

@@ -30,7 +30,14 @@ from tuneup.tuning.search.composition import beyond_reach, check_adoption
 from tuneup.tuning.search.load import load_words
 from tuneup.tuning.search.paired import PairedEvidence, Verdict
 from tuneup.tuning.search.screening import Screen, by_promise, close_screen, hopeless, screen_again
-from tuneup.tuning.search.search_records import INCUMBENT, ReferenceRun, StageDecision, StagePlan
+from tuneup.tuning.search.search_records import (
+    FAILED,
+    INCUMBENT,
+    LOAD,
+    ReferenceRun,
+    StageDecision,
+    StagePlan,
+)
 from tuneup.tuning.search.search_runner import (
     SearchRunner,
     Series,
@@ -146,8 +153,10 @@ def run_stage(
     ok = [(c, r, at) for c, r, at in measured if comparable(r, phase)]
     if not ok or anchor is None:
         decision = stage.decided(None, None, "no candidate ran ok")
-        why = unmeasured_why([r for _, r, _ in measured], phase)
-        return replace(decision, unmeasured=why), None
+        results = [r for _, r, _ in measured]
+        why = unmeasured_why(results, phase)
+        cause = "" if not why else (LOAD if all(ran(r, phase) for r in results) else FAILED)
+        return replace(decision, unmeasured=why, cause=cause), None
 
     screens, shifted = _screen_stage(stage, ok, anchor, anchor_at)
     screens = by_promise(screens, noise.sigma, noise.resolvable(max_pairs))
@@ -292,6 +301,11 @@ def _adopt(
     checked against min(IO, SYNTHETIC), and decided again on FULL where the two disagree
     (composition.py)."""
     phase = stage.phase
+    contradicted = _contradicted(stage.incumbent, series, evidence, phase)
+    if contradicted is not None:  # left unresolved, and the headline says so
+        held = replace(evidence, verdict=Verdict.UNRESOLVED, why=contradicted)
+        why = f"{cand.label}: {contradicted}"
+        return stage.decided(None, None, why, held, compared=cand.label), None
     walled = beyond_reach(
         phase,
         stage.runner.latest_whole(stage.values),
@@ -372,6 +386,22 @@ def _numbers(incumbent: Series, series: Series, evidence: PairedEvidence, phase:
     return (
         f"{_sps(inc)} -> {_sps(cand)} samples/s {phase.upper()} "
         f"({100 * ((evidence.speedup or 1.0) - 1):+.1f}% paired, {evidence.why})"
+    )
+
+
+def _contradicted(
+    incumbent: Series, series: Series, evidence: PairedEvidence, phase: str
+) -> str | None:
+    """Why a gain its pairs show is contradicted by the two sides' own medians (the pairs
+    said faster, the medians slower): never adopted, never printed as a factor; None when
+    they agree."""
+    inc, cand = _median_rate(incumbent, phase), _median_rate(series, phase)
+    gain = (evidence.speedup or 1.0) - 1.0
+    if not inc or not cand or gain <= 0 or cand > inc:
+        return None
+    return (
+        f"its pairs say {100 * gain:+.1f}% but its medians {_sps(inc)} -> {_sps(cand)} "
+        f"samples/s {phase.upper()} say slower: the sides did not run alike; unresolved"
     )
 
 

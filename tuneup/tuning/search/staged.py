@@ -65,6 +65,7 @@ from tuneup.tuning.search.paired import FLOOR, PhaseNoise
 from tuneup.tuning.search.search_records import (
     BASELINE,
     CONFIRM,
+    LOAD,
     Already,
     Confirmation,
     Measure,
@@ -261,7 +262,9 @@ def _climb(
         if reason is None and plan.candidates and runner.load.ladder_spent:
             busy = "not run: the machine was too busy (the ladder stopped)"
             runner.skip(dataclasses.replace(plan, skip_reason=busy), values)
-            progress.decisions.append(StageDecision(plan.name, None, None, busy, unmeasured=busy))
+            progress.decisions.append(
+                StageDecision(plan.name, None, None, busy, unmeasured=busy, cause=LOAD)
+            )
             continue
         if reason is None and before_stage is not None:
             reason = before_stage(plan)
@@ -279,7 +282,9 @@ def _climb(
                 decision, winner = _skipped_by_user(decision, runner.probes[start:]), None
         except MachineBusy as busy:
             progress.decisions.append(
-                StageDecision(plan.name, None, None, f"stopped: {busy}", unmeasured=str(busy))
+                StageDecision(
+                    plan.name, None, None, f"stopped: {busy}", unmeasured=str(busy), cause=LOAD
+                )
             )
             continue
         except StageCut as cut:

@@ -46,7 +46,12 @@ from tuneup.tuning.session.probe_session import ProbeSession
 from tuneup.tuning.session.realdata import RealData, real_data_for
 from tuneup.tuning.session.request import SessionRequest
 from tuneup.tuning.session.setting import Setting, read_setting
-from tuneup.tuning.session.stage_plans import plugin_alerts, shm_free_for, stage_plans
+from tuneup.tuning.session.stage_plans import (
+    plugin_alerts,
+    shm_free_for,
+    stage_plans,
+    unmapped_note,
+)
 from tuneup.tuning.session.time_fit import fit_to_time, job_warnings
 
 DEFAULT_ROOT = Path("tuneup-results")
@@ -411,6 +416,7 @@ def checked_plans(
         phases=adapter.phases,
         refusal=adapter.refusal,
         weigh=None if real is None else real.before,
+        tunable=adapter.tunable(preset.sections.get(adapter.name)),
     )
 
 
@@ -486,7 +492,7 @@ def build_session(
         baseline_again=baseline_again,
         real_data=real,
     )
-    alerts = [*alerts, *plugin_alerts()]  # the ladder's stages all loaded by now
+    alerts = [*alerts, *plugin_alerts(), *unmapped_note(plans, adapter.name)]
     return AssembledSession(
         session, engine, results, lock, resumed, notes, alerts, made_folder=made_folder
     )

@@ -177,6 +177,8 @@ class ProbeSession:
             # kept whole, so the session resumes when the preset's file has moved away
             "preset_document": self.preset.document,
             "trainer": self.trainer,
+            # the format its exports start with: what every hint names (journal.export_hint)
+            "export_format": next(iter(self.adapter.exports), "yaml"),
             "search": self.search,
             "seed": self.seed,
             "fresh_processes": self.fresh_processes,
@@ -265,7 +267,7 @@ class ProbeSession:
         self._served[key] += 1
         earlier = self._journaled.get(key, [])
         if served < len(earlier):
-            result = earlier[served]
+            result = replace(earlier[served], replayed=True)  # pairs only with its kind
             self.backend.replayed(stage, candidate, values)  # one that keeps count follows
             self._remember_baseline(stage, result)
             self._walls.append(result.wall_s)

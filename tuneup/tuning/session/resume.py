@@ -255,6 +255,7 @@ def _rebuilt_session(
         "preset_source": preset.source or preset.name,
         "preset_document": preset.document,
         "trainer": trainer,
+        "export_format": next(iter(adapter.exports), "yaml"),
         "search": request.search or "staged",
         "seed": request.seed or 0,
         "stages": list(request.stages or summary.get("stages") or preset.stages),

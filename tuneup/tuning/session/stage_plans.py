@@ -55,6 +55,7 @@ def stage_plans(
     shm_free: int | None = None,
     phases: tuple[str, ...] = PHASES,
     refusal: Refusal | None = None,
+    tunable: frozenset[str] | None = None,
     weigh: Weighing | None = None,
 ) -> list[StagePlan]:
     """The preset's ladder as search plans; an unavailable stage carries its reason.
@@ -81,7 +82,14 @@ def stage_plans(
         load = load_stage
 
     def plan_for(stage: Any, values: dict[str, Any]) -> StagePlan:
+        unmapped = StagePlan(stage.name, [], skip_reason=UNMAPPED, judged=stage.judged_on)
+        if tunable is not None and not set(stage.knobs) & tunable:
+            return unmapped
         proposal = stage.propose(machine, values)
+        if tunable is not None and proposal.candidates and not any(
+            set(c.values) <= tunable for c in proposal.candidates
+        ):  # each candidate varies a knob the trainer cannot pass (the data stage's loader)
+            return unmapped
         not_tried = [f"{label}: {why}" for label, why in proposal.rejected]
         candidates, refused, heavy = [], 0, 0
         for cand in proposal.candidates:
@@ -119,6 +127,21 @@ def stage_plans(
         )
 
     return [plan_for(load(name), base) for name in names]
+
+
+UNMAPPED = "not mapped: the trainer's section passes none of its knobs (map one to tune it)"
+
+
+def unmapped_note(plans: list[StagePlan], adapter_name: str) -> list[str]:
+    """One line, before the first probe, naming the stages left out because the trainer
+    cannot pass their knobs (`TrainerAdapter.tunable`): the user need not find them."""
+    left = [p.name for p in plans if p.skip_reason == UNMAPPED]
+    if not left:
+        return []
+    return [
+        f"left out, their knobs not mapped by the {adapter_name} section: {', '.join(left)} "
+        f"(add a knob under {adapter_name}.flags or {adapter_name}.env to tune its stage)"
+    ]
 
 
 def plugin_alerts() -> list[str]:
