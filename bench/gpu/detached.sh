@@ -8,6 +8,7 @@
 # Each call waits until the suite has ended or SECONDS have passed, then packs the
 # suite's folder (--out, default /tmp/g) into $PACK (default $OUT/g.tgz) and prints
 # the log's tail. The next call must come within the machine's warm time.
+# SUITE (default bench/gpu/run.sh) is the script started, with the args and --out.
 # THEN (a command line, optional) runs after the suite in the same detached session, its
 # output in the same log: the next measurement of a window, with no call between.
 set -euo pipefail
@@ -29,7 +30,7 @@ if [ "$verb" = start ]; then
     echo "$out" >"$STATE/out"
     cd "$ROOT"
     # shellcheck disable=SC2016  # expanded by the detached bash, not here
-    THEN="${THEN:-}" setsid nohup bash -c 'bash bench/gpu/run.sh "$@"; rc=$?
+    THEN="${THEN:-}" SUITE="${SUITE:-bench/gpu/run.sh}" setsid nohup bash -c 'bash "$SUITE" "$@"; rc=$?
         if [ -n "$THEN" ]; then echo "== then: $THEN"; bash -c "$THEN"; fi; exit "$rc"' \
         detached "${args[@]}" >"$STATE/log" 2>&1 </dev/null &
     echo $! >"$STATE/pid"
