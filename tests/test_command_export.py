@@ -233,8 +233,7 @@ def test_the_ladder_runs_only_the_stages_whose_knobs_the_section_maps(
         "name": "two-knobs",
         "train": {"num_data_workers": 1, "device": "cuda"},
         "probe": {"budget": {"limit_s": 30}},
-        "command": {"run": ["python", "train.py", "--num_epochs", "3"], "cwd": str(work)}
-        | SECTION,
+        "command": {"run": ["python", "train.py", "--num_epochs", "3"], "cwd": str(work)} | SECTION,
     }
     path = tmp_path / "two.yaml"
     path.write_text(yaml.safe_dump(preset), encoding="utf-8")

@@ -452,4 +452,3 @@ def test_a_compile_script_or_capture_alone_is_priced_apart_from_a_cudnn_search()
     both = Heard(warm({"jit": "script", "amp_mode": "fp16"}, 40.0), True, new_key=True)
     learned = measured_costs([*heard, both], BUDGET, COSTS, base_batch=64)
     assert (learned.first_s, learned.kernel_s) == (pytest.approx(35.0), pytest.approx(0.3))
-

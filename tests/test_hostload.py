@@ -128,8 +128,13 @@ def steady_script(other: list[float], own: float = 1.0, step: float = 0.5) -> li
     return readings
 
 
-def watched(readings: list[HostReading], windows: list[tuple[float, float]]) -> list[ProbeResult]:
-    """A probe per FULL window, judged in turn by one watch over `readings`."""
+def watched(
+    readings: list[HostReading],
+    windows: list[tuple[float, float]],
+    trials: tuple[float, ...] = (),
+) -> list[ProbeResult]:
+    """A probe per FULL window (its FULL trials `trials`), judged in turn by one watch over
+    `readings`."""
     sampler = HostLoadSampler(read=lambda: None)
     sampler.readings.extend(readings)
     sampler.usable, sampler.hz = 2, 100.0
@@ -138,7 +143,9 @@ def watched(readings: list[HostReading], windows: list[tuple[float, float]]) -> 
     def backend(stage: str, cand: Candidate, values: dict) -> ProbeResult:
         start, end = next(spans)
         watch.on_event(TrialEvent(phase="full", time=end, seconds=end - start))
-        return ProbeResult(stage, {}, values, Status.OK, full_sps=10.0)
+        return ProbeResult(
+            stage, {}, values, Status.OK, full_sps=10.0, full_sps_trials=list(trials)
+        )
 
     watch = ContentionWatch(backend, sampler)
     return [watch("s", Candidate("c", {}), {}) for _ in windows]
@@ -156,6 +163,39 @@ def test_a_steady_load_is_kept_under_load_and_a_bursty_one_stays_contended():
     bursty = watched(steady_script(bursts), windows)
     assert all(r.contended and not r.under_load for r in bursty)
     assert bursty[-1].contention is not None and (bursty[-1].contention.spread or 0) > 1.0
+
+
+def test_a_burst_is_judged_by_what_it_did_to_the_probes_own_trials():
+    """Judged on the effect, not on the load's share of the CPUs: trials a burst overlapped
+    that ran as fast as those between bursts were not moved by it (measured under that
+    load, and paired only with a probe under a load like it); trials it slowed spoil the
+    probe, as before. A load over every trial gives nothing to compare: its steadiness
+    decides (the bursty case of the test above)."""
+    bursts = [(0.1 if (i // 2) % 2 else 1.9) for i in range(40)]  # 1.9, 0.1 CPUs a second
+
+    def probe(rate_under_burst: float) -> ProbeResult:
+        sampler = HostLoadSampler(read=lambda: None)
+        sampler.readings.extend(steady_script(bursts))
+        sampler.usable, sampler.hz = 2, 100.0
+
+        def backend(stage: str, cand: Candidate, values: dict) -> ProbeResult:
+            for k in range(8):  # a trial a second from 101 s; the bursts fill 102-103, ...
+                start = 101.0 + k
+                loaded = k % 2 == 1
+                rate = rate_under_burst if loaded else 10.0
+                watch.on_event(
+                    TrialEvent(phase="full", time=start + 0.9, seconds=0.8, samples_per_s=rate)
+                )
+            return ProbeResult(stage, {}, values, Status.OK, full_sps=10.0)
+
+        watch = ContentionWatch(backend, sampler)
+        return watch("s", Candidate("c", {}), {})
+
+    unmoved = probe(10.1)
+    assert unmoved.under_load and not unmoved.contended
+    assert "ran as fast as those between" in (unmoved.contention.note or "")  # type: ignore[union-attr]
+    slowed = probe(6.0)
+    assert slowed.contended and not slowed.under_load
 
 
 def test_steadiness_needs_neighbours_that_agree_and_a_window_that_held():

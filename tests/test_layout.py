@@ -109,7 +109,7 @@ def test_the_loader_name_guard_sees_a_branch() -> None:
     names = {"lowmem", "dali-lowmem"}
     code = 'if cfg.data_loader_config == "lowmem": pass\nif k.startswith("dali"): pass\n'
     assert loader_name_comparisons(ast.parse(code), names) == [1, 2]
-    assert loader_name_comparisons(ast.parse('if loader(n).dali: pass\n'), names) == []
+    assert loader_name_comparisons(ast.parse("if loader(n).dali: pass\n"), names) == []
     synthetic = 'a = cfg.data_loader_config != "synthetic"\nb = phase == "synthetic"\n'
     assert loader_name_comparisons(ast.parse(synthetic), {"synthetic"}) == [1]
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from tuneup.probe.types import USER_SKIP, Candidate, Contention, ProbeResult, Status
 from tuneup.tuning.results.stage_rows import stage_rows
+from tuneup.tuning.results.verdicts import headline
 from tuneup.tuning.search.load import LoadBound
 from tuneup.tuning.search.search_records import SearchProgress, StagePlan
 from tuneup.tuning.search.staged import partial_outcome, staged_search
@@ -93,3 +94,33 @@ def test_stages_a_stopped_ladder_never_reached_say_so() -> None:
     rows = rows_by_stage(outcome)
     assert rows["first"].startswith("adopted")
     assert rows["second"] == rows["third"] == "not run: the ladder stopped"
+
+
+def test_a_budget_a_load_ate_says_what_the_load_took() -> None:
+    """--budget 1m on a busy node: the minute went on probes a load spoiled, and the line
+    that leaves stages out says so, with the seconds, not the budget alone."""
+
+    class BurstyBaseline(Machine):
+        def __init__(self) -> None:
+            super().__init__()
+            self.baselines = 0
+
+        def __call__(self, stage: str, cand: Candidate, values: dict[str, Any]):
+            result = super().__call__(stage, cand, values)
+            if stage == "baseline":
+                self.baselines += 1
+                if self.baselines in (1, 3):  # a burst in two of its repeats
+                    load = Contention(other_cpus=1.8, usable_cpus=2, note="others used 1.8")
+                    return dataclasses.replace(result, contention=load, wall_s=20.0)
+            return result
+
+    plans = [stage("first", 130.0), stage("second", 140.0)]
+    outcome = staged_search(
+        {"speed": 100.0},
+        plans,
+        BurstyBaseline(),
+        before_stage=lambda plan: "your budget" if plan.name == "second" else None,
+    )
+    line = headline(outcome)
+    assert "left out for your budget: second" in line
+    assert "a busy machine took 40 s of it: 2 probe(s) spoiled" in line

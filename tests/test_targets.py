@@ -174,9 +174,7 @@ def test_the_tutorials_exports_carry_its_own_answer_and_say_so(tuned, tmp_path, 
     assert config["data_loader_config"] == "gpu"
 
 
-def test_an_older_session_says_the_tutorials_loader_was_not_tuned_and_its_ceiling(
-    tmp_path, capsys
-):
+def test_an_older_session_says_the_tutorials_loader_was_not_tuned_and_its_ceiling(tmp_path, capsys):
     """2026-11-27d: the H200's answer was the GPU-resident loader; the yaml export gives the
     tutorial the baseline's 2-worker lowmem, and now says so with its measured ceiling."""
     target = tmp_path / "tuned.yaml"

@@ -415,3 +415,30 @@ def test_r_on_the_results_measures_the_unmeasured_stages_again(
     assert retried.summary().unmeasured == ()
     amp = [p for p in retried.results() if p.stage == "amp"]
     assert any(p.ok for p in amp) and any(not p.ok for p in amp)  # the crash stays journaled
+
+
+def test_a_preset_given_as_a_file_opens_setup_with_that_preset_chosen(tmp_path: Path) -> None:
+    # `tuneup --preset ./mine.yaml`: the H200's app test (2026-11-28) crashed in the preset
+    # Select, whose options held only the installed presets' names.
+    import yaml
+
+    root = Path(__file__).resolve().parent.parent
+    document = yaml.safe_load((root / "presets" / "cpu-smoke.yaml").read_text())
+    document["name"], document["description"] = "mine", "my own smoke preset"
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(yaml.safe_dump(document))
+
+    async def scenario() -> None:
+        from textual.widgets import Select
+
+        app = make_app(tmp_path, preset_name=str(mine))
+        async with app.run_test(size=SIZE) as pilot:
+            await until(lambda: isinstance(app.screen, SetupScreen), pilot)
+            chosen = app.screen.query_one("#preset", Select)
+            assert chosen.value == str(mine)
+            assert "my own smoke preset" in text(app, "#preset-description")
+            chosen.value = "cpu-smoke"  # the installed ones are still offered
+            await pilot.pause()
+            assert "my own" not in text(app, "#preset-description")
+
+    run(scenario)

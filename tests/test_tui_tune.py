@@ -371,3 +371,45 @@ def test_a_row_opens_its_probe_and_p_waits_for_the_ladder_to_stop(tmp_path: Path
             assert hint.startswith("p profiles it again (a fresh worker")
 
     run(go)
+
+
+def test_the_cursor_follows_the_rows_shown_so_enter_opens_the_highlighted_one(
+    tmp_path: Path,
+) -> None:
+    """A live ladder's table scrolls to its newest row and the cursor goes with it; a cursor
+    the user moved up stays there, in view, as rows arrive."""
+    from tuneup.tui.screens.probe import ProbeScreen
+
+    backend = GatedSim(hold="channels_last")
+    driver = make_driver(tmp_path / "run", backend)
+    app = Host(lambda: TuneScreen(driver, results_on_finish=False))
+
+    def in_view(table: LadderTable) -> bool:
+        shown = table.scrollable_content_region.height - table.header_height
+        return table.scroll_y <= table.cursor_row < table.scroll_y + shown
+
+    async def go() -> None:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await until(backend.held.is_set, pilot)
+            table = ladder(app)
+            await until(lambda: table.row_count == len(driver.session.results.results()), pilot)
+            await pilot.pause(0.2)
+            assert table.max_scroll_y > 0, "more rows than the table shows"
+            assert table.cursor_row == table.row_count - 1 and in_view(table)
+            table.focus()
+            await pilot.press("enter")
+            await until(lambda: isinstance(app.screen, ProbeScreen), pilot)
+            assert app.screen.result is table.results[-1]  # type: ignore[attr-defined]
+            await pilot.press("escape")
+            await pilot.press("up", "up")
+            chosen, top = table.cursor_row, table.scroll_y
+            backend.gate.set()
+            await until(driver.finished.is_set, pilot)
+            await until(lambda: table.row_count == len(driver.outcome.probes), pilot)  # type: ignore[union-attr]
+            await pilot.pause(0.2)
+            assert (table.cursor_row, table.scroll_y) == (chosen, top) and in_view(table)
+            await pilot.press("enter")
+            await until(lambda: isinstance(app.screen, ProbeScreen), pilot)
+            assert app.screen.result is table.results[chosen]  # type: ignore[attr-defined]
+
+    run(go)

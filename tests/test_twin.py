@@ -475,8 +475,7 @@ def test_measured_batch_speeds_and_knob_gains_replace_the_assumed_ones(tmp_path:
     assert evidence.gains == {"script": pytest.approx(2072 / 2066)}
     twin_ = GpuTwin(evidence)
     rates = {
-        b: twin_.expected_sps({**fast, "global_batch_size": b})["synthetic"]
-        for b in (128, 256)
+        b: twin_.expected_sps({**fast, "global_batch_size": b})["synthetic"] for b in (128, 256)
     }
     assert rates[256] / rates[128] == pytest.approx(1885 / 1880, rel=1e-3)
     still = assumed_rates(evidence)
@@ -587,4 +586,3 @@ def test_the_tutorial_gets_a_tuned_loader_of_its_own_where_the_h200_answer_is_th
     assert 0 < added <= 330 and both["wall_s"] <= 12 * 60
     # tuneup probe says the tutorial's work before it runs: its first estimate holds
     assert abs(both["first_estimate_s"] / both["wall_s"] - 1) <= 0.25
-

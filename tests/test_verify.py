@@ -263,8 +263,12 @@ def fake_runs(rates: dict[str, float], *, stop_after: int | None = None) -> Call
     def run(launch: Launch, log: Path, limit: Any, stop: Callable[[], bool]) -> Ended:
         started.append(log.name)
         config = RECOMMENDATION if RECOMMENDATION in log.name else BASELINE
-        text = Path(launch.argv[-1]).read_text()
-        samples = int(next(ln for ln in text.splitlines() if ln.startswith("Nsamples:")).split()[1])
+        argv = launch.argv
+        config_file = argv[argv.index("--yaml_config") + 1] if "--yaml_config" in argv else argv[-1]
+        text = Path(config_file).read_text()
+        samples = int(
+            next(ln for ln in text.splitlines() if ln.strip().startswith("Nsamples:")).split()[1]
+        )
         rate = rates[config]
         lines = [
             f"Time taken for epoch {e} is {samples / rate} sec, avg {rate} samples/sec"
@@ -320,7 +324,7 @@ def test_a_stop_keeps_what_finished(session: Path, tmp_path: Path) -> None:
 
 def test_a_run_that_would_end_past_the_budget_is_not_started(session: Path, tmp_path: Path) -> None:
     copy = _copy(session, tmp_path)
-    times = iter([0.0, 0.0, 15.0, 15.0])
+    times = iter([0.0, 0.0, 0.0, 15.0, 15.0])  # began, the data made, before each run
     verified = verify_session(
         VerifyRequest(folder=copy, seconds=2, rounds=1, budget_s=20),  # two runs of ~8 s
         run=fake_runs({BASELINE: 100.0, RECOMMENDATION: 130.0}),
@@ -330,6 +334,85 @@ def test_a_run_that_would_end_past_the_budget_is_not_started(session: Path, tmp_
     assert len((copy / VERIFY_JOURNAL).read_text().splitlines()) == 1
     (check,) = verified.targets
     assert check.within_claim is None and "nothing to compare" in check.reason
+
+
+def test_making_the_data_is_charged_to_the_budget_and_said(
+    session: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # On the H200 (2026-11-28) making the 1024^3 box took 2 min of a 5.5 min budget that
+    # the runs had been fitted to whole: the tutorial's runs never started.
+    import tuneup.verify.session as verify_module
+
+    copy = _copy(session, tmp_path)
+    now = [0.0]
+    made = verify_module.run_data
+
+    def slow_data(*args: Any, **kwargs: Any) -> Any:
+        now[0] += 30.0  # making the box
+        return made(*args, **kwargs)
+
+    monkeypatch.setattr(verify_module, "run_data", slow_data)
+    said: list[str] = []
+    verified = verify_session(
+        VerifyRequest(folder=copy, seconds=40, rounds=1, budget_s=60),
+        run=fake_runs({BASELINE: 100.0, RECOMMENDATION: 130.0}),
+        clock=lambda: now[0],
+        say=said.append,
+    )
+    assert verified.stopped is None and verified.targets[0].runs == 2
+    # 30 s left for two runs that start in 5 s each: about 6.5 s measured each, not 20
+    assert verified.seconds == pytest.approx(6.52, abs=0.05)
+    assert any("the data took 30 s" in line for line in said)
+
+
+def test_a_budget_that_runs_out_leaves_each_target_a_pair_and_says_what_never_ran(
+    session: Path, standin: Path, tmp_path: Path
+) -> None:
+    copy = _copy(session, tmp_path)
+    now = [0.0]
+    runs = fake_runs({BASELINE: 100.0, RECOMMENDATION: 130.0})
+
+    def timed(*args: Any) -> Ended:
+        now[0] += 14.0
+        return runs(*args)
+
+    verified = verify_session(
+        VerifyRequest(folder=copy, seconds=2, rounds=2, train_py=standin, budget_s=60),
+        run=timed,
+        clock=lambda: now[0],
+    )
+    journal = [json.loads(x) for x in (copy / VERIFY_JOURNAL).read_text().splitlines()]
+    # A B for tuneup train, then A B for the tutorial, before either's second round
+    assert [(r["target"], r["config"]) for r in journal] == [
+        ("tuneup", BASELINE),
+        ("tuneup", RECOMMENDATION),
+        ("tutorial", BASELINE),
+        ("tutorial", RECOMMENDATION),
+    ]
+    assert all(check.real_factor == pytest.approx(1.3) for check in verified.targets)
+
+    copy = _copy(session, tmp_path / "again")
+    now[0] = 0.0
+    verified = verify_session(
+        VerifyRequest(folder=copy, seconds=2, rounds=1, train_py=standin, budget_s=30),
+        run=timed,
+        clock=lambda: now[0],
+    )
+    tutorial = verified.targets[1]
+    assert tutorial.runs == 0
+    assert tutorial.reason == "not run: the --budget of 30 s ran out before its runs"
+
+
+def test_a_budget_too_short_once_the_data_is_made_is_refused_before_making_it() -> None:
+    from tuneup.errors import UsageError
+    from tuneup.verify.plan import fit_seconds
+
+    assert fit_seconds(20, 4, 60, 600, spent_s=120) == 20  # 4 runs of ~91 s fit in 480 s
+    with pytest.raises(UsageError) as refused:
+        fit_seconds(20, 4, 60, 330, spent_s=120)  # the H200's 2026-11-28 verify
+    said = str(refused.value)
+    assert "--budget 5 min 30 s (making the data takes about 2 min of it)" in said
+    assert "give at least 6 min 07 s" in said
 
 
 # --- the verdict, the plan, the lines (pure) ------------------------------------------

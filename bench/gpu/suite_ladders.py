@@ -93,10 +93,7 @@ def speed_parse(ctx: Context, done: Finished) -> Outcome:
     ]
     figures["probe_by_probe"] = against_prediction(ctx.out, ran)
     figures["profile"] = profile_figures(sorted((ctx.out / "speed").glob("*")))
-    key = (
-        f"{run['preset']}: {compared_text(versus)}; "
-        f"{trial_share_text(run)} in timed trials"
-    )
+    key = f"{run['preset']}: {compared_text(versus)}; {trial_share_text(run)} in timed trials"
     if done.rc != 0:
         return Outcome("fail", _ended(done), figures, key)
     if not ctx.cpu and versus["beat_10_min"] is False:

@@ -17,6 +17,7 @@ Pure: lines in, facts and fields out.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Iterable
@@ -30,6 +31,7 @@ from .section import (
     DEFAULT_PATTERN,
     NUMBER,
     CommandSpec,
+    RateRule,
 )
 
 # benchy's summary: the mean and standard deviation of its trials' throughputs (its
@@ -185,3 +187,45 @@ def no_throughput_reason(facts: OutputFacts, spec: CommandSpec) -> str:
             "this script's)"
         )
     return f"no throughput found in the output (pattern {pattern!r})"
+
+
+def timed_measurements(
+    stamped: list[tuple[float, str]], rule: RateRule, skip: int
+) -> dict[str, Any]:
+    """ProbeResult fields from the times a script's progress lines came (`rate`): each
+    interval between two lines is a trial, its samples over its seconds; the first `skip`
+    intervals are warm-up. A running count that falls (a new epoch) starts over: that
+    interval is left out. No `full_sps` when fewer than two lines came."""
+    counts: list[tuple[float, int | None]] = []
+    for when, line in stamped:
+        found = rule.pattern.search(line)
+        if found is None:
+            continue
+        group = found.groupdict().get("samples")
+        counts.append((when, int(group) if group and group.isdigit() else None))
+    trials: list[float] = []
+    for (t0, c0), (t1, c1) in itertools.pairwise(counts):
+        samples = c1 - c0 if c1 is not None and c0 is not None else rule.samples
+        if samples is None or samples <= 0 or t1 <= t0:
+            continue
+        trials.append(samples / (t1 - t0))
+    trials = trials[skip:]
+    if not trials:
+        return {}
+    return {"full_sps": median(trials), "full_sps_trials": trials, "iqr_pct": iqr_pct(trials)}
+
+
+def no_timed_rate_reason(stamped: list[tuple[float, str]], spec: CommandSpec) -> str:
+    """Why a run timed by its lines (`rate`) has no throughput, saying what to change."""
+    rule = spec.rate
+    pattern = rule.pattern.pattern if rule is not None else "?"
+    if len(stamped) < 2:
+        return (
+            f"{len(stamped)} line(s) matched command.rate.pattern {pattern!r}: two at least "
+            "time an interval (run longer, or match a line the script prints more often)"
+        )
+    return (
+        f"{len(stamped)} line(s) matched command.rate.pattern, but every interval was "
+        f"warm-up (command.skip is {spec.skip}) or counted no samples: lower skip, or check "
+        "the samples group or command.rate.samples"
+    )

@@ -9,7 +9,9 @@ out-of-memory line, its last words).
 
 from __future__ import annotations
 
+import contextlib
 import re
+import secrets
 import shutil
 import sys
 from dataclasses import dataclass
@@ -25,7 +27,13 @@ from tuneup.probe.runner import ProbeRunner
 from tuneup.probe.types import Candidate, ProbeBudget, ProbeResult, Status
 
 from .invocation import Invocation, UnsupportedKnob, build_invocation
-from .output import measurements, no_throughput_reason, parse_output
+from .output import (
+    measurements,
+    no_throughput_reason,
+    no_timed_rate_reason,
+    parse_output,
+    timed_measurements,
+)
 from .section import CommandSpec
 
 COMMAND_PHASES = ("full",)
@@ -54,6 +62,37 @@ except OSError as exc:
 """
 _EXEC_MARK = "tuneup: running "
 
+# The shim for a section with `rate`: it starts the command with its output on a pipe,
+# copies every line to the log as it comes and, for each line `rate.pattern` matches,
+# writes when it came to a file of its own (the time, a tab, the line). It ends as the
+# command did: its exit status, or the signal that killed it.
+_EXEC_TIMED = """\
+import os, re, signal, subprocess, sys, time
+cwd, stamps, pattern, argv = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+sys.stderr.write("tuneup: running " + " ".join(argv) + (" in " + cwd if cwd else "") + "\\n")
+sys.stderr.flush()
+rx = re.compile(pattern)
+try:
+    pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    child = subprocess.Popen(argv, cwd=cwd or None, **pipes)
+except OSError as exc:
+    sys.stderr.write("tuneup: cannot run %r: %s\\n" % (argv[0], exc.strerror or exc))
+    sys.exit(127)
+with open(stamps, "w", encoding="utf-8") as out:
+    for raw in iter(child.stdout.readline, b""):
+        line = raw.decode("utf-8", "replace")
+        sys.stderr.write(line)
+        sys.stderr.flush()
+        if rx.search(line):
+            out.write("%.6f\\t%s\\n" % (time.monotonic(), line.rstrip("\\n")))
+            out.flush()
+code = child.wait()
+if code < 0:
+    signal.signal(-code, signal.SIG_DFL)
+    os.kill(os.getpid(), -code)
+sys.exit(code)
+"""
+
 
 # --- how a run ended ------------------------------------------------------------------------
 
@@ -66,6 +105,7 @@ def judge(
     spec: CommandSpec,
     limit_s: float,
     oom_kills_before: int | None = None,
+    stamped: list[tuple[float, str]] | None = None,
 ) -> tuple[Status, str, dict[str, Any]]:
     """Status, one human reason and the ProbeResult fields for one ended run.
 
@@ -83,6 +123,7 @@ def judge(
         spec: the command section (its patterns and skip).
         limit_s: the wall-clock limit the run had.
         oom_kills_before: the memory cgroup's OOM-kill count when it started.
+        stamped: with `rate`, the lines its pattern matched and when each came.
     """
     facts = parse_output(lines, spec.pattern, spec.loss_pattern)
     if ended == TIMEOUT:
@@ -98,9 +139,17 @@ def judge(
     if returncode != 0:
         return _failure(outcome, returncode, lines, oom_kills_before)
     fields = measurements(facts, spec.skip)
+    if spec.rate is not None:  # tuneup's own timing of its lines, not a printed rate
+        fields = {**_losses(fields), **timed_measurements(stamped or [], spec.rate, spec.skip)}
+        if "full_sps" not in fields:
+            return Status.CRASH, no_timed_rate_reason(stamped or [], spec), {}
     if "full_sps" not in fields:
         return Status.CRASH, no_throughput_reason(facts, spec), {}
     return Status.OK, "", fields
+
+
+def _losses(fields: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in fields.items() if k in ("losses", "loss_start", "loss_end")}
 
 
 def _failure(
@@ -147,10 +196,16 @@ class _CommandLauncher:
     invocation: Invocation
     cwd: str | None
     python: str = sys.executable
+    stamps: Path | None = None  # `rate`: where the timed shim writes its lines' times
+    rate_pattern: str = ""
 
     def command(self, spec_path: Path) -> list[str]:
         del spec_path  # the command reads no spec; the file still records the probe's knobs
-        return [self.python, "-I", "-S", "-c", _EXEC, self.cwd or "", *self.invocation.argv]
+        head = [self.python, "-I", "-S", "-c"]
+        if self.stamps is not None:
+            stamped = [str(self.stamps), self.rate_pattern]
+            return [*head, _EXEC_TIMED, self.cwd or "", *stamped, *self.invocation.argv]
+        return [*head, _EXEC, self.cwd or "", *self.invocation.argv]
 
     def env(self, base: dict[str, str]) -> dict[str, str]:
         # A block-buffered stdout would lose a crashed script's last lines.
@@ -201,7 +256,11 @@ class CommandBackend(ProbeBackend):
             invocation = build_invocation(self.spec, values, variant)
         except UnsupportedKnob as exc:
             return ProbeResult(stage, variant, dict(values), Status.UNSUPPORTED, str(exc))
-        launcher = _CommandLauncher(invocation, self.spec.cwd, self.python)
+        stamps = None
+        if self.spec.rate is not None:  # the script prints no rate: its lines are timed
+            stamps = self.runner.workdir / f".rate-{secrets.token_hex(4)}.tsv"
+        rate_pattern = self.spec.rate.pattern.pattern if self.spec.rate is not None else ""
+        launcher = _CommandLauncher(invocation, self.spec.cwd, self.python, stamps, rate_pattern)
         # The command measures what it measures (its epochs, or benchy's phases): the
         # plan records that FULL judges it and bounds the run with the budget's limit.
         plan = plan_for(self.budget, candidate, available=COMMAND_PHASES)
@@ -223,6 +282,7 @@ class CommandBackend(ProbeBackend):
             self.spec,
             record.limit_s,
             record.oom_kills_before,
+            stamped=_stamped(stamps),
         )
         return ProbeResult(
             stage, variant, dict(values), status, reason, wall_s=outcome.wall_s, **fields
@@ -236,6 +296,20 @@ class CommandBackend(ProbeBackend):
     def interrupt(self) -> None:
         """Stop the running probe and any later one (safe from a signal handler)."""
         self.runner.interrupt()
+
+
+def _stamped(stamps: Path | None) -> list[tuple[float, str]] | None:
+    """The timed shim's lines (when each came, the line), the file removed; None without
+    `rate`."""
+    if stamps is None:
+        return None
+    found = []
+    for line in _read_lines(stamps):
+        when, _, text = line.partition("\t")
+        with contextlib.suppress(ValueError):
+            found.append((float(when), text))
+    stamps.unlink(missing_ok=True)
+    return found
 
 
 def _read_lines(path: Path) -> list[str]:

@@ -15,6 +15,15 @@ The section (every key but ``run`` is optional)::
       skip: 1
       limit_s: 1800
 
+A script that prints no samples/s is timed by tuneup itself: `rate` counts its progress
+lines as they come (pytorch/examples' mnist prints one per 10 batches of 64)::
+
+      rate: {pattern: 'Train Epoch: \\d+ \\[(?P<samples>\\d+)/'}
+
+the samples between two lines (from a `samples` group, the count the line prints, or
+`samples`, a fixed count a line) over the time between them, each interval one trial;
+`skip` then counts such lines, the first ones warm-up. `pattern` is then unused.
+
 Pure: the section as read from YAML in, problems or a frozen spec out.
 """
 
@@ -34,7 +43,10 @@ from tuneup.errors import UsageError
 
 SECTION = "command"
 """The preset key of the section, the trainer's name."""
-SECTION_KEYS = ("run", "cwd", "flags", "env", "pattern", "loss_pattern", "skip", "limit_s")
+SECTION_KEYS = (
+    "run", "cwd", "flags", "env", "pattern", "loss_pattern", "skip", "limit_s", "rate",
+)  # fmt: skip
+RATE_KEYS = ("pattern", "samples")
 ENV_ENTRY_KEYS = ("var", "values")
 
 NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
@@ -73,6 +85,16 @@ class EnvRule:
 
 
 @dataclass(frozen=True)
+class RateRule:
+    """A rate tuneup takes itself from lines a script prints as it trains: each match's
+    samples (its `samples` group, a running count, else `samples` a line) and the time
+    it came."""
+
+    pattern: re.Pattern[str]
+    samples: int | None = None
+
+
+@dataclass(frozen=True)
 class CommandSpec:
     """A checked ``command:`` section."""
 
@@ -85,6 +107,7 @@ class CommandSpec:
     skip: int = DEFAULT_SKIP
     limit_s: float | None = None
     source: str = "command"
+    rate: RateRule | None = None  # tuneup times the script's progress lines itself
 
     @property
     def mapped(self) -> set[str]:
@@ -131,6 +154,7 @@ def section_problems(data: Any) -> list[str]:
     loss = data.get("loss_pattern", DEFAULT_LOSS_PATTERN)
     if loss is not None:
         problems += _pattern_problems(loss, f"{where}.loss_pattern", "loss")
+    problems += _rate_problems(data.get("rate"), f"{where}.rate")
     return problems + _number_problems(data, where)
 
 
@@ -181,7 +205,43 @@ def parse_command_section(data: Any, source: str) -> CommandSpec:
         skip=int(data.get("skip", DEFAULT_SKIP)),
         limit_s=float(limit) if limit is not None else None,
         source=source,
+        rate=_rate_rule(data.get("rate")),
     )
+
+
+def _rate_rule(rate: Any) -> RateRule | None:
+    if not isinstance(rate, Mapping):
+        return None
+    samples = rate.get("samples")
+    return RateRule(re.compile(str(rate["pattern"])), int(samples) if samples else None)
+
+
+def _rate_problems(rate: Any, where: str) -> list[str]:
+    """A `rate` that cannot time anything: no pattern, or no way to count its samples."""
+    if rate is None:
+        return []
+    if not isinstance(rate, Mapping) or "pattern" not in rate:
+        return [f"{where}: must be {{pattern: REGEX, samples: N}} (a line a script prints)"]
+    unknown = [k for k in rate if k not in RATE_KEYS]
+    if unknown:
+        return [f"{where}: unknown key {unknown[0]!r} (valid: {', '.join(RATE_KEYS)})"]
+    pattern, samples = rate.get("pattern"), rate.get("samples")
+    if not isinstance(pattern, str):
+        return [f"{where}.pattern: must be a regular expression (text), got {pattern!r}"]
+    try:
+        groups = re.compile(pattern).groupindex
+    except re.error as exc:
+        return [f"{where}.pattern: not a regular expression: {exc}"]
+    if samples is not None and (
+        isinstance(samples, bool) or not isinstance(samples, int) or samples < 1
+    ):
+        return [f"{where}.samples: must be a whole number of samples a line, got {samples!r}"]
+    if "samples" not in groups and samples is None:
+        return [
+            f"{where}: give the samples a line stands for (samples: N) or a (?P<samples>...) "
+            "group that captures the count the line prints"
+        ]
+    return []
 
 
 def _run_problems(run: Any, where: str) -> list[str]:

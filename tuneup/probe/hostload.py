@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import statistics
 import threading
 import time
 from collections import deque
@@ -156,6 +157,32 @@ def with_gpu_processes(contention: Contention | None, count: int) -> Contention:
     note = contention_note(base.other_cpus, base.usable_cpus, base.steal_pct, count)
     steady = base.under_load and not count
     return dataclasses.replace(base, gpu_processes=count, note=note, under_load=steady)
+
+
+BURST_SAME = 0.03  # trials under a burst within this of those between: the burst moved none
+BURST_TRIALS = 2  # the fewest trials on each side of that comparison
+
+
+def burst_moved_nothing(
+    trials: Sequence[tuple[float, float]], usable: int | None
+) -> tuple[float, float] | None:
+    """Judged on the probe's own step times, not on the load's share of the CPUs: its
+    FULL trials, each (others' CPUs during it, its samples/s), split into those a burst
+    overlapped and those between bursts; where each side has BURST_TRIALS and their
+    medians agree within BURST_SAME, the load moved none of them: (the bursts' CPUs, the
+    two medians' ratio less 1). None where it cannot say (a load over every trial: its
+    steadiness decides) or the bursts slowed the trials."""
+    if not usable:
+        return None
+    floor = max(OTHER_CPU_MIN, OTHER_CPU_SHARE * usable)
+    loaded = [(cpus, rate) for cpus, rate in trials if cpus >= floor]
+    quiet = [rate for cpus, rate in trials if cpus < floor / 2]
+    if len(loaded) < BURST_TRIALS or len(quiet) < BURST_TRIALS:
+        return None
+    moved = statistics.median(r for _, r in loaded) / statistics.median(quiet) - 1.0
+    if abs(moved) > BURST_SAME:
+        return None
+    return statistics.median(c for c, _ in loaded), moved
 
 
 def steady_load(recent: Sequence[float], spread: float | None) -> bool:
@@ -368,20 +395,35 @@ class ContentionWatch(ProbeBackend):
         self.sampler = sampler
         self._lock = threading.Lock()
         self._full: list[tuple[float, float]] = []
+        self._rates: list[tuple[tuple[float, float], float]] = []  # FULL trials: span, rate
         self._recent: deque[float] = deque(maxlen=STEADY_PROBES)  # ok probes' other CPUs
 
     def on_event(self, event: Event) -> None:
-        """Remember FULL trial windows (called from the runner's reader thread; never raises)."""
+        """Remember FULL trial windows and rates (called from the runner's reader thread;
+        never raises)."""
         if not isinstance(event, TrialEvent) or event.phase != "full":
             return
         span = event.span
         if span is not None:
             with self._lock:
                 self._full.append(span)
+                if event.samples_per_s is not None:
+                    self._rates.append((span, event.samples_per_s))
+
+    def _by_trial(self) -> list[tuple[float, float]]:
+        """Each FULL trial of the probe just run: others' CPUs during it, its samples/s."""
+        with self._lock:
+            rates = list(self._rates)
+        found = []
+        for (start, end), rate in rates:
+            held = self.sampler.contention(start, end)
+            if held is not None and held.other_cpus is not None:
+                found.append((held.other_cpus, rate))
+        return found
 
     def __call__(self, stage: str, candidate: Candidate, values: dict[str, Any]) -> ProbeResult:
         with self._lock:
-            self._full = []
+            self._full, self._rates = [], []
         self.sampler.sample()  # a reading at the very start, whatever the thread's phase
         began = time.time()
         result = self.backend(stage, candidate, values)
@@ -402,6 +444,13 @@ class ContentionWatch(ProbeBackend):
         if host.contended and cpus_only:
             steady = steady_load(list(self._recent), host.spread)
             host = dataclasses.replace(host, under_load=steady)
+            unmoved = None if steady else burst_moved_nothing(self._by_trial(), host.usable_cpus)
+            if unmoved is not None:  # measured through it: its trials say it moved nothing
+                note = (
+                    f"{host.note}; its trials under the bursts ({unmoved[0]:.1f} CPUs) ran "
+                    f"as fast as those between ({100 * unmoved[1]:+.1f}%)"
+                )
+                host = dataclasses.replace(host, under_load=True, note=note)
         return dataclasses.replace(
             result, contention=with_gpu_processes(host, gpu) if gpu else host
         )

@@ -82,11 +82,15 @@ def run_data(
     values: Mapping[str, Any],
     box: int | None,
     say: Callable[[str], None],
+    *,
+    before_making: Callable[[int], None] = lambda _need: None,
 ) -> RunData:
     """The data for the runs (made where needed: this may take minutes for a large box).
 
     Args:
         box: the training box side asked for (`--box`); None: the real run's.
+        before_making: hears the bytes to be made before a box is made (the budget's
+            check: it may raise to refuse).
 
     Raises:
         UsageError: the session's own files are gone, or the box asked for (or the
@@ -135,6 +139,7 @@ def run_data(
             f"{space_text(need(wanted), free)} in {cache_dir()}"
         )
     if need(sides):
+        before_making(need(sides))
         say(f"making a synthetic {sides[0]}^3 box (val {sides[1]}^3) in {cache_dir()} ...")
     train, val, _made = ensure_synthetic_data(
         sides[0], sides[1], seed, cache_dir(), thorough=False, say=say

@@ -101,25 +101,37 @@ def run_estimate_s(seconds: float, startup_s: float) -> float:
     return startup_s + epochs * (1 + VAL_SHARE_GUESS)
 
 
-def fit_seconds(seconds: float, runs: int, startup_s: float, budget_s: float | None) -> float:
+def fit_seconds(
+    seconds: float,
+    runs: int,
+    startup_s: float,
+    budget_s: float | None,
+    *,
+    spent_s: float = 0.0,
+) -> float:
     """The measured seconds per run that let `runs` runs end within `budget_s` (None: no
-    budget): `seconds`, or less where the budget needs it.
+    budget), `spent_s` of it gone already (making the data): `seconds`, or less where the
+    budget needs it.
 
     Raises:
         UsageError: the budget is too short for even MIN_SECONDS a run.
     """
     if budget_s is None or runs <= 0:
         return seconds
-    if runs * run_estimate_s(seconds, startup_s) <= budget_s:
+    left = budget_s - spent_s
+    if runs * run_estimate_s(seconds, startup_s) <= left:
         return seconds
-    per_run = budget_s / runs - startup_s
+    per_run = left / runs - startup_s
     fitted = per_run / ((1 + VAL_SHARE_GUESS) * (1 + STEADY_EPOCHS) / STEADY_EPOCHS)
     if fitted < MIN_SECONDS:
-        least = runs * run_estimate_s(MIN_SECONDS, startup_s)
+        least = spent_s + runs * run_estimate_s(MIN_SECONDS, startup_s)
+        making = (
+            f" (making the data takes about {duration_text(spent_s)} of it)" if spent_s >= 1 else ""
+        )
         raise UsageError(
-            f"--budget {duration_text(budget_s)} is too short for {runs} runs (each starts in "
-            f"about {duration_text(startup_s)}): give at least {duration_text(math.ceil(least))}, "
-            "or fewer --rounds"
+            f"--budget {duration_text(budget_s)}{making} is too short for {runs} runs (each "
+            f"starts in about {duration_text(startup_s)}): give at least "
+            f"{duration_text(math.ceil(least))}, or fewer --rounds"
         )
     return fitted
 

@@ -57,6 +57,9 @@ from tuneup.verify.targets import VerifyTarget, chosen_targets
 from tuneup.verify.verdict import RealRun, check_target, steady_rates
 
 STARTUP_S = {"cpu": 5.0, "cuda": 60.0}  # a run's start to its first step, for the plan
+# Making a synthetic box, bytes a second: 40.5 GiB took about 120 s on the H200 node
+# (bench/results/gpu-h200-2026-11-28), 0.6 GiB 1.5 s on a 2-core CPU; the slower, rounded.
+SYNTH_BYTES_PER_S = 300e6
 
 # Runs one launch: (launch, log, its limit given its first epoch, stop) -> how it ended.
 RunLaunch = Callable[
@@ -183,12 +186,19 @@ def _verify(
 ) -> Verified:
     began, when = clock(), time.strftime("%Y-%m-%dT%H:%M:%S%z")
     values = dict(summary.recommendation.values)
-    data = run_data(session, values, request.box, say)
     startup = STARTUP_S["cpu" if str(values.get("device") or "cuda") == "cpu" else "cuda"]
-    order = run_order(request.rounds)
+    order = _pair_major(targets, run_order(request.rounds))
     rounds = max(1, request.rounds)
-    total = len(order) * len(targets)
-    seconds = fit_seconds(request.seconds / rounds, total, startup, request.budget_s)
+    total = len(order)
+    per_run = request.seconds / rounds
+
+    def before_making(need: int) -> None:
+        # refused before minutes of making, where even the runs' least would not fit after
+        fit_seconds(per_run, total, startup, request.budget_s, spent_s=need / SYNTH_BYTES_PER_S)
+
+    data = run_data(session, values, request.box, say, before_making=before_making)
+    making_s = clock() - began
+    seconds = fit_seconds(per_run, total, startup, request.budget_s, spent_s=making_s)
     runs = _Runs(
         request,
         summary,
@@ -205,9 +215,10 @@ def _verify(
     with writing(journal, "the verify journal"):
         runs.folder.mkdir(exist_ok=True)
         journal.write_text("", encoding="utf-8")
-    say(f"verify: {total} runs on {data.words}, {seconds:.3g} s each after warm-up")
+    made = f" (the data took {duration_text(making_s)})" if making_s >= 1 else ""
+    say(f"verify: {total} runs on {data.words}{made}, {seconds:.3g} s each after warm-up")
     stopped: str | None = None
-    for target, (config, round_) in ((t, o) for t in targets for o in order):
+    for target, config, round_ in order:
         stopped = stop() or _out_of_budget(request.budget_s, clock() - began, seconds, startup)
         if stopped is not None:
             break
@@ -220,7 +231,7 @@ def _verify(
             stopped = stop() or "stopped"
             break
     verified = Verified(
-        targets=tuple(_check(target, values, data) for target in targets),
+        targets=tuple(_check(target, values, data, stopped) for target in targets),
         skipped=tuple(skipped),
         box=data.box,
         probe_box=data.probe_box,
@@ -275,7 +286,18 @@ def _run_words(done: VerifyRun) -> str:
     return f"{figure} in {done.wall_s:.1f} s{ended}"
 
 
-def _check(target: VerifyTarget, values: Mapping[str, Any], data: RunData) -> TargetCheck:
+def _pair_major(
+    targets: list[VerifyTarget], order: tuple[tuple[str, int], ...]
+) -> list[tuple[VerifyTarget, str, int]]:
+    """Each round's pair for every target before the next round's: a verify ended early
+    (a budget, a stop) leaves each target a pair, not one target every run."""
+    pairs = [order[i : i + 2] for i in range(0, len(order), 2)]
+    return [(t, config, round_) for pair in pairs for t in targets for config, round_ in pair]
+
+
+def _check(
+    target: VerifyTarget, values: Mapping[str, Any], data: RunData, stopped: str | None
+) -> TargetCheck:
     real = RealRun(
         epochs=int(values.get("num_epochs") or 1),
         samples=int(values.get("Nsamples") or 0),
@@ -284,9 +306,12 @@ def _check(target: VerifyTarget, values: Mapping[str, Any], data: RunData) -> Ta
         probe_box=data.probe_box,
     )
     answer = target.answer
-    return check_target(
+    checked = check_target(
         answer.target, answer.label, target.claim, target.runs, real, target.command
     )
+    if not target.runs and stopped:
+        return replace(checked, reason=f"not run: {stopped} before its runs")
+    return checked
 
 
 def _lines(log: Path) -> list[str]:

@@ -36,6 +36,7 @@ from tuneup.tui.widgets.ladder import LadderTable
 from tuneup.tui.widgets.verify_panel import Verifier, VerifyPanel
 from tuneup.tuning.results.journal import ResultsDir
 from tuneup.tuning.results.profile_traces import read_again
+from tuneup.tuning.results.stage_rows import stopped_during, unfinished
 from tuneup.tuning.results.summary import Summary
 from tuneup.tuning.results.verdicts import gain_text
 from tuneup.verify.session import verify_folder
@@ -145,13 +146,19 @@ def speedup_text(summary: Summary) -> str:
     return f"speedup: {gain_text(gain.value, gain.low, gain.high, gain.pairs)} [{gain.method}]"
 
 
-def notes_text(summary: Summary) -> str:
-    """A ladder stopped before its end, the stages it could not measure, and what the
-    session saw of the machine (unstable, contended, drifting): shown first."""
+def notes_text(summary: Summary, probes: Sequence[ProbeResult] = ()) -> str:
+    """A ladder stopped before its end (a stage under way with the probes it ran, never said
+    as not run), the stages it could not measure, and what the session saw of the machine
+    (unstable, contended, drifting): shown first."""
     lines = []
     if summary.partial is not None:
-        not_run = ", ".join(summary.partial.not_run) or "none"
-        lines.append(f"partial: {summary.partial.why}; not run: {not_run} (r resumes the ladder)")
+        under_way, never = unfinished(summary.partial.not_run, probes)
+        stopped = [f"; {stage}: {stopped_during(n)}" for stage, n in under_way]
+        not_run = ", ".join(never) or "none"
+        lines.append(
+            f"partial: {summary.partial.why}{''.join(stopped)}; not run: {not_run} "
+            "(r resumes the ladder)"
+        )
     for stage, why in summary.unmeasured:
         lines.append(f"not measured: {stage} ({why}); r measures it again (as --retry-failed)")
     return "\n".join(lines + [f"note: {n}" for n in summary.notes])
@@ -259,7 +266,7 @@ class ResultsScreen(Screen[None]):
             title += f", a gain had to clear {needed}"
         simulated = _simulated(summary.trainer)
         with VerticalScroll(id="results-body"):
-            notes = notes_text(summary)
+            notes = notes_text(summary, self.probes)
             if notes:
                 yield Static(notes, id="results-notes")
             yield Static(headline, id="results-headline")

@@ -205,6 +205,9 @@ class SetupScreen(Screen[None]):
         self.clock = clock
         self.gpu_memory_gib = gpu_memory_gib
         self.preset = load_preset(preset_name)
+        # A preset given as a file is offered by its path beside the installed ones.
+        names = {name for name, _ in presets}
+        self.preset_key = self.preset.name if self.preset.name in names else preset_name
         self.budget = self.preset.budget
         self.proposals: list[Proposal] = []
         self.stages: dict[str, Stage] = {}
@@ -217,8 +220,8 @@ class SetupScreen(Screen[None]):
             yield Label("Preset", classes="section")
             with Horizontal(id="preset-row"):
                 yield Select(
-                    [(name, name) for name, _ in self.presets],
-                    value=self.preset.name,
+                    self._preset_options(),
+                    value=self.preset_key,
                     allow_blank=False,
                     id="preset",
                 )
@@ -353,17 +356,24 @@ class SetupScreen(Screen[None]):
 
     # Events
 
+    def _preset_options(self) -> list[tuple[str, str]]:
+        options = [(name, name) for name, _ in self.presets]
+        if self.preset_key not in {name for name, _ in self.presets}:
+            options.append((f"{self.preset.name} ({self.preset_key})", self.preset_key))
+        return options
+
     def on_selection_list_selected_changed(self, event: SelectionList.SelectedChanged) -> None:
         self._show_estimate()
 
     def on_select_changed(self, event: Select.Changed) -> None:
-        if event.select.id != "preset" or event.value == self.preset.name:
+        if event.select.id != "preset" or event.value == self.preset_key:
             return
         try:
             self.preset = load_preset(str(event.value))
         except UsageError as exc:
             self.notify(str(exc), severity="error")
             return
+        self.preset_key = str(event.value)
         self.budget = self.preset.budget
         self.query_one("#preset-description", Static).update(self.preset.description)
         self._fill_stages()

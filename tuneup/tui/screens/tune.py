@@ -156,9 +156,10 @@ class TuneScreen(Screen[None]):
         if baseline is not None:
             _kind, sentence = bottleneck(baseline.io_sps, baseline.synthetic_sps, baseline.full_sps)
             self.query_one("#tune-verdict", Static).update(f"baseline: {sentence}")
+        ran = sum(1 for r in probes if not r.user_skipped)  # those the user's s dropped did not
         self._show_status(
-            f"stopped after {len(probes)} probe(s): r resumes the ladder from there "
-            "(finished probes are not run again)"
+            f"stopped after {ran} probe(s): r resumes the ladder from there "
+            "(finished probes are not run again, nor those skipped with s)"
         )
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -171,10 +172,7 @@ class TuneScreen(Screen[None]):
         resume = getattr(self.app, "action_resume_session", None)
         if resume is None or self.driver.started.is_set():
             return
-        self.query_one(LadderTable).restart()  # the resume replays the journal into it
-        self._points.clear()
-        self.done = 0
-        resume()
+        resume()  # its Started empties the table, which the journal's replay fills again
         self.refresh_bindings()
 
     def _refresh_gpu_charts(self) -> None:
@@ -186,6 +184,12 @@ class TuneScreen(Screen[None]):
     # Messages from the driver (posted from its thread, handled here).
 
     def on_session_driver_started(self, message: SessionDriver.Started) -> None:
+        # A resume replays its journal from the first probe, in the journal's order, however
+        # it was started (here, or r on the results of a partial summary): the rows shown
+        # before it go, or they would stand twice and out of order.
+        self.query_one(LadderTable).restart()
+        self._points.clear()
+        self.done = 0
         info = message.info
         self.total = message.total
         self.ranks = session_ranks(info)

@@ -92,14 +92,17 @@ class LadderTable(DataTable[str]):
 
     def add_result(self, result: ProbeResult, reused: bool = False, follow: bool = True) -> None:
         """Append a finished probe; the first ok, uncontended baseline is what later rows
-        compare with. `follow`: show the newest row (a live ladder); False keeps the view.
+        compare with. `follow`: a live ladder's newest row is shown with the cursor on it, so
+        enter opens the row the user sees highlighted; a cursor the user moved up stays, and
+        the view with it. False keeps the view and the cursor.
         """
         if fair_baseline(result) and self.baseline is None:
             self.baseline = result
+        on_newest = self.cursor_row >= self.row_count - 1  # before the row is added
         self.results.append(result)
         self.add_row(*ladder_row(result, self.baseline, reused))
-        if follow:
-            self.scroll_end(animate=False)
+        if follow and on_newest:
+            self.move_cursor(row=self.row_count - 1, animate=False)  # scrolled into view
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()

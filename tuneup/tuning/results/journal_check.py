@@ -79,9 +79,7 @@ class SessionFacts:
         if self.base is None:
             return None
         config, base, tuned = result.config, self.base, _tuned_knobs()
-        off = sorted(
-            k for k in {*config, *base} if k not in tuned and config.get(k) != base.get(k)
-        )
+        off = sorted(k for k in {*config, *base} if k not in tuned and config.get(k) != base.get(k))
         if not off:
             return None
         more = f" and {len(off) - 1} more knob(s)" if len(off) > 1 else ""

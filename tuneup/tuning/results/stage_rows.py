@@ -10,11 +10,13 @@ Pure: a SearchOutcome in, rows of text out.
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from tuneup.probe.describe import sps_text
 from tuneup.probe.targets import target_stage
-from tuneup.probe.types import BASELINE_STAGE, CONFIRM_STAGE, USER_SKIP
+from tuneup.probe.types import BASELINE_STAGE, CONFIRM_STAGE, USER_SKIP, ProbeResult
 from tuneup.tuning.search.search_records import (
     FAILED,
     LOAD,
@@ -26,6 +28,28 @@ from tuneup.tuning.search.search_records import (
 # What kept a stage unmeasured, in a row's words (StageDecision.cause).
 CAUSES = {LOAD: "stopped by load", FAILED: "its probes failed"}
 NOT_RUN = "not run: the ladder stopped"
+
+
+def stopped_during(probes: int) -> str:
+    """The words of the stage under way when the ladder stopped: it ran probes, so it is
+    never said as not run."""
+    return f"stopped during it ({probes} probe{'' if probes == 1 else 's'})"
+
+
+def stage_counts(probes: Iterable[ProbeResult]) -> Counter[str]:
+    """The probes of each stage, as its row counts them: a failed attempt run again at once
+    (`retried`, journaled beside the attempt that replaced it) is one probe, not two."""
+    return Counter(p.stage for p in probes if not p.retried)
+
+
+def unfinished(
+    not_run: Sequence[str], probes: Iterable[ProbeResult]
+) -> tuple[list[tuple[str, int]], list[str]]:
+    """The stages a stopped ladder did not finish (a partial summary's `not_run`), split:
+    those under way when it stopped, with the probes each ran, and those it never began."""
+    counts = stage_counts(probes)
+    under_way = [(name, counts[name]) for name in not_run if counts[name]]
+    return under_way, [name for name in not_run if not counts[name]]
 
 
 @dataclass(frozen=True)
@@ -52,29 +76,26 @@ class StageRow:
 
 def stage_rows(outcome: SearchOutcome) -> list[StageRow]:
     """The baseline's row, each stage's, then the confirmation's (when one ran)."""
-    counts: dict[str, int] = {}
-    for probe in outcome.probes:
-        counts[probe.stage] = counts.get(probe.stage, 0) + 1
-    rows = [_baseline_row(outcome, counts.get(BASELINE_STAGE, 0))]
-    rows += [_stage_row(d, counts.get(d.stage, 0)) for d in outcome.stage_decisions]
+    counts = stage_counts(outcome.probes)
+    rows = [_baseline_row(outcome, counts[BASELINE_STAGE])]
+    rows += [_stage_row(d, counts[d.stage]) for d in outcome.stage_decisions]
     decided = {d.stage for d in outcome.stage_decisions}
-    rows += [  # a ladder stopped before them: their row says so, not that they failed
-        StageRow(name, NOT_RUN, probes=counts.get(name, 0))
-        for name in outcome.not_run
-        if name not in decided
-    ]
-    confirm = _confirm_row(outcome, counts.get(CONFIRM_STAGE, 0))
+    under_way, never = unfinished([n for n in outcome.not_run if n not in decided], outcome.probes)
+    # a ladder stopped during or before them: their row says so, not that they failed
+    rows += [StageRow(name, stopped_during(n), probes=n) for name, n in under_way]
+    rows += [StageRow(name, NOT_RUN) for name in never]
+    confirm = _confirm_row(outcome, counts[CONFIRM_STAGE])
     if confirm is not None:
         rows.append(confirm)
     for answer in outcome.targets:  # a target's own answer: its stages, its confirmation
-        rows += [_stage_row(d, counts.get(d.stage, 0)) for d in answer.decisions]
+        rows += [_stage_row(d, counts[d.stage]) for d in answer.decisions]
         row = _target_confirm_row(answer, counts)
         if row is not None:
             rows.append(row)
     return rows
 
 
-def _target_confirm_row(answer: TargetOutcome, counts: dict[str, int]) -> StageRow | None:
+def _target_confirm_row(answer: TargetOutcome, counts: Counter[str]) -> StageRow | None:
     attempt = answer.attempt
     if attempt is None:
         return None
@@ -82,7 +103,7 @@ def _target_confirm_row(answer: TargetOutcome, counts: dict[str, int]) -> StageR
     ev = attempt.evidence
     change = "" if ev.speedup is None else f"{100 * (ev.speedup - 1):+.1f}%"
     result = f"upheld {' + '.join(attempt.path)}" if attempt.upheld else "not upheld: baseline kept"
-    return StageRow(stage, result, "FULL", change, str(ev.pairs), counts.get(stage, 0))
+    return StageRow(stage, result, "FULL", change, str(ev.pairs), counts[stage])
 
 
 def _baseline_row(outcome: SearchOutcome, probes: int) -> StageRow:

@@ -27,6 +27,7 @@ from tuneup.tuning.results.ddp_verdicts import (
     number_text,
     ranks_text,
 )
+from tuneup.tuning.results.stage_rows import stopped_during, unfinished
 from tuneup.tuning.search.paired import Verdict
 from tuneup.tuning.search.search_records import SearchOutcome, StageDecision
 
@@ -358,8 +359,10 @@ def _partial_headline(outcome: SearchOutcome) -> str:
         )
     else:
         line = f"{head}: nothing adopted so far; the baseline stands"
-    if outcome.not_run:
-        line += f"; not run: {', '.join(outcome.not_run)}"
+    under_way, never = unfinished(outcome.not_run, outcome.probes)
+    line += "".join(f"; {stage}: {stopped_during(n)}" for stage, n in under_way)
+    if never:
+        line += f"; not run: {', '.join(never)}"
     pending = "; ".join(
         t for t in (unresolved_text(outcome), unmeasured_text(outcome), left_out_text(outcome)) if t
     )
@@ -376,9 +379,13 @@ def left_out_text(outcome: SearchOutcome) -> str:
     ]
     if not outcome.left_out and not fewer:
         return ""
+    ate, spoiled = "", outcome.spoiled
+    if spoiled:  # the time a load took was the budget's too: said, with its figure
+        seconds = sum(p.wall_s or 0.0 for p in spoiled)
+        ate = f"; a busy machine took {seconds:.0f} s of it: {len(spoiled)} probe(s) spoiled"
     return (
         f"left out for {limit_words(outcome.limit)}: {', '.join([*outcome.left_out, *fewer])} "
-        f"({longer_words(outcome.limit)})"
+        f"({longer_words(outcome.limit)}{ate})"
     )
 
 

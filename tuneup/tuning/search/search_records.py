@@ -212,6 +212,12 @@ class SearchOutcome:
     targets: list[TargetOutcome] = field(default_factory=list)
 
     @property
+    def spoiled(self) -> list[ProbeResult]:
+        """The probes a busy machine spoiled (contended: measured again, or left out): what
+        it took of the ladder, so a budget a load ate says so."""
+        return [p for p in self.probes if p.ok and p.contended]
+
+    @property
     def measured(self) -> int:
         """Probes actually run or reused (skipped stages excluded)."""
         return sum(1 for p in self.probes if p.status is not Status.SKIPPED)

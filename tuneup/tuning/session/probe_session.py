@@ -279,14 +279,13 @@ class ProbeSession:
         candidate = self._timed(stage, candidate, values)
         self.control.current_stage = stage
         if self.control.skipping(stage):
-            result = ProbeResult(
-                stage,
-                dict(candidate.values),
-                values,
-                Status.SKIPPED,
-                USER_SKIP,
-                ranks=ranks,
+            # journaled, so a resume replays the skip (attempts.measure_again) and never
+            # measures what the user dropped
+            dropped = ProbeResult(
+                stage, dict(candidate.values), values, Status.SKIPPED, USER_SKIP, ranks=ranks
             )
+            result = self._stamped(dropped)
+            self.results.append(result)
             self._report(stage, result, reused=False)
             return result
         self._check_data()
@@ -322,14 +321,18 @@ class ProbeSession:
             result = self.backend(stage, candidate, values)
         if self.stop_requested() or self.control.stopped:
             raise SessionInterrupted  # the probe was cut short: not journaled
-        stamp = self.setting.digest() if self.setting is not None else ""
-        result = replace(result, setting=stamp, session=self.session_id)
+        result = self._stamped(result)
         if result.ranks == 1 and not result.rank_sps:
             # A backend that does not report ranks (a failed launch, a plain command):
             # journal what was asked for, so a resume finds this probe again.
             result = replace(result, ranks=ranks)
         self._walls.append(result.wall_s)
         return result
+
+    def _stamped(self, result: ProbeResult) -> ProbeResult:
+        """The probe marked with the setting it ran in and this session's id, as journaled."""
+        stamp = self.setting.digest() if self.setting is not None else ""
+        return replace(result, setting=stamp, session=self.session_id)
 
     def _timed(self, stage: str, candidate: Candidate, values: dict[str, Any]) -> Candidate:
         """The candidate with the trials its time left allows (time_gate.py: shorter ones

@@ -86,8 +86,10 @@ def stage_plans(
         if tunable is not None and not set(stage.knobs) & tunable:
             return unmapped
         proposal = stage.propose(machine, values)
-        if tunable is not None and proposal.candidates and not any(
-            set(c.values) <= tunable for c in proposal.candidates
+        if (
+            tunable is not None
+            and proposal.candidates
+            and not any(set(c.values) <= tunable for c in proposal.candidates)
         ):  # each candidate varies a knob the trainer cannot pass (the data stage's loader)
             return unmapped
         not_tried = [f"{label}: {why}" for label, why in proposal.rejected]
