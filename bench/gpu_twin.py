@@ -11,7 +11,7 @@ The ladder is tuneup's own, assembled as `tuneup probe --preset h200` would
 assemble it (its stages, plan, search, confirmation and time budget), with the
 `sim` trainer's GPU twin (plugins/twin.py) answering each probe as the recorded
 GPU did, and a simulated clock that moves by each probe's priced wall time
-(the estimate's model, tuneup.probe.estimate, the one the session's time left
+(the estimate's model, tuneup.costs.estimate, the one the session's time left
 uses). So it predicts the plan, the probe count and the wall time, in seconds,
 and checks the estimate against them: what the session said was left after
 its first two probes, against what was left.
@@ -57,13 +57,13 @@ from tuneup_plugins.twin_learned import RecordedFailure
 from twin_gather import gather
 
 from tuneup.cluster.job import JobEnv
+from tuneup.costs.estimate import recorded_costs
+from tuneup.costs.one_time import ENDS, End, FirstUse, conv_key
 from tuneup.errors import UsageError
 from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import load_preset
 from tuneup.probe.backend import ProbeBackend
-from tuneup.probe.costmodel import ENDS, End, FirstUse, conv_key
 from tuneup.probe.durations import duration_text, parse_duration
-from tuneup.probe.estimate import recorded_costs
 from tuneup.probe.types import BASELINE_STAGE, CONFIRM_STAGE, Candidate, ProbeResult
 from tuneup.trainers.adapters import load_trainer
 from tuneup.tuning.search import paired

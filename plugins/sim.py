@@ -120,9 +120,9 @@ import random
 from typing import Any
 
 from tuneup.config import loader_round, process_kind
+from tuneup.costs.estimate import ProbeCosts, probe_seconds
+from tuneup.costs.one_time import conv_key, kernels_new
 from tuneup.probe.backend import ProbeBackend
-from tuneup.probe.costmodel import conv_key, kernels_new
-from tuneup.probe.estimate import ProbeCosts, probe_seconds
 from tuneup.probe.figures import ProbeFigures
 from tuneup.probe.plan import MeasurementPlan, plan_for
 from tuneup.probe.stats import clearly_slower, early_stop_reason, iqr_pct, median
@@ -382,7 +382,7 @@ class SimTrainer(SimSurface, ProbeBackend):
     def is_new(self, knobs: dict[str, Any], fresh: bool) -> bool:
         """Whether a configuration's kernels are new to the (simulated) worker, as the clock
         counts them: a conv key it did not run before, or a compile, a script or a capture,
-        which every probe pays (costmodel.kernels_new); its optimizer or its loader alone
+        which every probe pays (one_time.kernels_new); its optimizer or its loader alone
         are not."""
         if fresh or self._warm is None:
             self._warm = set()

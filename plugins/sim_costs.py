@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuneup.config import first_uses, loader
-from tuneup.probe.estimate import ProbeCosts
+from tuneup.costs.estimate import ProbeCosts
 
 from .sim_surface import _digest
 
@@ -43,7 +43,7 @@ class Disturbance:
 @dataclass(frozen=True)
 class SimCosts:
     """What a simulated probe's parts take, in seconds (sim's docstring, Time): priced by
-    the estimate's own model (tuneup.probe.estimate.probe_seconds).
+    the estimate's own model (tuneup.costs.estimate.probe_seconds).
 
     Attributes:
         spawn_s: a fresh worker process, to its set-up built.

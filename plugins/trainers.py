@@ -15,9 +15,9 @@ from typing import Any
 
 from tuneup.bundled import cache_dir
 from tuneup.config import TrainConfig, build_config, loader
+from tuneup.costs.estimate import ProbeCosts, StepModel
 from tuneup.errors import UsageError
 from tuneup.hardware.types import MachineInfo
-from tuneup.probe.estimate import ProbeCosts, StepModel
 from tuneup.probe.targets import TUTORIAL
 from tuneup.probe.types import PHASES, ProbeBudget
 from tuneup.trainers.adapters import TrainerAdapter, TrainerContext

@@ -7,7 +7,7 @@ probe as the recorded machine did, from an evidence folder (bench/gpu/EVIDENCE.m
 says what one holds; twin_evidence reads it), so the ladder's plan, probe count
 and wall time can be predicted on any machine (bench/gpu_twin.py).
 
-Its one-time costs are the worker's own cost model (tuneup.probe.costmodel):
+Its one-time costs are the worker's own cost model (tuneup.costs.one_time):
 a process start, the set-up, the first step by what is new to the process (a
 conv key, a compile cold or from the disk caches, a script, a capture), a
 warm-up that may not settle, a failed probe's start and first step. Each
@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from tuneup.config import loader
-from tuneup.errors import UsageError
-from tuneup.probe.costmodel import (
+from tuneup.costs.estimate import ProbeCosts
+from tuneup.costs.one_time import (
     Cost,
     End,
     FirstUse,
@@ -45,7 +45,7 @@ from tuneup.probe.costmodel import (
     graph_key,
     row_of,
 )
-from tuneup.probe.estimate import ProbeCosts
+from tuneup.errors import UsageError
 from tuneup.probe.stats import median, relative_spread
 from tuneup.probe.types import PHASES, Status
 

@@ -1,5 +1,5 @@
 """What a machine's probes cost, priced from its evidence (twin_evidence.Measured): each
-cost the worker pays (probe/costmodel.WorkerCosts) measured where a journal recorded it,
+cost the worker pays (costs/one_time.WorkerCosts) measured where a journal recorded it,
 else assumed, with its source, a low, likely and high value, and what would settle it.
 """
 
@@ -10,8 +10,8 @@ import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 
+from tuneup.costs.one_time import DEFAULT_BATCH_EXPONENT, Cost, WorkerCosts
 from tuneup.errors import UsageError
-from tuneup.probe.costmodel import DEFAULT_BATCH_EXPONENT, Cost, WorkerCosts
 from tuneup.probe.stats import median
 from tuneup.probe.types import PHASES
 

@@ -9,7 +9,7 @@ will do too. From the journals every cost a run records is read:
 
 * a fresh process's start (`one_time_s.spawn`) and first step (`first_steps`);
 * a warm worker's set-up (`setup`) and first step, apart for probes whose conv
-  key was new to the process (costmodel.conv_key) and those whose was not;
+  key was new to the process (one_time.conv_key) and those whose was not;
 * torch.compile: its first steps when the disk cache was cold, and when it held
   the graph (`compile_cache`: "cold", "warm");
 * TorchScript's set-up beyond the others', a CUDA graph's capture (`graph_capture`);
@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tuneup.costs.estimate import ProbeCosts, probe_seconds
+from tuneup.costs.one_time import conv_key, conv_row, row_of
 from tuneup.errors import UsageError
-from tuneup.probe.costmodel import conv_key, conv_row, row_of
-from tuneup.probe.estimate import ProbeCosts, probe_seconds
 from tuneup.probe.plan import MeasurementPlan
 from tuneup.probe.stats import median
 from tuneup.probe.types import BASELINE_STAGE, CONFIRM_STAGE, PHASES

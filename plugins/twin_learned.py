@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tuneup.probe.costmodel import conv_row
+from tuneup.costs.one_time import conv_row
 from tuneup.probe.stats import median
 
 from .twin_rates import Row, with_defaults

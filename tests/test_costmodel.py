@@ -7,8 +7,8 @@ import dataclasses
 import pytest
 from tuneup_plugins.sim import SimTrainer
 
-from tuneup.probe.costmodel import Cost, FirstUse, ProcessHistory, WorkerCosts, conv_key
-from tuneup.probe.estimate import ProbeCosts, probe_seconds
+from tuneup.costs.estimate import ProbeCosts, probe_seconds
+from tuneup.costs.one_time import Cost, FirstUse, ProcessHistory, WorkerCosts, conv_key
 from tuneup.probe.plan import plan_probe
 from tuneup.probe.types import Candidate, ProbeBudget, Status
 
@@ -92,7 +92,7 @@ def test_a_compile_after_a_release_finds_the_disk_cache_but_a_new_batch_compiles
 
 
 def test_the_compile_cache_outlives_processes_that_a_gather_warmed():
-    from tuneup.probe.costmodel import graph_key
+    from tuneup.costs.one_time import graph_key
 
     compiled = {**BASE, "jit": "compile"}
     key = graph_key(compiled)

@@ -6,8 +6,7 @@ import dataclasses
 
 import pytest
 
-from tuneup.probe.durations import parse_duration
-from tuneup.probe.estimate import (
+from tuneup.costs.estimate import (
     CONFIRM,
     WHOLE,
     Habits,
@@ -25,6 +24,7 @@ from tuneup.probe.estimate import (
     stage_shape,
     time_left_text,
 )
+from tuneup.probe.durations import parse_duration
 from tuneup.probe.plan import plan_probe
 from tuneup.probe.types import PHASES, Candidate, ProbeBudget, ProbeResult, Status
 from tuneup.tuning.clock.measured import Heard, measured_costs

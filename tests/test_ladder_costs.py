@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from tuneup.costs.compile_record import ColdCompileCosts
+from tuneup.costs.estimate import Habits, ProbeCosts
 from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import load_preset
-from tuneup.probe.compile_costs import ColdCompileCosts
-from tuneup.probe.estimate import Habits, ProbeCosts
 from tuneup.probe.types import Candidate, ProbeResult, Status
 from tuneup.trainers.adapters import load_trainer
 from tuneup.tuning.clock.ladder_record import LadderCosts, LadderRecord, machine_tag

@@ -14,9 +14,9 @@ import pytest
 from tuneup_plugins.sim import SimCosts, SimTrainer
 
 from tests.test_probe_real import _preset as tiny_preset
+from tuneup.costs.estimate import Habits, ProbeCosts, probe_seconds
 from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import load_preset, parse_preset
-from tuneup.probe.estimate import Habits, ProbeCosts, probe_seconds
 from tuneup.probe.types import Candidate, ProbeResult, Status
 from tuneup.trainers.adapters import load_trainer
 from tuneup.trainers.backends import WorkerBackend
@@ -267,7 +267,7 @@ def test_the_clock_prices_what_every_probe_of_a_compile_pays_and_a_per_rank_batc
 def test_a_machines_kept_costs_keep_how_first_steps_grow_with_the_batch(tmp_path: Path) -> None:
     # the next session on this machine reads the kept costs before the preset's: their
     # first step is at the baseline's batch, and must still grow with a larger one
-    from tuneup.probe.estimate import first_seconds
+    from tuneup.costs.estimate import first_seconds
     from tuneup.tuning.clock.ladder_record import LadderCosts
 
     record = LadderRecord(tmp_path)

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tuneup.probe.estimate import Habits, ProbeCosts
+from tuneup.costs.estimate import Habits, ProbeCosts
 from tuneup.probe.types import Candidate, ProbeBudget
 from tuneup.tuning.clock.planner import ALLOCATION, TIME_MARGIN_S, TIME_STRETCH
 from tuneup.tuning.search.search_records import StageCut

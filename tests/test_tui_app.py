@@ -17,9 +17,9 @@ pytest.importorskip("plotext")
 from textual.widgets import Button, SelectionList, Static
 
 from tuneup.cluster.job import JobEnv
+from tuneup.costs.estimate import StepModel
 from tuneup.errors import UsageError
 from tuneup.hardware.types import MachineInfo
-from tuneup.probe.estimate import StepModel
 from tuneup.testing.scripted_backend import busy_backend
 from tuneup.tui.app import TuneupApp
 from tuneup.tui.screens.setup import SetupScreen

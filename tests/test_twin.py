@@ -163,7 +163,7 @@ def test_a_gathered_table_prices_each_change_by_its_measured_ratio(tmp_path: Pat
     assert not evidence.on_gpu and evidence.costs.spawn.likely == 3.0
     # its rows are kept at its own batch (8): a first step measured there is its price at
     # every end of the batch exponent's range (at 64 the low end had priced it 2.8x)
-    from tuneup.probe.costmodel import FirstUse
+    from tuneup.costs.one_time import FirstUse
 
     fresh = FirstUse(fresh=True, conv=True)
     prices = {

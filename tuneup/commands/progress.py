@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Column, Table
 
+from tuneup.costs.estimate import time_left_text
 from tuneup.probe.describe import (
     baseline_reference,
     fair_baseline,
@@ -26,7 +27,6 @@ from tuneup.probe.describe import (
     variant_text,
     versus_baseline,
 )
-from tuneup.probe.estimate import time_left_text
 from tuneup.probe.events import Event, StartEvent, TrialEvent, WarmupEvent
 from tuneup.probe.types import ProbeResult
 from tuneup.tuning.results.stage_rows import stage_rows

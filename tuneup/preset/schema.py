@@ -14,8 +14,8 @@ from typing import Any
 from tuneup.cluster.site import SITE_HINT_KEYS, hint_problem
 from tuneup.config import TUTORIAL_BOXES, Boxes, build_config
 from tuneup.config.coerce import is_finite
+from tuneup.costs.estimate import SCALE_BOUNDS
 from tuneup.errors import UsageError, did_you_mean
-from tuneup.probe.estimate import SCALE_BOUNDS
 from tuneup.probe.types import PHASES, STEP_COUNTED_BUDGET, ProbeBudget
 
 PRESET_KEYS = ("name", "description", "train", "synthetic_data", "real_data", "probe")
@@ -252,7 +252,7 @@ _MAY_BE_ZERO = ("trial_noise", "warmup_tolerance")
 
 def check_costs(raw: Any) -> tuple[dict[str, Any] | None, list[str]]:
     """What a probe's parts cost on the machine the preset is for, as recorded there: the
-    estimate's figures before this machine has measured its own (tuneup.probe.estimate)."""
+    estimate's figures before this machine has measured its own (tuneup.costs.estimate)."""
     if raw is None:
         return None, []
     if not isinstance(raw, Mapping):

@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from tuneup.costs.estimate import ProbeCosts, StepModel
 from tuneup.errors import UsageError
 from tuneup.hardware.types import MachineInfo
 from tuneup.plugin_registry import PLUGIN_API_VERSION, PluginInfo, Registry
 from tuneup.probe.backend import Backend, ProbeBackend
-from tuneup.probe.estimate import ProbeCosts, StepModel
 from tuneup.probe.events import EventHandler
 from tuneup.probe.targets import TUNEUP, Target
 from tuneup.probe.types import ProbeBudget

@@ -18,8 +18,8 @@ from tuneup.bundled import cache_dir
 from tuneup.cluster.job import JobEnv, read_job_env
 from tuneup.cluster.launch import Launcher, LaunchPlan, LocalLauncher
 from tuneup.config import data_path_knobs, process_kind
+from tuneup.costs.compile_record import ColdCompileCosts
 from tuneup.probe.backend import Backend, ProbeBackend, as_backend
-from tuneup.probe.compile_costs import ColdCompileCosts
 from tuneup.probe.events import Event, EventHandler
 from tuneup.probe.plan import ProbeSpec, plan_for
 from tuneup.probe.runner import ProbeRunner

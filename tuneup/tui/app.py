@@ -20,12 +20,12 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 
 from tuneup.cluster.job import JobEnv, read_job_env
+from tuneup.costs.estimate import StepModel
 from tuneup.hardware.backends import choose_backend
 from tuneup.hardware.devices import cuda_visible_devices
 from tuneup.hardware.replay import ReplayBackend
 from tuneup.hardware.types import GpuBackend, MachineInfo
 from tuneup.preset.load import ProbePreset, default_preset_name, list_presets
-from tuneup.probe.estimate import StepModel
 from tuneup.telemetry.sampler import Sampler
 from tuneup.trainers.adapters import DEFAULT_TRAINER, load_trainer
 from tuneup.tui.driver import EventRelay, SessionDriver

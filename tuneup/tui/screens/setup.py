@@ -2,7 +2,7 @@
 
 Nothing here runs a probe or writes a file: Start posts `SetupScreen.Start`
 with what the user chose, and the app builds the session. The estimate
-comes from `tuneup.probe.estimate` (pure) and is redrawn whenever a stage,
+comes from `tuneup.costs.estimate` (pure) and is redrawn whenever a stage,
 the preset or the time budget changes.
 """
 
@@ -23,12 +23,7 @@ from textual.widgets import Button, Footer, Input, Label, Select, SelectionList,
 from textual.widgets.selection_list import Selection
 
 from tuneup.cluster.job import JobEnv
-from tuneup.errors import UsageError
-from tuneup.hardware.types import MachineInfo
-from tuneup.preset.load import ProbePreset, load_preset, preset_stage
-from tuneup.probe.batches import config_batch
-from tuneup.probe.durations import duration_text
-from tuneup.probe.estimate import (
+from tuneup.costs.estimate import (
     Habits,
     ProbeCosts,
     StageShape,
@@ -37,6 +32,11 @@ from tuneup.probe.estimate import (
     ladder_shape,
     time_limit,
 )
+from tuneup.errors import UsageError
+from tuneup.hardware.types import MachineInfo
+from tuneup.preset.load import ProbePreset, load_preset, preset_stage
+from tuneup.probe.batches import config_batch
+from tuneup.probe.durations import duration_text
 from tuneup.probe.stages import Proposal, Stage
 from tuneup.probe.types import ProbeBudget
 from tuneup.tuning.clock.ladder_record import LadderCosts

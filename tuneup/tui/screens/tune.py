@@ -14,9 +14,9 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Footer, ProgressBar, RichLog, Static
 
+from tuneup.costs.estimate import time_left_text
 from tuneup.errors import UsageError
 from tuneup.probe.describe import result_line, session_ranks, sps_text
-from tuneup.probe.estimate import time_left_text
 from tuneup.probe.events import ErrorEvent, Event, StartEvent, TrialEvent, WarmupEvent
 from tuneup.tui.driver import SessionDriver
 from tuneup.tui.screens.probe import ProbeScreen

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from tuneup.bundled import checked_cache_record, read_cache_record, write_cache_record
+from tuneup.costs.estimate import SCALE_BOUNDS, Habits, ProbeCosts
 from tuneup.hardware.types import MachineInfo
-from tuneup.probe.estimate import SCALE_BOUNDS, Habits, ProbeCosts
 
 FILE = "ladder-costs.json"
 

@@ -9,15 +9,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, NamedTuple
 
-from tuneup.probe.batches import batch_over, config_batch
-from tuneup.probe.costmodel import pays_every_probe
-from tuneup.probe.estimate import (
+from tuneup.costs.estimate import (
     ProbeCosts,
     one_time_seconds,
     probe_seconds,
     scale_of,
     searches_first,
 )
+from tuneup.costs.one_time import pays_every_probe
+from tuneup.probe.batches import batch_over, config_batch
 from tuneup.probe.plan import MeasurementPlan, plan_probe
 from tuneup.probe.stats import median
 from tuneup.probe.types import PHASES, ProbeBudget, ProbeResult

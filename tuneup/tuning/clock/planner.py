@@ -1,7 +1,7 @@
 """A ladder planned to a time budget: what fits, what it leaves out, and why.
 
 Before the first probe the ladder is priced with the estimate's model
-(tuneup.probe.estimate: the same model as the time left and the GPU twin).
+(tuneup.costs.estimate: the same model as the time left and the GPU twin).
 Where it would not fit the time budget (the user's `--budget`, or the time left
 in the allocation):
 
@@ -31,10 +31,7 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tuneup.probe.batches import batch_ratio
-from tuneup.probe.costmodel import conv_key, kernels_change
-from tuneup.probe.durations import duration_text
-from tuneup.probe.estimate import (
+from tuneup.costs.estimate import (
     BASELINE_REPEATS,
     CONFIRM_PAIRS,
     Habits,
@@ -44,6 +41,9 @@ from tuneup.probe.estimate import (
     searches_first,
     stage_shape,
 )
+from tuneup.costs.one_time import conv_key, kernels_change
+from tuneup.probe.batches import batch_ratio
+from tuneup.probe.durations import duration_text
 from tuneup.probe.types import Candidate, ProbeBudget
 
 SHORTEST_TRIAL_SHARE = 0.25

@@ -2,7 +2,7 @@
 
 The session hears every probe (run or taken from the journal) and asks, after
 each, how many probes are still expected and what they will cost: the model of
-probe.estimate, fed with this ladder's own probes (measured.py: their
+costs.estimate, fed with this ladder's own probes (measured.py: their
 start-up, first steps, step times, trial counts, and how far the model was
 off), else with what an earlier ladder of the same trainer and preset cost
 here (tuning.ladder_record), else with the trainer's StepModel guess. At the
@@ -17,11 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tuneup.hardware.types import MachineInfo
-from tuneup.preset.load import ProbePreset
-from tuneup.probe.batches import batch_over, config_batch
-from tuneup.probe.costmodel import conv_key, kernels_new
-from tuneup.probe.estimate import (
+from tuneup.costs.estimate import (
     Habits,
     LadderShape,
     ProbeCosts,
@@ -37,6 +33,10 @@ from tuneup.probe.estimate import (
     searches_first,
     stage_shape,
 )
+from tuneup.costs.one_time import conv_key, kernels_new
+from tuneup.hardware.types import MachineInfo
+from tuneup.preset.load import ProbePreset
+from tuneup.probe.batches import batch_over, config_batch
 from tuneup.probe.plan import plan_for
 from tuneup.probe.targets import split_target_stage
 from tuneup.probe.types import (

@@ -25,12 +25,12 @@ from tuneup.bundled import cache_dir
 from tuneup.cluster.job import JobEnv, default_layout, describe, read_job_env
 from tuneup.cluster.launch import LaunchPlan, check_plan
 from tuneup.config import loader
+from tuneup.costs.estimate import ProbeCosts
 from tuneup.errors import UsageError, did_you_mean
 from tuneup.hardware.types import MachineInfo
 from tuneup.paths import is_storage_error
 from tuneup.preset.autopick import auto_pick, gpu_inventory
 from tuneup.preset.load import ProbePreset, load_preset, preset_warnings
-from tuneup.probe.estimate import ProbeCosts
 from tuneup.probe.events import EventHandler
 from tuneup.probe.stages import stage_names
 from tuneup.trainers.adapters import DEFAULT_TRAINER, TrainerAdapter, load_trainer

@@ -86,11 +86,7 @@ def stage_plans(
         if tunable is not None and not set(stage.knobs) & tunable:
             return unmapped
         proposal = stage.propose(machine, values)
-        if (
-            tunable is not None
-            and proposal.candidates
-            and not any(set(c.values) <= tunable for c in proposal.candidates)
-        ):  # each candidate varies a knob the trainer cannot pass (the data stage's loader)
+        if _passes_none(proposal, tunable):
             return unmapped
         not_tried = [f"{label}: {why}" for label, why in proposal.rejected]
         candidates, refused, heavy = [], 0, 0
@@ -129,6 +125,15 @@ def stage_plans(
         )
 
     return [plan_for(load(name), base) for name in names]
+
+
+def _passes_none(proposal: Any, tunable: frozenset[str] | None) -> bool:
+    """Each candidate varies a knob the trainer cannot pass (the data stage's loader)."""
+    return (
+        tunable is not None
+        and bool(proposal.candidates)
+        and not any(set(c.values) <= tunable for c in proposal.candidates)
+    )
 
 
 UNMAPPED = "not mapped: the trainer's section passes none of its knobs (map one to tune it)"

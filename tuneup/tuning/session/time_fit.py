@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from tuneup.cluster.job import JobEnv
+from tuneup.costs.estimate import ProbeCosts, time_limit
 from tuneup.errors import UsageError
 from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import ProbePreset
 from tuneup.probe.batches import config_batch
 from tuneup.probe.durations import duration_text
-from tuneup.probe.estimate import ProbeCosts, time_limit
 from tuneup.trainers.adapters import TrainerAdapter
 from tuneup.tuning.clock.ladder_record import LadderRecord, machine_tag
 from tuneup.tuning.clock.planner import (

@@ -31,14 +31,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tuneup.config import first_uses
-from tuneup.probe.durations import duration_text
-from tuneup.probe.estimate import (
+from tuneup.costs.estimate import (
     LadderShape,
     ProbeKind,
     StageShape,
     confirmation_pairs,
     stage_shape,
 )
+from tuneup.probe.durations import duration_text
 from tuneup.probe.types import BASELINE_STAGE, CONFIRM_STAGE, Candidate, ProbeBudget
 from tuneup.tuning.clock.planner import BUDGET, TIME_MARGIN_S, TIME_STRETCH, limit_words
 from tuneup.tuning.clock.time_left import LadderClock

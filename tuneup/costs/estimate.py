@@ -40,7 +40,7 @@ its phases, whether it starts a process, whether its kernels are new):
 the baseline repeats (every phase; the first starts the process); for each
 stage with candidates, judged on phase J: its candidates once each (J alone;
 new kernels where a candidate changes what first steps pay for, a conv key, a
-compile or a capture, `costmodel.kernels_change`, never where J is IO; loss
+compile or a capture, `one_time.kernels_change`, never where J is IO; loss
 steps unless J is IO), the incumbent before and after them, the pairs
 its decision takes (``pairs_per_stage``, 2 probes each, J alone) and, for the
 share of stages that adopt something (``adopt_rate``), the adopted
@@ -63,8 +63,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tuneup.costs.one_time import conv_key, kernels_change
 from tuneup.probe.batches import batch_ratio
-from tuneup.probe.costmodel import conv_key, kernels_change
 from tuneup.probe.durations import duration_text
 from tuneup.probe.plan import MeasurementPlan, plan_probe
 from tuneup.probe.stats import median
@@ -310,7 +310,7 @@ class LadderShape:
 class StageShape:
     """A stage as the ladder model sees it: its candidates, the phase that judges it, the
     gain it is expected to bring (what a time budget keeps first), and how many of its
-    candidates bring kernels new to the process (`costmodel.kernels_change`; None: every
+    candidates bring kernels new to the process (`one_time.kernels_change`; None: every
     one unless the stage is judged on IO, which runs no model), with each one's batch over
     the baseline's (`new_batches`; none given: the baseline's). `fewer`: the stage with its
     dearest 1, 2, .. candidates left out (their labels in each one's `left`), what a time
