@@ -9,7 +9,7 @@
 
 The ladder is tuneup's own, assembled as `tuneup probe --preset h200` would
 assemble it (its stages, plan, search, confirmation and time budget), with the
-`sim` trainer's GPU twin (plugins/twin.py) answering each probe as the recorded
+`sim` trainer's GPU twin (twin/model.py) answering each probe as the recorded
 GPU did, and a simulated clock that moves by each probe's priced wall time
 (the estimate's model, tuneup.probe.estimate, the one the session's time left
 uses). So it predicts the plan, the probe count and the wall time, in seconds,
@@ -24,7 +24,7 @@ decision (none known quiet, none decisive). The real H200 run's own estimate
 of that ladder was about 6 hours (132 probes, its old model); this replays
 it probe by probe.
 
-What the evidence does not hold is assumed (plugins/twin.py, ASSUMED), and the
+What the evidence does not hold is assumed (twin/model.py, ASSUMED), and the
 output lists the assumptions: these are predictions, not measurements.
 """
 
@@ -43,17 +43,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import _repo_root  # noqa: F401  (the checkout's root on sys.path: twin/ is not installed)
 from _record import record
-from tuneup_plugins.twin import (
-    Evidence,
-    GpuTwin,
-    assumed_rates,
-    measured_rates,
-    read_evidence,
-)
-from tuneup_plugins.twin_against import probe_by_probe
-from tuneup_plugins.twin_evidence import GATHER, read_journal, read_json
-from tuneup_plugins.twin_learned import RecordedFailure
 from twin_gather import gather
 
 from tuneup.cluster.job import JobEnv
@@ -71,6 +62,16 @@ from tuneup.tuning.search.search_records import StagePlan
 from tuneup.tuning.session.assembly import SessionRequest, assemble_new, base_values
 from tuneup.tuning.session.control import OutOfTime, SessionInterrupted
 from tuneup.tuning.session.engine import Engine
+from twin.against import probe_by_probe
+from twin.evidence import GATHER, read_journal, read_json
+from twin.learned import RecordedFailure
+from twin.model import (
+    Evidence,
+    GpuTwin,
+    assumed_rates,
+    measured_rates,
+    read_evidence,
+)
 
 # The measurement before issue 24 (presets/h200.yaml at 33c6488).
 LEGACY = {"trial_steps": 20, "trials": 5, "warmup_max_steps": 60, "loss_steps": 20}

@@ -38,14 +38,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+import _repo_root  # noqa: F401  (the checkout's root on sys.path: twin/ is not installed)
 from _ladder_run import run_ladder
 from _record import code_commit, record
 from _twin_archive import ARCHIVES, pack
 from gpu_twin import ladder_parts, predict
-from tuneup_plugins.twin import read_evidence
-from tuneup_plugins.twin_against import probe_by_probe
-from tuneup_plugins.twin_evidence import read_journal
 from twin_gather import gather
+
+from twin.against import probe_by_probe
+from twin.evidence import read_journal
+from twin.model import read_evidence
 
 TOLERANCE = 0.25
 
