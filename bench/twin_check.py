@@ -42,7 +42,8 @@ import _repo_root  # noqa: F401  (the checkout's root on sys.path: twin/ is not 
 from _ladder_run import run_ladder
 from _record import code_commit, record
 from _twin_archive import ARCHIVES, pack
-from gpu_twin import ladder_parts, predict
+from _twin_ladder import ladder_parts
+from _twin_predict import predict
 from twin_gather import gather
 
 from twin.against import probe_by_probe

@@ -23,7 +23,7 @@ from typing import Any
 import _repo_root  # noqa: F401  (the checkout's root on sys.path: twin/ is not installed)
 from _record import record
 from _twin_archive import ARCHIVES, ladder_journals, unpack
-from gpu_twin import predict
+from _twin_predict import predict
 from twin_check import TOLERANCE, compare, ladder_record
 
 from twin.evidence import read_journal
