@@ -4,7 +4,7 @@ Each row deals its fault for real, as the tester did: a compile killed while it 
 the cache's synthetic box cut short or corrupted in place, a DALI copy cut short, the
 user's data cut short, a cache disk too small, an export onto a full disk, a reader of
 stdout or stderr that goes away, closed standard streams, the app without a terminal.
-The rows use the harness of fault_matrix.py, which registers them.
+The rows use the harness of _fault_harness.py; fault_matrix.py registers them.
 """
 
 from __future__ import annotations
@@ -19,8 +19,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-import fault_matrix as fm
 import yaml
+from _fault_harness import (
+    PROBE,
+    ROW_LIMIT_S,
+    STAGES,
+    Harness,
+    bundled_preset,
+    fill,
+    finish,
+    journal_lines,
+    last_words,
+    row,
+    workers_of,
+)
 
 BOX = "synth-64-32-seed0"  # cpu-smoke's box in the cache
 LINKERS = {"ld", "ld.bfd", "ld.gold", "ld.lld", "collect2", "mold"}
@@ -79,18 +91,18 @@ def _compiles(out: Path) -> list[str]:
     ]
 
 
-def compile_killed(h: fm.Harness) -> dict[str, Any]:
+def compile_killed(h: Harness) -> dict[str, Any]:
     """A jit=compile probe killed while its compiler links (a time limit's SIGKILL), then
     the compile probes after it: the retry in the same ladder, and a new ladder."""
     out = h.work / "compile-killed"
     proc = h.start("probe", "--preset", "cpu-smoke", "--stages", "jit", "--out", str(out))
     killed: list[str] = []
-    end = time.monotonic() + fm.ROW_LIMIT_S
+    end = time.monotonic() + ROW_LIMIT_S
     while proc.poll() is None and time.monotonic() < end and not killed:
         below = _tree(proc.pid)
         # mid-link: a linker runs, or the library it writes is there and still empty
         if any(name in LINKERS for _, name in below) or _linking(h.cache):
-            workers = set(fm.workers_of(proc.pid))
+            workers = set(workers_of(proc.pid))
             for pid, name in below:
                 if pid in workers or name in LINKERS or name.startswith(("cc1", "gcc", "c++")):
                     with contextlib.suppress(OSError):
@@ -99,10 +111,10 @@ def compile_killed(h: fm.Harness) -> dict[str, Any]:
         time.sleep(0.005)
     time.sleep(0.5)
     left = _damaged_builds(h.cache)
-    first = fm.finish(proc)
+    first = finish(proc)
     logs = " ".join(p.read_text() for p in (out / "probes").glob("*.stderr.log"))
     again = h.run("probe", "--preset", "cpu-smoke", "--stages", "jit", "--out", f"{out}-2")
-    return fm.row(
+    return row(
         "a jit=compile probe SIGKILLed while it links, then the compile probes after it",
         first,
         killed=sorted(set(killed)),
@@ -115,7 +127,7 @@ def compile_killed(h: fm.Harness) -> dict[str, Any]:
     )
 
 
-def _box(h: fm.Harness) -> Path:
+def _box(h: Harness) -> Path:
     """cpu-smoke's synthetic box in the harness's cache, made if it is not there."""
     folder = h.cache / BOX
     code = (
@@ -126,14 +138,14 @@ def _box(h: fm.Harness) -> Path:
     return folder
 
 
-def _synth_row(h: fm.Harness, name: str, fault: str, deal: Any) -> dict[str, Any]:
+def _synth_row(h: Harness, name: str, fault: str, deal: Any) -> dict[str, Any]:
     box = _box(h)
     deal(box)
     out = h.work / name
-    first = h.run(*fm.PROBE, "--out", str(out))
+    first = h.run(*PROBE, "--out", str(out))
     said = [line for line in first["stderr"].splitlines() if "made it again" in line]
     probes = [json.loads(line) for line in (out / "journal.jsonl").read_text().splitlines()]
-    return fm.row(
+    return row(
         fault,
         first,
         mended=said[0] if said else "",
@@ -152,12 +164,12 @@ def _corrupt(path: Path) -> None:
         file.write(b"\xff" * 65536)
 
 
-def synth_truncated(h: fm.Harness) -> dict[str, Any]:
+def synth_truncated(h: Harness) -> dict[str, Any]:
     cut = "the cache's train.h5 cut to half"
     return _synth_row(h, "synth-truncated", cut, lambda b: _truncate(b / "train.h5"))
 
 
-def synth_corrupted(h: fm.Harness) -> dict[str, Any]:
+def synth_corrupted(h: Harness) -> dict[str, Any]:
     return _synth_row(
         h,
         "synth-corrupted",
@@ -166,7 +178,7 @@ def synth_corrupted(h: fm.Harness) -> dict[str, Any]:
     )
 
 
-def npy_truncated(h: fm.Harness) -> dict[str, Any]:
+def npy_truncated(h: Harness) -> dict[str, Any]:
     box = _box(h)
     if not (box / "train_data.npy").exists():
         return {"fault": "the cache's DALI copy cut short", "not_run": "DALI is not installed"}
@@ -178,31 +190,31 @@ def npy_truncated(h: fm.Harness) -> dict[str, Any]:
     )
 
 
-def user_data_truncated(h: fm.Harness) -> dict[str, Any]:
+def user_data_truncated(h: Harness) -> dict[str, Any]:
     box = _box(h)
     data = h.work / "user" / "train.h5"
     data.parent.mkdir(exist_ok=True)
     data.write_bytes((box / "train.h5").read_bytes()[:100_000])
-    preset = yaml.safe_load(fm._bundled_preset().read_text())
+    preset = yaml.safe_load(bundled_preset().read_text())
     preset.pop("synthetic_data", None)
     preset["train"].update(train_path=str(data), val_path=str(data))
     mine = h.work / "user.yaml"
     mine.write_text(yaml.safe_dump(preset))
-    first = h.run("probe", "--preset", str(mine), "--stages", fm.STAGES, "--out", str(h.work / "u"))
-    return fm.row("the user's train.h5 cut short (100,000 bytes)", first)
+    first = h.run("probe", "--preset", str(mine), "--stages", STAGES, "--out", str(h.work / "u"))
+    return row("the user's train.h5 cut short (100,000 bytes)", first)
 
 
-def cache_disk_full(h: fm.Harness) -> dict[str, Any]:
+def cache_disk_full(h: Harness) -> dict[str, Any]:
     disk = h.work / "cache-disk"
     disk.mkdir(exist_ok=True)
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=10m", "none", str(disk)], check=True)
     env = h.env(TUNEUP_CACHE_DIR=str(disk / "cache"))
-    first = h.run(*fm.PROBE, "--out", str(h.work / "cache-full"), env=env)
+    first = h.run(*PROBE, "--out", str(h.work / "cache-full"), env=env)
     left = sorted(str(p.relative_to(disk)) for p in disk.rglob("*"))
-    return fm.row("a cache disk too small for the box (10 MB tmpfs)", first, left_on_disk=left)
+    return row("a cache disk too small for the box (10 MB tmpfs)", first, left_on_disk=left)
 
 
-def export_full_disk(h: fm.Harness) -> dict[str, Any]:
+def export_full_disk(h: Harness) -> dict[str, Any]:
     session = h.work / "export-session"
     h.run(*SIM, "--out", str(session))
     disk = h.work / "export-disk"
@@ -211,10 +223,10 @@ def export_full_disk(h: fm.Harness) -> dict[str, Any]:
     old = disk / "job.sbatch"
     h.run("export", str(session), "--format", "sbatch", "-o", str(old))
     before = old.read_bytes()
-    fm._fill(disk / "filler")
+    fill(disk / "filler")
     first = h.run("export", str(session), "--format", "yaml", "-o", str(old))
     new = h.run("export", str(session), "--format", "yaml", "-o", str(disk / "new.yaml"))
-    return fm.row(
+    return row(
         "export -o onto an existing file on a full disk, then onto a new one",
         first,
         old_file_whole=old.read_bytes() == before,
@@ -225,14 +237,14 @@ def export_full_disk(h: fm.Harness) -> dict[str, Any]:
     )
 
 
-def pipe_stdout(h: fm.Harness) -> dict[str, Any]:
+def pipe_stdout(h: Harness) -> dict[str, Any]:
     out = h.work / "pipe-stdout"
     proc = h.start(*SIM, "--out", str(out))
     assert proc.stdout is not None
     proc.stdout.close()  # `| head`: gone before the results come
-    err = proc.communicate(timeout=fm.ROW_LIMIT_S)[1]
-    first = {"exit": proc.returncode, "said": fm.last_words("", err)}
-    return fm.row(
+    err = proc.communicate(timeout=ROW_LIMIT_S)[1]
+    first = {"exit": proc.returncode, "said": last_words("", err)}
+    return row(
         "tuneup probe --trainer sim | head -0",
         first,
         internal="internal error" in err or "Traceback" in err,
@@ -240,7 +252,7 @@ def pipe_stdout(h: fm.Harness) -> dict[str, Any]:
     )
 
 
-def pipe_both(h: fm.Harness) -> dict[str, Any]:
+def pipe_both(h: Harness) -> dict[str, Any]:
     out = h.work / "pipe-both"
     read, write = os.pipe()
     proc = subprocess.Popen(
@@ -253,8 +265,8 @@ def pipe_both(h: fm.Harness) -> dict[str, Any]:
     os.close(write)
     with os.fdopen(read, "rb") as pipe:
         head = [pipe.readline().decode().strip() for _ in range(3)]
-    code = proc.wait(timeout=fm.ROW_LIMIT_S)
-    probes = fm.journal_lines(out)
+    code = proc.wait(timeout=ROW_LIMIT_S)
+    probes = journal_lines(out)
     return {
         "fault": "tuneup probe --trainer sim 2>&1 | head -3",
         "exit": code,
@@ -264,7 +276,7 @@ def pipe_both(h: fm.Harness) -> dict[str, Any]:
     }
 
 
-def closed_streams(h: fm.Harness) -> dict[str, Any]:
+def closed_streams(h: Harness) -> dict[str, Any]:
     out = h.work / "closed"
     argv = [sys.executable, "-m", "tuneup", *SIM, "--out", str(out)]
     done = subprocess.run(
@@ -273,14 +285,14 @@ def closed_streams(h: fm.Harness) -> dict[str, Any]:
         cwd=h.work,
         capture_output=True,
         text=True,
-        timeout=fm.ROW_LIMIT_S,
+        timeout=ROW_LIMIT_S,
     )
-    first = {"exit": done.returncode, "said": fm.last_words(done.stdout, "")}
+    first = {"exit": done.returncode, "said": last_words(done.stdout, "")}
     summary = (out / "summary.json").is_file()
-    return fm.row("tuneup probe --trainer sim 0<&- 2>&-", first, summary=summary)
+    return row("tuneup probe --trainer sim 0<&- 2>&-", first, summary=summary)
 
 
-def tui_no_terminal(h: fm.Harness) -> dict[str, Any]:
+def tui_no_terminal(h: Harness) -> dict[str, Any]:
     screen = h.work / "screen.txt"
     with screen.open("w") as file:
         proc = subprocess.Popen(
@@ -298,8 +310,8 @@ def tui_no_terminal(h: fm.Harness) -> dict[str, Any]:
             proc.kill()
             err = proc.communicate()[1] + " (still running after 30 s: killed)"
     drawn = err.count("\x1b[") + screen.read_text().count("\x1b[")  # Textual draws on stderr
-    first = {"exit": proc.returncode, "said": fm.last_words("", err.replace("\x1b", ""))[-300:]}
-    return fm.row("tuneup tui </dev/null >file", first, escape_codes_drawn=drawn)
+    first = {"exit": proc.returncode, "said": last_words("", err.replace("\x1b", ""))[-300:]}
+    return row("tuneup tui </dev/null >file", first, escape_codes_drawn=drawn)
 
 
 HEAL_ROWS = {

@@ -5,8 +5,8 @@ cache, damaged journals (the environment, presets and plugins: _fault_rows_input
 Each row deals its fault for real, as the tester did, and records what a user would
 see: the exit status and last line, and the row's own evidence (files a payload made,
 whether a FIFO or a device is still one, seconds and peak memory). `held` says whether
-tuneup did what the issue asks of it there. The rows use the harness of fault_matrix.py,
-which registers them.
+tuneup did what the issue asks of it there. The rows use the harness of _fault_harness.py;
+fault_matrix.py registers them.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import fault_matrix as fm
 import yaml
+from _fault_harness import Harness, row
 
 SIM = ["probe", "--trainer", "sim"]
 
@@ -33,7 +33,7 @@ def _planted(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.rglob("PWNED*"))
 
 
-def _sandbox(h: fm.Harness, name: str) -> Path:
+def _sandbox(h: Harness, name: str) -> Path:
     box = h.work / "sandbox" / name
     box.mkdir(parents=True, exist_ok=True)
     return box
@@ -46,7 +46,7 @@ def _bash(script: str, cwd: Path) -> int:
     return done.returncode
 
 
-def _base_session(h: fm.Harness) -> Path:
+def _base_session(h: Harness) -> Path:
     """One finished sim session, copied by the rows that damage one."""
     base = h.work / "hostile-base"
     if not (base / "summary.json").is_file():
@@ -54,7 +54,7 @@ def _base_session(h: fm.Harness) -> Path:
     return base
 
 
-def _copy(h: fm.Harness, name: str) -> Path:
+def _copy(h: Harness, name: str) -> Path:
     out = h.work / name
     shutil.rmtree(out, ignore_errors=True)
     shutil.copytree(_base_session(h), out, ignore=shutil.ignore_patterns("*.lock", "lock"))
@@ -70,7 +70,7 @@ def _edit_json(path: Path, change: Any) -> None:
 # --- exports ---------------------------------------------------------------------------
 
 
-def _sbatch_of(h: fm.Harness, name: str, hints: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+def _sbatch_of(h: Harness, name: str, hints: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """A sim session whose session.json holds `hints`, exported as sbatch and run: what
     the export said, and the files its payloads made."""
     out = _copy(h, name)
@@ -82,14 +82,14 @@ def _sbatch_of(h: fm.Harness, name: str, hints: dict[str, Any]) -> tuple[dict[st
     return first, _planted(box)
 
 
-def sbatch_hints_from_session(h: fm.Harness) -> dict[str, Any]:
+def sbatch_hints_from_session(h: Harness) -> dict[str, Any]:
     hints = {
         "job_name": "x\ntouch PWNED-job",
         "time": "01:00:00\ntouch PWNED-time",
         "setup": ["module load x\ntouch PWNED-setup"],
     }
     first, ran = _sbatch_of(h, "hints-session", hints)
-    return fm.row(
+    return row(
         "session.json hints with newlines (job_name, time, setup), export sbatch, bash it",
         first,
         ran=ran,
@@ -97,10 +97,10 @@ def sbatch_hints_from_session(h: fm.Harness) -> dict[str, Any]:
     )
 
 
-def setup_block(h: fm.Harness) -> dict[str, Any]:
+def setup_block(h: Harness) -> dict[str, Any]:
     block = "module load cuda\ntouch PWNED-line2\ntouch PWNED-line3\n"
     first, ran = _sbatch_of(h, "setup-block", {"setup": block})
-    return fm.row(
+    return row(
         "a `setup: |` block of three lines, export sbatch, bash it",
         first,
         ran=ran,
@@ -108,7 +108,7 @@ def setup_block(h: fm.Harness) -> dict[str, Any]:
     )
 
 
-def folder_newline_env(h: fm.Harness) -> dict[str, Any]:
+def folder_newline_env(h: Harness) -> dict[str, Any]:
     base = _base_session(h)
     box = _sandbox(h, "folder")
     results = {}
@@ -132,7 +132,7 @@ def folder_newline_env(h: fm.Harness) -> dict[str, Any]:
     except (OSError, yaml.YAMLError) as exc:
         keys = [f"unreadable: {type(exc).__name__}"]
     ran = _planted(box)
-    return fm.row(
+    return row(
         "results folders named 'r<nl>touch ...<nl>' and 'r<nl>evil: 1<nl>': export, run, parse",
         results["env"],
         ran=ran,
@@ -147,7 +147,7 @@ def _reader(fifo: Path, got: list[bytes]) -> threading.Thread:
     return thread
 
 
-def export_fifo(h: fm.Harness) -> dict[str, Any]:
+def export_fifo(h: Harness) -> dict[str, Any]:
     session = _base_session(h)
     fifo = h.work / "export.fifo"
     fifo.unlink(missing_ok=True)
@@ -161,7 +161,7 @@ def export_fifo(h: fm.Harness) -> dict[str, Any]:
     if thread.is_alive():  # its reader still waits: let it go
         with open(fifo, "w"):
             pass
-    return fm.row(
+    return row(
         "export -o onto a FIFO with a reader",
         first,
         reader_got_export=fed,
@@ -170,7 +170,7 @@ def export_fifo(h: fm.Harness) -> dict[str, Any]:
     )
 
 
-def export_device(h: fm.Harness) -> dict[str, Any]:
+def export_device(h: Harness) -> dict[str, Any]:
     session = _base_session(h)
     node = h.work / "null-copy"
     node.unlink(missing_ok=True)
@@ -180,7 +180,7 @@ def export_device(h: fm.Harness) -> dict[str, Any]:
         return {"fault": "export -o onto a mknod copy of /dev/null", "not_run": "no CAP_MKNOD"}
     first = h.run("export", str(session), "--format", "yaml", "-o", str(node))
     still = stat.S_ISCHR(node.lstat().st_mode)
-    return fm.row(
+    return row(
         "export -o onto a mknod copy of /dev/null",
         first,
         still_device=still,
@@ -188,11 +188,11 @@ def export_device(h: fm.Harness) -> dict[str, Any]:
     )
 
 
-def export_dev_stdout(h: fm.Harness) -> dict[str, Any]:
+def export_dev_stdout(h: Harness) -> dict[str, Any]:
     session = _base_session(h)
     first = h.run("export", str(session), "--format", "env", "-o", "/dev/stdout")
     got = "# tuneup: environment" in first["stdout"]
-    return fm.row(
+    return row(
         "export -o /dev/stdout (stdout a pipe)",
         first,
         stdout_got_export=got,
@@ -203,7 +203,7 @@ def export_dev_stdout(h: fm.Harness) -> dict[str, Any]:
 # --- the user's compile cache ----------------------------------------------------------
 
 
-def users_compile_cache(h: fm.Harness) -> dict[str, Any]:
+def users_compile_cache(h: Harness) -> dict[str, Any]:
     """cpu-smoke's jit stage with TORCHINDUCTOR_CACHE_DIR a folder of the user's own: a
     linker script, a library being copied in (held open), an object a build still writes
     (held open, in inductor's layout), and one empty build of inductor's (its to mend)."""
@@ -242,7 +242,7 @@ def users_compile_cache(h: fm.Harness) -> dict[str, Any]:
             holder.wait()
     kept = {name: path.exists() for name, path in files.items()}
     said = "from the compile cache" in first["stderr"]
-    return fm.row(
+    return row(
         "cpu-smoke jit stage with the user's own TORCHINDUCTOR_CACHE_DIR",
         first,
         kept=kept,
@@ -258,7 +258,7 @@ def users_compile_cache(h: fm.Harness) -> dict[str, Any]:
 # --- journals --------------------------------------------------------------------------
 
 
-def _resumable(h: fm.Harness, name: str, keep: int) -> Path:
+def _resumable(h: Harness, name: str, keep: int) -> Path:
     """A copy of the sim session cut back to its first `keep` probes, as a stop leaves it."""
     out = _copy(h, name)
     lines = (out / "journal.jsonl").read_text().splitlines()
@@ -267,7 +267,7 @@ def _resumable(h: fm.Harness, name: str, keep: int) -> Path:
     return out
 
 
-def journal_infinity(h: fm.Harness) -> dict[str, Any]:
+def journal_infinity(h: Harness) -> dict[str, Any]:
     out = _resumable(h, "journal-nonfinite", 6)
     lines = (out / "journal.jsonl").read_text().splitlines()
     probe = json.loads(lines[3])
@@ -279,7 +279,7 @@ def journal_infinity(h: fm.Harness) -> dict[str, Any]:
     both = first["stdout"] + first["stderr"]
     # a figure read as infinite: "+inf%", "inf-infx", "inf samples/s"
     decided = re.findall(r"[-+]?\binf\b[%x-]?[^\n]{0,20}", both)
-    return fm.row(
+    return row(
         f"a journaled {phase} of Infinity, then --resume",
         first,
         inf_figures=decided,
@@ -288,12 +288,12 @@ def journal_infinity(h: fm.Harness) -> dict[str, Any]:
     )
 
 
-def journal_deep(h: fm.Harness) -> dict[str, Any]:
+def journal_deep(h: Harness) -> dict[str, Any]:
     out = _resumable(h, "journal-deep", 6)
     with (out / "journal.jsonl").open("a") as journal:
         journal.write("[" * 200_000 + "]" * 200_000 + "\n")
     first = h.run("probe", "--resume", str(out))
-    return fm.row(
+    return row(
         "a journal line nested 200,000 deep, then --resume",
         first,
         traceback="Traceback" in first["stderr"] or "RecursionError" in first["stderr"],
@@ -301,14 +301,14 @@ def journal_deep(h: fm.Harness) -> dict[str, Any]:
     )
 
 
-def journal_duplicated(h: fm.Harness) -> dict[str, Any]:
+def journal_duplicated(h: Harness) -> dict[str, Any]:
     out = _resumable(h, "journal-dup", 6)
     lines = (out / "journal.jsonl").read_text().splitlines()
     (out / "journal.jsonl").write_text("\n".join(lines + lines[1:]) + "\n")
     first = h.run("probe", "--resume", str(out))
     both = (first["stdout"] + first["stderr"]).lower()
     said = "duplicate" in both or "twice" in both or "repeat" in both
-    return fm.row(
+    return row(
         "a journal whose probes appear twice, then --resume",
         first,
         said_duplicates=said,
@@ -316,12 +316,12 @@ def journal_duplicated(h: fm.Harness) -> dict[str, Any]:
     )
 
 
-def summary_wrong_shape(h: fm.Harness) -> dict[str, Any]:
+def summary_wrong_shape(h: Harness) -> dict[str, Any]:
     out = _copy(h, "summary-shape")
     # an object, as a summary is, holding no recommended values
     (out / "summary.json").write_text('{"recommendation": {"headline": "?"}, "stages": []}\n')
     first = h.run("export", str(out), "--format", "yaml")
-    return fm.row(
+    return row(
         "summary.json of valid JSON but the wrong shape, then export",
         first,
         held=first["exit"] == 0 and "rebuilt" in first["stderr"],

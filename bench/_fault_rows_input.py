@@ -17,15 +17,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-import fault_matrix as fm
 import yaml
+from _fault_harness import ROW_LIMIT_S, Harness, bundled_preset, last_words, row
 
 SIM = ["probe", "--trainer", "sim"]
 MEMORY_CAP = 3 * 2**30  # the tester's cap for the alias bomb
 PLUGIN_LIMIT_S = 120
 
 
-def _measured(h: fm.Harness, *args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+def _measured(h: Harness, *args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
     """A run under the tester's memory cap, with its seconds and its peak memory."""
     report = h.work / f"rusage-{time.monotonic_ns()}.json"
     wrapper = (
@@ -42,13 +42,13 @@ def _measured(h: fm.Harness, *args: str, env: dict[str, str] | None = None) -> d
         [sys.executable, "-c", wrapper, str(report), sys.executable, "-m", "tuneup", *args],
         env=env or h.env(),
         cwd=h.work,
-        timeout=fm.ROW_LIMIT_S,
+        timeout=ROW_LIMIT_S,
     )
     seconds = round(time.monotonic() - began, 2)
     found = json.loads(report.read_text())
     return {
         "exit": found["exit"],
-        "said": fm.last_words(found["stdout"], found["stderr"]),
+        "said": last_words(found["stdout"], found["stderr"]),
         "stdout": found["stdout"],
         "stderr": found["stderr"],
         "seconds": seconds,
@@ -61,11 +61,11 @@ def _one_line_exit_2(result: dict[str, Any]) -> bool:
     return result["exit"] == 2 and len(lines) == 1 and "Traceback" not in result["stderr"]
 
 
-def _slurm_env(h: fm.Harness, **extra: str) -> dict[str, str]:
+def _slurm_env(h: Harness, **extra: str) -> dict[str, str]:
     return h.env(SLURM_JOB_ID="4242", SLURM_JOB_NUM_NODES="1", **extra)
 
 
-def _slurm_row(h: fm.Harness, name: str, fault: str, **extra: str) -> dict[str, Any]:
+def _slurm_row(h: Harness, name: str, fault: str, **extra: str) -> dict[str, Any]:
     """A sim ladder in a SLURM job with one variable garbled, no --budget: the time left is
     what the ladder is fitted to."""
     first = _measured(h, *SIM, "--out", str(h.work / name), env=_slurm_env(h, **extra))
@@ -73,7 +73,7 @@ def _slurm_row(h: fm.Harness, name: str, fault: str, **extra: str) -> dict[str, 
     variable = next(iter(extra))
     about = [line for line in first["stderr"].splitlines() if variable in line]
     absurd = "-1795" in both or "Traceback" in both or "internal error" in both
-    return fm.row(
+    return row(
         fault,
         first,
         seconds=first["seconds"],
@@ -83,24 +83,23 @@ def _slurm_row(h: fm.Harness, name: str, fault: str, **extra: str) -> dict[str, 
     )
 
 
-def slurm_end_nan(h: fm.Harness) -> dict[str, Any]:
+def slurm_end_nan(h: Harness) -> dict[str, Any]:
     return _slurm_row(h, "slurm-nan", "SLURM_JOB_END_TIME=nan", SLURM_JOB_END_TIME="nan")
 
 
-def slurm_end_huge(h: fm.Harness) -> dict[str, Any]:
+def slurm_end_huge(h: Harness) -> dict[str, Any]:
     return _slurm_row(h, "slurm-huge", "SLURM_JOB_END_TIME=1e400", SLURM_JOB_END_TIME="1e400")
 
 
-def slurm_end_negative(h: fm.Harness) -> dict[str, Any]:
+def slurm_end_negative(h: Harness) -> dict[str, Any]:
     return _slurm_row(h, "slurm-neg", "SLURM_JOB_END_TIME=-1", SLURM_JOB_END_TIME="-1")
 
 
-def slurm_end_text(h: fm.Harness) -> dict[str, Any]:
-    row = _slurm_row(h, "slurm-abc", "SLURM_JOB_END_TIME=abc", SLURM_JOB_END_TIME="abc")
-    return row
+def slurm_end_text(h: Harness) -> dict[str, Any]:
+    return _slurm_row(h, "slurm-abc", "SLURM_JOB_END_TIME=abc", SLURM_JOB_END_TIME="abc")
 
 
-def slurm_nodelist(h: fm.Harness) -> dict[str, Any]:
+def slurm_nodelist(h: Harness) -> dict[str, Any]:
     return _slurm_row(
         h,
         "slurm-nodes",
@@ -116,7 +115,7 @@ ALIAS_BOMB = "name: bomb\nprobe:\n  hints:\n    setup:\n      x:\n" + "".join(
 )
 
 
-def _preset_row(h: fm.Harness, name: str, fault: str, content: bytes) -> dict[str, Any]:
+def _preset_row(h: Harness, name: str, fault: str, content: bytes) -> dict[str, Any]:
     path = h.work / f"{name}.yaml"
     path.write_bytes(content)
     first = _measured(h, *SIM, "--preset", str(path), "--out", str(h.work / name))
@@ -124,7 +123,7 @@ def _preset_row(h: fm.Harness, name: str, fault: str, content: bytes) -> dict[st
     (folder / "presets").mkdir(parents=True, exist_ok=True)
     shutil.copy(path, folder / "presets" / f"{name}.yaml")
     listed = h.run("presets", "list", env=h.env(TUNEUP_CONFIG_DIR=str(folder)))
-    return fm.row(
+    return row(
         fault,
         first,
         seconds=first["seconds"],
@@ -138,19 +137,19 @@ def _preset_row(h: fm.Harness, name: str, fault: str, content: bytes) -> dict[st
     )
 
 
-def preset_alias_bomb(h: fm.Harness) -> dict[str, Any]:
+def preset_alias_bomb(h: Harness) -> dict[str, Any]:
     return _preset_row(
         h, "bomb", "a YAML alias bomb as --preset, and in the preset folder", ALIAS_BOMB.encode()
     )
 
 
-def preset_binary(h: fm.Harness) -> dict[str, Any]:
+def preset_binary(h: Harness) -> dict[str, Any]:
     return _preset_row(h, "binary", "a binary preset file", bytes(range(256)) * 8)
 
 
-def preset_climbs(h: fm.Harness) -> dict[str, Any]:
+def preset_climbs(h: Harness) -> dict[str, Any]:
     path = h.work / "climb.yaml"
-    preset = yaml.safe_load((fm._bundled_preset()).read_text())
+    preset = yaml.safe_load((bundled_preset()).read_text())
     path.write_text(yaml.safe_dump({**preset, "name": "../../../climbed"}))
     here = h.work / "deep" / "er" / "still"
     here.mkdir(parents=True, exist_ok=True)
@@ -160,12 +159,12 @@ def preset_climbs(h: fm.Harness) -> dict[str, Any]:
         cwd=here,
         capture_output=True,
         text=True,
-        timeout=fm.ROW_LIMIT_S,
+        timeout=ROW_LIMIT_S,
     )
-    first = {"exit": proc.returncode, "said": fm.last_words(proc.stdout, proc.stderr)}
+    first = {"exit": proc.returncode, "said": last_words(proc.stdout, proc.stderr)}
     made = (str(p.relative_to(h.work)) for p in h.work.rglob("climbed*"))
     outside = sorted(p for p in made if "tuneup-results" not in p)
-    return fm.row(
+    return row(
         "a preset named ../../../climbed, results in the default folder",
         first,
         written_outside=outside,
@@ -173,7 +172,7 @@ def preset_climbs(h: fm.Harness) -> dict[str, Any]:
     )
 
 
-def ladder_costs_damaged(h: fm.Harness) -> dict[str, Any]:
+def ladder_costs_damaged(h: Harness) -> dict[str, Any]:
     cache = h.work / "costs-cache"
     env = h.env(TUNEUP_CACHE_DIR=str(cache))
     real = ["probe", "--preset", "cpu-smoke", "--stages", "amp"]  # a sim ladder keeps none
@@ -198,7 +197,7 @@ def ladder_costs_damaged(h: fm.Harness) -> dict[str, Any]:
     both = first["stdout"] + first["stderr"]
     negative = re.search(r"(estimated|about|~) ?-\d", both) is not None
     estimate = [line for line in first["stderr"].splitlines() if "ladder" in line and " s" in line]
-    return fm.row(
+    return row(
         "ladder-costs.json with negative costs",
         first,
         estimate_line=estimate[0] if estimate else "",
@@ -208,7 +207,7 @@ def ladder_costs_damaged(h: fm.Harness) -> dict[str, Any]:
     )
 
 
-def _plugin(h: fm.Harness, name: str, body: str) -> Path:
+def _plugin(h: Harness, name: str, body: str) -> Path:
     """A third-party stage plugin package on its own folder (module and dist-info)."""
     root = h.work / f"plugin-{name}"
     shutil.rmtree(root, ignore_errors=True)
@@ -221,7 +220,7 @@ def _plugin(h: fm.Harness, name: str, body: str) -> Path:
     return root
 
 
-def _plugin_row(h: fm.Harness, name: str, fault: str, body: str) -> dict[str, Any]:
+def _plugin_row(h: Harness, name: str, fault: str, body: str) -> dict[str, Any]:
     root = _plugin(h, name, body)
     env = h.env()
     env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), str(root)) if p)
@@ -235,13 +234,13 @@ def _plugin_row(h: fm.Harness, name: str, fault: str, body: str) -> dict[str, An
             text=True,
             timeout=PLUGIN_LIMIT_S,
         )
-        first = {"exit": done.returncode, "said": fm.last_words(done.stdout, done.stderr)}
+        first = {"exit": done.returncode, "said": last_words(done.stdout, done.stderr)}
         named = name in done.stderr
         answered = "recommendation" in done.stdout
     except subprocess.TimeoutExpired:
         first = {"exit": "hung", "said": f"still running after {PLUGIN_LIMIT_S} s"}
         named = answered = False
-    return fm.row(
+    return row(
         fault,
         first,
         seconds=round(time.monotonic() - began, 1),
@@ -251,7 +250,7 @@ def _plugin_row(h: fm.Harness, name: str, fault: str, body: str) -> dict[str, An
     )
 
 
-def plugin_exits(h: fm.Harness) -> dict[str, Any]:
+def plugin_exits(h: Harness) -> dict[str, Any]:
     body = (
         "import argparse\n"
         "parser = argparse.ArgumentParser()\n"
@@ -261,12 +260,12 @@ def plugin_exits(h: fm.Harness) -> dict[str, Any]:
     return _plugin_row(h, "argy", "a stage plugin that parses arguments at import", body)
 
 
-def plugin_hangs(h: fm.Harness) -> dict[str, Any]:
+def plugin_hangs(h: Harness) -> dict[str, Any]:
     body = "import time\ntime.sleep(10**6)\n"
     return _plugin_row(h, "sleepy", "a stage plugin whose import hangs", body)
 
 
-def threads_one(h: fm.Harness) -> dict[str, Any]:
+def threads_one(h: Harness) -> dict[str, Any]:
     out = h.work / "threads-one"
     first = h.run(
         "probe",
@@ -287,7 +286,7 @@ def threads_one(h: fm.Harness) -> dict[str, Any]:
         for line in lines
         if line.get("stage") == "threads"
     ]
-    return fm.row(
+    return row(
         "OMP_NUM_THREADS=1, the threads stage",
         first,
         threads_tried=threads,

@@ -32,124 +32,25 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-STAGES = "optimizer"
-PROBE = ["probe", "--preset", "cpu-smoke", "--stages", STAGES]
-ROW_LIMIT_S = 240
-
-
-class Harness:
-    """Runs tuneup (the checkout at `tuneup_path`, or this one) with its own cache."""
-
-    def __init__(self, work: Path, tuneup_path: Path | None) -> None:
-        self.work = work
-        self.cache = work / "cache"
-        self.tuneup_path = tuneup_path
-
-    def env(self, **extra: str) -> dict[str, str]:
-        env = dict(os.environ, TUNEUP_CACHE_DIR=str(self.cache), COLUMNS="200")
-        env.pop("TUNEUP_FAULT", None)
-        if self.tuneup_path is not None:
-            env["PYTHONPATH"] = str(self.tuneup_path)
-        env.update(extra)
-        return {k: v for k, v in env.items() if v != ""}
-
-    def start(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-        return subprocess.Popen(
-            [sys.executable, "-m", "tuneup", *args],
-            env=env or self.env(),
-            cwd=self.work,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-
-    def run(self, *args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
-        proc = self.start(*args, env=env)
-        return finish(proc)
-
-
-def finish(proc: subprocess.Popen[str]) -> dict[str, Any]:
-    try:
-        out, err = proc.communicate(timeout=ROW_LIMIT_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
-    return {"exit": proc.returncode, "said": last_words(out, err), "stdout": out, "stderr": err}
-
-
-def last_words(out: str, err: str) -> str:
-    """The line a user reads last: the headline, else the last line on stderr."""
-    for line in reversed(out.splitlines()):
-        if line.startswith(("recommendation:", "partial", "tuneup: no answer")):
-            return line.strip()
-    lines = [line.strip() for line in err.splitlines() if line.strip()]
-    return lines[-1] if lines else ""
-
-
-def journal_lines(folder: Path) -> int:
-    try:
-        return sum(1 for line in (folder / "journal.jsonl").read_text().splitlines() if line)
-    except OSError:
-        return 0
-
-
-def wait_for(check: Callable[[], bool], limit_s: float = ROW_LIMIT_S) -> bool:
-    end = time.monotonic() + limit_s
-    while time.monotonic() < end:
-        if check():
-            return True
-        time.sleep(0.1)
-    return False
-
-
-def workers_of(pid: int) -> list[int]:
-    """The worker processes (python -m tuneup.worker) below `pid`."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if "tuneup.worker" in cmd and _descends(int(entry.name), pid, int(stat[1])):
-            found.append(int(entry.name))
-    return found
-
-
-def _descends(pid: int, root: int, parent: int) -> bool:
-    while parent > 1:
-        if parent == root:
-            return True
-        try:
-            parent = int(
-                (Path("/proc") / str(parent) / "stat").read_text().rsplit(")", 1)[1].split()[1]
-            )
-        except OSError:
-            return False
-    return False
-
-
-def reused(result: dict[str, Any]) -> int:
-    """Probes a resumed run took from the journal (each says [from journal])."""
-    return (result["stdout"] + result["stderr"]).count("[from journal]")
-
-
-def stopped_after(h: Harness, name: str, command: list[str], lines: int = 4) -> tuple[Path, int]:
-    """A ladder in h.work/name stopped by SIGINT once `lines` probes are journaled; its
-    folder and the probes it journaled."""
-    out = h.work / name
-    proc = h.start(*command, "--out", str(out))
-    wait_for(lambda: journal_lines(out) >= lines)
-    proc.send_signal(signal.SIGINT)
-    finish(proc)
-    return out, journal_lines(out)
-
-
-def row(fault: str, first: dict[str, Any], **more: Any) -> dict[str, Any]:
-    return {"fault": fault, "exit": first["exit"], "said": first["said"], **more}
-
+# Issue 35's rows (tuneup's own files, exports, streams) share the harness with these.
+from _fault_harness import (
+    PROBE,
+    ROW_LIMIT_S,
+    STAGES,
+    Harness,
+    bundled_preset,
+    fill,
+    finish,
+    journal_lines,
+    reused,
+    row,
+    stopped_after,
+    wait_for,
+    workers_of,
+)
+from _fault_rows_heal import HEAL_MOUNT_ROWS, HEAL_ROWS
+from _fault_rows_hostile import HOSTILE_ROWS
+from _fault_rows_input import INPUT_ROWS
 
 # --- the rows ------------------------------------------------------------------------
 
@@ -314,7 +215,7 @@ def preset_moved(h: Harness) -> dict[str, Any]:
         ),
         "",
     )
-    shutil.copy(source if Path(source).is_file() else _bundled_preset(), mine)
+    shutil.copy(source if Path(source).is_file() else bundled_preset(), mine)
     stopped_after(h, out.name, ["probe", "--preset", str(mine), "--stages", STAGES], lines=3)
     mine.rename(h.work / "moved.yaml")
     first = h.run("probe", "--resume", str(out))
@@ -338,7 +239,7 @@ def disk_full_mid(h: Harness) -> dict[str, Any]:
     out = disk / "r"
     proc = h.start("--debug", *PROBE, "--out", str(out))
     wait_for(lambda: journal_lines(out) >= 3)
-    _fill(disk / "filler")
+    fill(disk / "filler")
     first = finish(proc)
     kept = journal_lines(out)
     (disk / "filler").unlink()
@@ -358,7 +259,7 @@ def disk_full_start(h: Harness) -> dict[str, Any]:
     disk = h.work / "full"
     disk.mkdir(exist_ok=True)
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "none", str(disk)], check=True)
-    _fill(disk / "filler")
+    fill(disk / "filler")
     out = disk / "r"
     first = h.run(*PROBE, "--out", str(out))
     left = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
@@ -389,24 +290,6 @@ def readonly_mid(h: Harness) -> dict[str, Any]:
         reused=reused(again),
     )
 
-
-def _fill(path: Path) -> None:
-    with path.open("wb") as file, contextlib.suppress(OSError):
-        while True:
-            file.write(b"\0" * 65536)
-            file.flush()
-
-
-def _bundled_preset() -> Path:
-    return Path(__file__).resolve().parents[1] / "presets" / "cpu-smoke.yaml"
-
-
-# Issue 35's rows (tuneup's own files, exports, streams) use the harness above: one module
-# object for both, also when this file runs as a script.
-sys.modules.setdefault("fault_matrix", sys.modules[__name__])
-from _fault_rows_heal import HEAL_MOUNT_ROWS, HEAL_ROWS  # noqa: E402
-from _fault_rows_hostile import HOSTILE_ROWS  # noqa: E402
-from _fault_rows_input import INPUT_ROWS  # noqa: E402
 
 PLAIN_ROWS: dict[str, Callable[[Harness], dict[str, Any]]] = {
     "cache-deleted": cache_deleted,

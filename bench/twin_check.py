@@ -38,14 +38,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+import _repo_root  # noqa: F401  (the checkout's root on sys.path: twin/ is not installed)
 from _ladder_run import run_ladder
 from _record import code_commit, record
 from _twin_archive import ARCHIVES, pack
-from gpu_twin import ladder_parts, predict
-from tuneup_plugins.twin import read_evidence
-from tuneup_plugins.twin_against import probe_by_probe
-from tuneup_plugins.twin_evidence import read_journal
+from _twin_ladder import ladder_parts
+from _twin_predict import predict
 from twin_gather import gather
+
+from twin.against import probe_by_probe
+from twin.evidence import read_journal
+from twin.model import read_evidence
 
 TOLERANCE = 0.25
 
@@ -185,6 +188,13 @@ def main() -> None:
             flush=True,
         )
     verdict = compare(predicted, ladders, read_journal(keep))
+    show_verdict(verdict)
+    if args.out:
+        keep_check(folder, args.out, args.preset, gather_s, predicted, ladders, verdict)
+
+
+def show_verdict(verdict: dict[str, Any]) -> None:
+    """The check's verdict: its errors, then part by part what was predicted and measured."""
     print(
         json.dumps(
             {
@@ -206,41 +216,53 @@ def main() -> None:
             f"  {name:20s} predicted {part['predicted_s']:7.1f} s  measured "
             f"{part['measured_s']:7.1f} s  miss {part['miss_s']:+7.1f} s"
         )
-    if args.out:
-        pack(
-            folder,
-            ARCHIVES / f"{args.out.stem}.tar.gz",
-            ladders,
-            preset=args.preset,
-            predicted={k: predicted[k] for k in ("wall_s", "wall_s_low", "wall_s_high", "probes")},
-            commit=code_commit(),
-        )
-        record(
-            "twin_check",
-            args.out,
-            preset=args.preset,
-            gather_s=round(gather_s, 1),
-            predicted={
-                k: predicted[k]
-                for k in (
-                    "wall_s",
-                    "wall_s_low",
-                    "wall_s_high",
-                    "probes",
-                    "probes_range",
-                    "parts",
-                    "parts_low",
-                    "parts_high",
-                    "stages",
-                    "decisions",
-                    "figures",
-                    "runs",
-                    "compile_cache",
-                )
-            },
-            ladders=[{k: v for k, v in ladder.items() if k != "lines"} for ladder in ladders],
-            verdict=verdict,
-        )
+
+
+def keep_check(
+    folder: Path,
+    out: Path,
+    preset: str,
+    gather_s: float,
+    predicted: dict[str, Any],
+    ladders: list[dict[str, Any]],
+    verdict: dict[str, Any],
+) -> None:
+    """The check kept: its gather and ladders packed under bench/results/twin_checks (for
+    twin_replay.py), its figures recorded at `out`."""
+    pack(
+        folder,
+        ARCHIVES / f"{out.stem}.tar.gz",
+        ladders,
+        preset=preset,
+        predicted={k: predicted[k] for k in ("wall_s", "wall_s_low", "wall_s_high", "probes")},
+        commit=code_commit(),
+    )
+    record(
+        "twin_check",
+        out,
+        preset=preset,
+        gather_s=round(gather_s, 1),
+        predicted={
+            k: predicted[k]
+            for k in (
+                "wall_s",
+                "wall_s_low",
+                "wall_s_high",
+                "probes",
+                "probes_range",
+                "parts",
+                "parts_low",
+                "parts_high",
+                "stages",
+                "decisions",
+                "figures",
+                "runs",
+                "compile_cache",
+            )
+        },
+        ladders=[{k: v for k, v in ladder.items() if k != "lines"} for ladder in ladders],
+        verdict=verdict,
+    )
 
 
 if __name__ == "__main__":

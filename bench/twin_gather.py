@@ -1,6 +1,6 @@
 """Gather a machine's evidence for the twin without running a ladder (bench/gpu_twin.py --gather).
 
-What the twin needs of a machine (plugins/twin_evidence.py), measured by the
+What the twin needs of a machine (twin/evidence.py), measured by the
 real worker on the machine it runs on, GPU or CPU, through the same backend a
 session probes with (so one warm worker serves the probes as in a ladder):
 

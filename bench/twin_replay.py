@@ -20,12 +20,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import _repo_root  # noqa: F401  (the checkout's root on sys.path: twin/ is not installed)
 from _record import record
 from _twin_archive import ARCHIVES, ladder_journals, unpack
-from gpu_twin import predict
-from tuneup_plugins.twin import read_evidence
-from tuneup_plugins.twin_evidence import read_journal
+from _twin_predict import predict
 from twin_check import TOLERANCE, compare, ladder_record
+
+from twin.evidence import read_journal
+from twin.model import read_evidence
 
 
 def replay(archive: Path, seeds: int) -> dict[str, Any]:

@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 BARE = r"""
 import json, sys, time, torch
@@ -57,7 +58,8 @@ print(steps * setup.global_batch / (time.perf_counter() - start))
 """
 
 
-def main() -> None:
+def parser_of() -> argparse.ArgumentParser:
+    """The command line: the model and loader both sides run, and how long each measures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     parser.add_argument("--width", type=int, default=16)
@@ -75,10 +77,14 @@ def main() -> None:
     parser.add_argument(
         "--direct", action="store_true", help="also run the worker with no runner around it"
     )
-    args = parser.parse_args()
+    return parser
 
+
+def main() -> None:
+    args = parser_of().parse_args()
+
+    # tuneup.unet.synth brings torch: imported here, so --help answers at once
     from tuneup.cluster.launch import LocalLauncher
-    from tuneup.probe.events import ResultEvent, parse_events
     from tuneup.probe.plan import ProbeSpec, plan_probe
     from tuneup.probe.runner import ProbeRunner
     from tuneup.probe.types import ProbeBudget
@@ -87,7 +93,46 @@ def main() -> None:
     work = Path(tempfile.mkdtemp())
     data = synthesize(work / "box", box=args.box, val_box=16, seed=0)
     steps = args.trial_steps * args.trials
-    values = {
+    values = config_values(args, data.train_path, data.val_path, steps)
+    budget = ProbeBudget(
+        trial_s=args.trial_s,
+        min_trials=args.trials,
+        max_trials=args.trials,
+        loss_steps=5,
+        limit_s=1200,
+    )
+    runner = ProbeRunner(LocalLauncher(), work / "probes")
+    worker: list[float] = []
+    bare: list[float] = []
+    direct: list[float] = []
+    spec = ProbeSpec(config=values, plan=plan_probe(budget, whole=False), seed=0)
+    spec_path = work / "direct-spec.json"
+    spec_path.write_text(json.dumps(spec.to_dict()))
+    for repeat in range(args.repeats):
+        result = runner.run("bench", {}, spec)
+        if not result.ok:
+            raise SystemExit(f"worker probe failed: {result.status.value}: {result.reason}")
+        worker.append(result.full_sps)
+        if args.direct:
+            direct.append(direct_sps(spec_path))
+        bare.append(bare_sps(values, steps))
+        row = {"repeat": repeat, "worker_full_sps": worker[-1], "bare_sps": bare[-1]}
+        if direct:
+            row["worker_direct_sps"] = direct[-1]
+        print(json.dumps(row), flush=True)
+    summary = summary_of(args, worker, bare, direct)
+    print(json.dumps(summary, indent=2))
+    print(f"worker FULL is {100 * summary['ratio']:.1f}% of the bare loop")
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(summary, indent=2) + "\n")
+
+
+def config_values(
+    args: argparse.Namespace, train_path: Path, val_path: Path, steps: int
+) -> dict[str, Any]:
+    """The one configuration both sides train: the model and loader the flags name."""
+    return {
         "device": args.device,
         "width": args.width,
         "levels": args.levels,
@@ -99,48 +144,41 @@ def main() -> None:
         "data_loader_config": args.loader,
         "num_data_workers": args.workers,
         "persistent_workers": args.workers > 0,
-        "train_path": str(data.train_path),
-        "val_path": str(data.val_path),
+        "train_path": str(train_path),
+        "val_path": str(val_path),
     }
-    budget = ProbeBudget(
-        trial_s=args.trial_s,
-        min_trials=args.trials,
-        max_trials=args.trials,
-        loss_steps=5,
-        limit_s=1200,
+
+
+def direct_sps(spec_path: Path) -> float:
+    """The same worker with no runner watching it: tells the worker's own cost apart from
+    its parent's (polling, the reader thread)."""
+    from tuneup.probe.events import ResultEvent, parse_events
+
+    done = subprocess.run(
+        [sys.executable, "-m", "tuneup.worker", str(spec_path)],
+        capture_output=True,
+        text=True,
+        check=True,
     )
-    runner = ProbeRunner(LocalLauncher(), work / "probes")
-    worker, bare, direct = [], [], []
-    spec = ProbeSpec(config=values, plan=plan_probe(budget, whole=False), seed=0)
-    spec_path = work / "direct-spec.json"
-    spec_path.write_text(json.dumps(spec.to_dict()))
-    for repeat in range(args.repeats):
-        result = runner.run("bench", {}, spec)
-        if not result.ok:
-            raise SystemExit(f"worker probe failed: {result.status.value}: {result.reason}")
-        worker.append(result.full_sps)
-        if args.direct:
-            # The same worker with no runner watching it: tells the worker's own cost
-            # apart from its parent's (polling, the reader thread).
-            done = subprocess.run(
-                [sys.executable, "-m", "tuneup.worker", str(spec_path)],
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-            events = parse_events(done.stdout.splitlines())
-            direct.append(next(e.full_sps for e in events if isinstance(e, ResultEvent)))
-        done = subprocess.run(
-            [sys.executable, "-c", BARE, json.dumps(values), str(steps), "10"],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        bare.append(float(done.stdout.strip().splitlines()[-1]))
-        row = {"repeat": repeat, "worker_full_sps": worker[-1], "bare_sps": bare[-1]}
-        if direct:
-            row["worker_direct_sps"] = direct[-1]
-        print(json.dumps(row), flush=True)
+    events = parse_events(done.stdout.splitlines())
+    return next(e.full_sps for e in events if isinstance(e, ResultEvent))
+
+
+def bare_sps(values: dict[str, Any], steps: int) -> float:
+    """The bare loop's samples/s, in a fresh process of its own (10 warm-up steps)."""
+    done = subprocess.run(
+        [sys.executable, "-c", BARE, json.dumps(values), str(steps), "10"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return float(done.stdout.strip().splitlines()[-1])
+
+
+def summary_of(
+    args: argparse.Namespace, worker: list[float], bare: list[float], direct: list[float]
+) -> dict[str, Any]:
+    """Both sides' medians, their ratio and the raw repeats, as the JSON says them."""
     summary = {
         "bench": "worker_vs_bare",
         "command": "python " + " ".join(sys.argv),
@@ -157,11 +195,7 @@ def main() -> None:
     if direct:
         summary["worker_direct_sps_median"] = statistics.median(direct)
         summary["direct_ratio"] = statistics.median(direct) / statistics.median(bare)
-    print(json.dumps(summary, indent=2))
-    print(f"worker FULL is {100 * summary['ratio']:.1f}% of the bare loop")
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
 
 
 if __name__ == "__main__":

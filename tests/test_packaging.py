@@ -8,6 +8,7 @@ import sys
 import time
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,12 +50,45 @@ def test_wheel_carries_plugins_presets_and_every_package(wheel: Path) -> None:
         assert package in names, f"{package} is missing from the wheel (pyproject packages)"
     for module in (ROOT / "tuneup").rglob("*.py"):
         assert module.relative_to(ROOT).as_posix() in names
+    twin = sorted(n for n in names if n.startswith("twin/") or "/twin" in n)
+    assert twin == [], f"the GPU twin is a tool of the bench, never installed: {twin}"
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "tuneup = tuneup.cli:main" in text
     assert "[tuneup.stages]" in text, "built-in stages must register through entry points"
     for stage in ("workers", "tf32", "amp", "optimizer", "jit", "cuda_graphs", "channels_last"):
         assert f"{stage} = tuneup_plugins.stages:" in text
+
+
+def _setuptools() -> dict[str, Any]:
+    import tomllib
+
+    table: dict[str, Any] = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]
+    return dict(table["setuptools"])
+
+
+def _package_folders(folder: str, import_name: str) -> set[str]:
+    """The import names of every folder under `folder` that holds Python modules."""
+    return {
+        ".".join((import_name, *path.parent.relative_to(ROOT / folder).parts))
+        for path in (ROOT / folder).rglob("*.py")
+        if "__pycache__" not in path.parts
+    }
+
+
+def test_pyproject_packages_every_product_folder_and_never_the_twin() -> None:
+    """setuptools installs only the packages pyproject names: a product folder left out is
+    missing from the wheel, and the GPU twin (twin/, a tool of the bench) must stay out.
+    Read from pyproject, no wheel built (the wheel's own test above builds one)."""
+    setuptools = _setuptools()
+    packages, package_dir = set(setuptools["packages"]), setuptools["package-dir"]
+    assert package_dir["tuneup"] == "tuneup" and package_dir["tuneup_plugins"] == "plugins"
+    twin = sorted(p for p in packages if p.split(".")[0] == "twin")
+    assert twin == [], f"the GPU twin is never installed: {twin}"
+    assert all(Path(folder).parts[0] != "twin" for folder in package_dir.values())
+    product = _package_folders("tuneup", "tuneup") | _package_folders("plugins", "tuneup_plugins")
+    assert product - packages == set(), "add these folders to pyproject's packages"
+    assert (ROOT / "twin" / "model.py").is_file()  # the guard looks where the twin lives
 
 
 def test_installed_wheel_finds_its_presets_outside_the_checkout(

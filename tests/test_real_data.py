@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tuneup_plugins.twin import GpuTwin, read_evidence
 
 from tuneup.cluster.job import JobEnv
 from tuneup.config import TUTORIAL_BOXES, Boxes
@@ -26,6 +25,7 @@ from tuneup.tuning.session.assembly import SessionRequest, assemble_new
 from tuneup.tuning.session.datafit import GPU_MARGIN_GIB, weigh
 from tuneup.tuning.session.engine import Engine
 from tuneup.tuning.session.realdata import RealData
+from twin.model import GpuTwin, read_evidence
 
 H200_EVIDENCE = Path(__file__).resolve().parents[1] / "bench" / "results" / "gpu-h200-2026-11-26"
 A100_40 = 40.0  # what NVML reports for an A100 40 GB, in GiB (40,960 MiB)

@@ -8,11 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from tuneup_plugins.twin import GpuTwin, assumed_rates, read_evidence
-from tuneup_plugins.twin_against import probe_by_probe
 
 from tuneup.errors import UsageError
 from tuneup.probe.types import Candidate, Status
+from twin.against import probe_by_probe
+from twin.model import GpuTwin, assumed_rates, read_evidence
 
 ROOT = Path(__file__).resolve().parent.parent
 H200 = ROOT / "bench" / "results" / "gpu-h200-2026-11-26"
@@ -171,7 +171,7 @@ def test_a_gathered_table_prices_each_change_by_its_measured_ratio(tmp_path: Pat
     }
     assert evidence.costs.base_batch == 8
     assert prices["low"] == prices["likely"] == prices["high"] == pytest.approx(0.1)
-    from tuneup_plugins.twin import GpuTwin
+    from twin.model import GpuTwin
 
     twin_ = GpuTwin(evidence)
     both = twin_.expected_sps({**config, "optimizer_impl": "fused", "amp_mode": "bf16"})
@@ -306,7 +306,7 @@ def test_probes_are_matched_by_stage_values_and_order_and_say_which_part_missed(
 
 
 def test_a_gathers_noise_is_read_over_its_repeats_and_its_baselines_spread_over_it():
-    from tuneup_plugins.twin_evidence import journal_figures
+    from twin.evidence import journal_figures
 
     def probe(stage: str, full: float, trials: list[float], phases=("full",)) -> dict:
         once = {"spawn": 3.0} if stage == "baseline" and full == 300.0 else {"setup": 0.02}
@@ -327,7 +327,7 @@ def test_a_gathers_probe_noise_is_read_as_a_deviation_not_as_its_median_step():
     import math
     import random
 
-    from tuneup_plugins.twin_evidence import journal_figures
+    from twin.evidence import journal_figures
 
     draw = random.Random(7)
     rates = [300.0 * math.exp(0.06 * draw.gauss(0.0, 1.0)) for _ in range(300)]
@@ -346,7 +346,7 @@ def test_a_gathers_probe_noise_is_read_as_a_deviation_not_as_its_median_step():
 def test_a_gathered_effect_within_its_own_noise_is_no_effect_and_a_large_one_stays(
     tmp_path: Path,
 ):
-    from tuneup_plugins.twin import GpuTwin
+    from twin.model import GpuTwin
 
     gathered = tmp_path / "evidence" / "gather"
     gathered.mkdir(parents=True)

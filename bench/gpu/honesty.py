@@ -104,7 +104,6 @@ def main() -> None:
     configs = configs_for(mode, [c for c in args.configs.split(",") if c])
 
     from tuneup.cluster.launch import LocalLauncher
-    from tuneup.probe.plan import ProbeSpec, plan_probe
     from tuneup.probe.runner import ProbeRunner
     from tuneup.probe.types import ProbeBudget
     from tuneup.unet.synth import synthesize
@@ -114,18 +113,7 @@ def main() -> None:
         box = MODEL[mode]["box"]
         data = synthesize(work / "box", box=box, val_box=16, seed=0)
         steps = trial_steps * args.trials
-        common = model_values(mode)
-        batch = common["global_batch_size"]
-        common.update(
-            {
-                "Nsamples": batch * (steps + 400),
-                "data_loader_config": "gpu",
-                "num_data_workers": 0,
-                "box_size": [box, 16],
-                "train_path": str(data.train_path),
-                "val_path": str(data.val_path),
-            }
-        )
+        common = common_values(mode, box, data.train_path, data.val_path, steps)
         budget = ProbeBudget(
             trial_s=0.1 if args.cpu else 0.5,
             min_trials=args.trials,
@@ -147,29 +135,67 @@ def main() -> None:
             "summary": {},
             "done": False,
         }
-        rows: list[dict[str, Any]] = document["rows"]
-        for repeat in range(repeats):
-            for name, knobs in configs.items():
-                values = {**common, **knobs}
-                order = ("worker", "bare") if repeat % 2 == 0 else ("bare", "worker")
-                row: dict[str, Any] = {"repeat": repeat, "config": name, "order": list(order)}
-                for side in order:
-                    if side == "worker":
-                        plan = plan_probe(budget, whole=False)  # FULL alone
-                        _worker(runner, ProbeSpec(values, plan, 0), row)
-                    else:
-                        _bare(values, steps, 10 if not args.cpu else 3, row)
-                if row.get("worker_full_sps") and row.get("bare_sps"):
-                    row["ratio"] = row["worker_full_sps"] / row["bare_sps"]
-                rows.append(row)
-                print(json.dumps(row), flush=True)
-                document["summary"] = {n: summarize(rows, n, mode) for n in configs}
-                write_json(args.out, document)
+        warm = 10 if not args.cpu else 3
+        measure_rows(document, repeats, runner, budget, steps, warm, args.out)
         document["done"] = True
         write_json(args.out, document)
         print(json.dumps(document["summary"], indent=2))
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def common_values(
+    mode: str, box: int, train_path: Path, val_path: Path, steps: int
+) -> dict[str, Any]:
+    """What every config shares: the mode's model, on the device-resident `gpu` loader."""
+    common = model_values(mode)
+    batch = common["global_batch_size"]
+    common.update(
+        {
+            "Nsamples": batch * (steps + 400),
+            "data_loader_config": "gpu",
+            "num_data_workers": 0,
+            "box_size": [box, 16],
+            "train_path": str(train_path),
+            "val_path": str(val_path),
+        }
+    )
+    return common
+
+
+def measure_rows(
+    document: dict[str, Any],
+    repeats: int,
+    runner: Any,
+    budget: Any,
+    steps: int,
+    warm: int,
+    out: Path,
+) -> None:
+    """Every config's repeats (the document's mode, configs and common values), the worker
+    and the bare loop in alternating order, each row added to the document and written to
+    `out` as it finishes."""
+    from tuneup.probe.plan import ProbeSpec, plan_probe  # as main's: after the arguments
+
+    mode, configs, common = document["mode"], document["configs"], document["common"]
+    rows: list[dict[str, Any]] = document["rows"]
+    for repeat in range(repeats):
+        for name, knobs in configs.items():
+            values = {**common, **knobs}
+            order = ("worker", "bare") if repeat % 2 == 0 else ("bare", "worker")
+            row: dict[str, Any] = {"repeat": repeat, "config": name, "order": list(order)}
+            for side in order:
+                if side == "worker":
+                    plan = plan_probe(budget, whole=False)  # FULL alone
+                    _worker(runner, ProbeSpec(values, plan, 0), row)
+                else:
+                    _bare(values, steps, warm, row)
+            if row.get("worker_full_sps") and row.get("bare_sps"):
+                row["ratio"] = row["worker_full_sps"] / row["bare_sps"]
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+            document["summary"] = {n: summarize(rows, n, mode) for n in configs}
+            write_json(out, document)
 
 
 def _worker(runner: Any, spec: Any, row: dict[str, Any]) -> None:

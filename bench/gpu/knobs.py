@@ -34,6 +34,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -109,14 +110,7 @@ def measure_one(values: dict[str, Any], warm: int, trials: int, steps: int) -> d
     cfg = build_config(values)
     setup = build_training(cfg, DistEnv(), with_loaders=False)
     dev = setup.device
-    side, batch = cfg.data_size, setup.local_batch
-    gen = torch.Generator().manual_seed(0)
-    inp = torch.randn(batch, 4, side, side, side, generator=gen).to(
-        dev, memory_format=setup.memory_format
-    )
-    tar = torch.randn(batch, cfg.N_out_channels, side, side, side, generator=gen).to(
-        dev, memory_format=setup.memory_format
-    )
+    inp, tar = fixed_batch(cfg, setup)
 
     def sync() -> None:
         if dev.type == "cuda":
@@ -128,16 +122,7 @@ def measure_one(values: dict[str, Any], warm: int, trials: int, steps: int) -> d
     setup.step(inp, tar)
     sync()
     first_s = time.perf_counter() - t0
-    # The same configuration built again in this process (as a warm worker's next probe
-    # is): what of the first step is the process's (kept: CUDA's context and modules,
-    # cuDNN's plans) and what each build pays again.
-    again = build_training(cfg, DistEnv(), with_loaders=False)
-    again.ensure_graph(inp, tar)
-    t1 = time.perf_counter()
-    again.step(inp, tar)
-    sync()
-    rebuilt_first_s = time.perf_counter() - t1
-    del again
+    rebuilt_first_s = rebuilt_first_step_s(cfg, inp, tar, sync)
     for _ in range(warm):
         setup.step(inp, tar)
     sync()
@@ -174,6 +159,37 @@ def measure_one(values: dict[str, Any], warm: int, trials: int, steps: int) -> d
         "tf32_env": os.environ.get("NVIDIA_TF32_OVERRIDE"),
         **({LIMIT: torch.backends.cudnn.benchmark_limit} if limited else {}),
     }
+
+
+def fixed_batch(cfg: Any, setup: Any) -> tuple[Any, Any]:
+    """One random batch (seed 0) on the device, in the set-up's memory format: every step
+    of a knob's row takes it."""
+    import torch
+
+    dev, side, batch = setup.device, cfg.data_size, setup.local_batch
+    gen = torch.Generator().manual_seed(0)
+    inp = torch.randn(batch, 4, side, side, side, generator=gen).to(
+        dev, memory_format=setup.memory_format
+    )
+    tar = torch.randn(batch, cfg.N_out_channels, side, side, side, generator=gen).to(
+        dev, memory_format=setup.memory_format
+    )
+    return inp, tar
+
+
+def rebuilt_first_step_s(cfg: Any, inp: Any, tar: Any, sync: Callable[[], None]) -> float:
+    """The same configuration built again in this process (as a warm worker's next probe
+    is), its first step timed: what of the first step is the process's (kept: CUDA's
+    context and modules, cuDNN's plans) and what each build pays again."""
+    from tuneup.unet.build import build_training
+    from tuneup.unet.distributed import DistEnv
+
+    again = build_training(cfg, DistEnv(), with_loaders=False)
+    again.ensure_graph(inp, tar)
+    t1 = time.perf_counter()
+    again.step(inp, tar)
+    sync()
+    return time.perf_counter() - t1
 
 
 def own_process(values: dict[str, Any]) -> bool:
@@ -281,21 +297,7 @@ def main() -> None:
         "done": False,
     }
     rows: list[dict[str, Any]] = document["rows"]
-    runnable: list[tuple[str, dict[str, Any], float]] = []
-    for name, knobs, needs_cuda in KNOBS:
-        row: dict[str, Any] = {"knob": name, "values": knobs, "status": "pending"}
-        timeout = (
-            COMPILE_TIMEOUT_S if "jit" in knobs and knobs["jit"] == "compile" else TIMEOUT_S
-        )[mode]
-        if chosen and name not in chosen:
-            row.update(status="skipped", why="not selected (--knobs)")
-        elif needs_cuda and mode == "cpu":
-            row.update(status="skipped", why="needs CUDA")
-        elif mode == "cpu" and name in CPU_SKIP and name not in chosen:
-            row.update(status="skipped", why=CPU_SKIP[name])
-        else:
-            runnable.append((name, {**base, **knobs}, timeout))
-        rows.append(row)
+    runnable = plan_rows(rows, mode, chosen, base)
     alone = [[k] for k in runnable if args.fresh or own_process(k[1])]
     shared = [k for k in runnable if not (args.fresh or own_process(k[1]))]
     for group in ([shared] if shared else []) + alone:
@@ -312,6 +314,36 @@ def main() -> None:
             if row["knob"] in found:
                 row.update(found[row["knob"]])
         write_json(args.out, document)
+    finish(document, args.out)
+
+
+def plan_rows(
+    rows: list[dict[str, Any]], mode: str, chosen: list[str], base: dict[str, Any]
+) -> list[tuple[str, dict[str, Any], float]]:
+    """Every knob's row added to `rows`, pending or skipped (and why); the ones to run, with
+    their values over the baseline's and their time limit."""
+    runnable: list[tuple[str, dict[str, Any], float]] = []
+    for name, knobs, needs_cuda in KNOBS:
+        row: dict[str, Any] = {"knob": name, "values": knobs, "status": "pending"}
+        timeout = (
+            COMPILE_TIMEOUT_S if "jit" in knobs and knobs["jit"] == "compile" else TIMEOUT_S
+        )[mode]
+        if chosen and name not in chosen:
+            row.update(status="skipped", why="not selected (--knobs)")
+        elif needs_cuda and mode == "cpu":
+            row.update(status="skipped", why="needs CUDA")
+        elif mode == "cpu" and name in CPU_SKIP and name not in chosen:
+            row.update(status="skipped", why=CPU_SKIP[name])
+        else:
+            runnable.append((name, {**base, **knobs}, timeout))
+        rows.append(row)
+    return runnable
+
+
+def finish(document: dict[str, Any], out: Path) -> None:
+    """Each passing row's speed over the baseline's, the document written done, the rows
+    printed."""
+    rows: list[dict[str, Any]] = document["rows"]
     baseline_sps = next(
         (r["samples_per_s"] for r in rows if r["knob"] == "baseline" and r["status"] == "pass"),
         None,
@@ -320,7 +352,7 @@ def main() -> None:
         if row["status"] == "pass":
             row["ratio_to_baseline"] = row["samples_per_s"] / baseline_sps if baseline_sps else None
     document["done"] = True
-    write_json(args.out, document)
+    write_json(out, document)
     for row in rows:
         figures = (
             f"{row['ms_per_step']:8.2f} ms/step {row['samples_per_s']:9.1f} samples/s"

@@ -12,12 +12,14 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import suite_repo_root  # noqa: F401  (the checkout's root on sys.path: twin/ is not installed)
 import yaml
 from suite_common import last_json_line, read_json
 from suite_predict import PREDICTED_PROBES, compare, compared_text
 from suite_types import Context, Finished, Outcome
 from suite_types import ended as _ended
-from tuneup_plugins.twin_against import probe_by_probe
+
+from twin.against import probe_by_probe
 
 # ---- the whole ladder (speed, first) ------------------------------------------------------
 

@@ -20,11 +20,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import suite_repo_root  # noqa: F401  (the checkout's root on sys.path: twin/ is not installed)
 from suite_common import last_json_line, read_json
 from suite_types import ROOT, last_line
-from tuneup_plugins.twin_evidence import session_folders
 
 from tuneup.preset.autopick import GpuModel, Pick, auto_pick
+from twin.evidence import session_folders
 
 TWIN_SCRIPT = ROOT / "bench" / "gpu_twin.py"
 PREDICT_TIMEOUT_S = 120.0

@@ -4,7 +4,7 @@ Work on the ladder happens on CPU machines far more often than on a GPU, and
 the GPU's costs are not the CPU's (a fresh process's first step took 13-56 s on
 an H200; starting a process costs 2 s on a 2-core CPU). The twin answers each
 probe as the recorded machine did, from an evidence folder (bench/gpu/EVIDENCE.md
-says what one holds; twin_evidence reads it), so the ladder's plan, probe count
+says what one holds; evidence.py reads it), so the ladder's plan, probe count
 and wall time can be predicted on any machine (bench/gpu_twin.py).
 
 Its one-time costs are the worker's own cost model (tuneup.costs.one_time):
@@ -34,6 +34,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+# mypy checks the plugins as plugins/; an editable install hides their installed name from it
+from tuneup_plugins.sim import SimCosts, SimTrainer  # type: ignore[import-not-found]
+
 from tuneup.config import loader
 from tuneup.costs.estimate import ProbeCosts
 from tuneup.costs.one_time import (
@@ -49,11 +52,10 @@ from tuneup.errors import UsageError
 from tuneup.probe.stats import median, relative_spread
 from tuneup.probe.types import PHASES, Status
 
-from .sim import SimCosts, SimTrainer
-from .twin_costs import worker_costs
-from .twin_evidence import GATHER, JournalFigures, Measured, read_measured
-from .twin_learned import RecordedFailure, batch_gains, measured_gains
-from .twin_rates import Row, change_of, debiased_ratio, deviation_of_steps, effect_noise
+from .costs import worker_costs
+from .evidence import GATHER, JournalFigures, Measured, read_measured
+from .learned import RecordedFailure, batch_gains, measured_gains
+from .rates import Row, change_of, debiased_ratio, deviation_of_steps, effect_noise
 
 # Each rate the twin assumes where a GPU run's evidence is silent, with its source: the bench
 # prints them beside every prediction, so a figure is never taken for a measurement. (Its
@@ -135,16 +137,16 @@ class Evidence:
         baseline: the configuration the table's changes are from.
         trial_noise, probe_noise: per phase, where a gather measured them.
         effect_noise: per phase, how far one gathered reading of a candidate's ratio strays
-            (twin_rates.effect_noise): what the table's ratios are debiased by.
+            (rates.effect_noise): what the table's ratios are debiased by.
         overhead: a probe's bookkeeping beyond its wall.
         start: the session's start before its first probe, where a gather measured it.
         recorded_stages: the probes each stage took in a recorded ladder's journal (what
             the twin's own stages are set beside).
-        failures: the crashed probes of recorded ladders (twin_learned): the same
+        failures: the crashed probes of recorded ladders (learned.py): the same
             candidate in the same conv row fails again, at the recorded cost.
         batch_gains: per-sample speed at a batch over the base batch's, where a ladder
-            measured both (twin_learned.batch_gains).
-        gains: GAINS that a ladder measured (twin_learned.measured_gains): they replace
+            measured both (learned.batch_gains).
+        gains: GAINS that a ladder measured (learned.measured_gains): they replace
             the assumed ones.
     """
 
@@ -263,7 +265,7 @@ def read_evidence(folder: Path, journals: Sequence[Path] = ()) -> Evidence:
 
 def _loader_probe_noise(measured: Measured, figures: JournalFigures) -> float:
     """IO's and FULL's probe-to-probe spread with a CPU loader: every ladder journal's repeats
-    of a configuration (twin_rates.repeat_steps), else the first journal's baselines."""
+    of a configuration (rates.repeat_steps), else the first journal's baselines."""
     steps = [
         step
         for name, journal in measured.journals.items()
@@ -414,7 +416,7 @@ class GpuTwin(SimTrainer):
 
     def _table_sps(self, values: dict[str, Any]) -> dict[str, float]:
         """The baseline's rates times each gathered change's ratio, phase by phase, each
-        ratio with its readings' noise taken out of its size (twin_rates.debiased_ratio)."""
+        ratio with its readings' noise taken out of its size (rates.debiased_ratio)."""
         table = self.evidence.table
         base = next(r for r in table if not r.change)
         change = self._change(values)

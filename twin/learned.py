@@ -19,7 +19,7 @@ from typing import Any
 from tuneup.costs.one_time import conv_row
 from tuneup.probe.stats import median
 
-from .twin_rates import Row, with_defaults
+from .rates import Row, with_defaults
 
 BATCH = "global_batch_size"
 # a reason that is an exception the probe raised: "AssertionError: ...", "compile error:

@@ -1,7 +1,7 @@
 """The rates a journal's probes measured, and their noise: each configuration's rates per
 phase (a gather's read beside the baseline's probe just before it), the trials' spread,
 and the probe-to-probe spread of the baseline's repeats and of every configuration a
-ladder measured twice. Pure: journal lines in, figures out (twin_evidence.py reads them).
+ladder measured twice. Pure: journal lines in, figures out (evidence.py reads them).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from typing import Any
 
 from tuneup.probe.stats import median
 
-from .twin_rates import config_key
+from .rates import config_key
 
 
 def _key(line: Mapping[str, Any], seen: Counter[tuple[str, str]]) -> tuple[str, str, int]:

@@ -1,4 +1,4 @@
-"""What a machine's probes cost, priced from its evidence (twin_evidence.Measured): each
+"""What a machine's probes cost, priced from its evidence (evidence.Measured): each
 cost the worker pays (costs/one_time.WorkerCosts) measured where a journal recorded it,
 else assumed, with its source, a low, likely and high value, and what would settle it.
 """
@@ -15,7 +15,7 @@ from tuneup.errors import UsageError
 from tuneup.probe.stats import median
 from tuneup.probe.types import PHASES
 
-from .twin_evidence import Measured
+from .evidence import Measured
 
 
 def _measured_or(values: Sequence[float], source: str, otherwise: Cost) -> Cost:

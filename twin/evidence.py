@@ -18,9 +18,9 @@ will do too. From the journals every cost a run records is read:
 * every configuration's rates per phase (the `gather` table: each stage's
   candidates on the baseline, every phase, twice, each read beside the baseline
   probe just before it), its trials' spread, and the baseline's probe-to-probe
-  spread (a gather's repeats and its baselines spread over it; twin_rates.py).
+  spread (a gather's repeats and its baselines spread over it; rates.py).
 
-What no evidence holds is an assumption (twin_costs.py), each with its source,
+What no evidence holds is an assumption (costs.py), each with its source,
 a low, likely and high value, and the measurement that would settle it.
 """
 
@@ -40,8 +40,8 @@ from tuneup.probe.plan import MeasurementPlan
 from tuneup.probe.stats import median
 from tuneup.probe.types import BASELINE_STAGE, CONFIRM_STAGE, PHASES
 
-from .twin_learned import RecordedFailure, recorded_failures
-from .twin_rates import Row, probe_noise, read_rates, repeat_steps, with_defaults
+from .learned import RecordedFailure, recorded_failures
+from .rates import Row, probe_noise, read_rates, repeat_steps, with_defaults
 
 SESSION_FOLDERS = ("session", "speed/*", "ladder", "gather")
 """Where an evidence folder holds tuneup journals, in the order read: the first GPU run's
