@@ -69,7 +69,7 @@ from tuneup.trainers.adapters import load_trainer
 from tuneup.tuning.search import paired
 from tuneup.tuning.search.search_records import StagePlan
 from tuneup.tuning.session.assembly import SessionRequest, assemble_new, base_values
-from tuneup.tuning.session.control import OutOfTime, SessionInterrupted
+from tuneup.tuning.session.control import OutOfTime, SessionInterrupted, SilentReporter
 from tuneup.tuning.session.engine import Engine
 
 # The measurement before issue 24 (presets/h200.yaml at 33c6488).
@@ -333,7 +333,7 @@ def ladder_parts(
     return {k: round(v, 1) for k, v in parts.items()}
 
 
-class _Listener:
+class _Listener(SilentReporter):
     """Hears the session's time left after each probe, on the simulated clock."""
 
     def __init__(self, clock: SimClock, estimates: list[tuple[int, float, float]]) -> None:
@@ -341,17 +341,8 @@ class _Listener:
         self.estimates = estimates
         self.done = 0
 
-    def session_start(self, info: dict[str, Any], total: int) -> None:
-        pass
-
-    def probe_start(self, stage: str, label: str) -> None:
-        pass
-
     def probe_done(self, result: ProbeResult, reused: bool) -> None:
         self.done += 1
-
-    def total_changed(self, total: int) -> None:
-        pass
 
     def time_left(self, seconds: float, basis: str) -> None:
         # said before probe_done: this figure follows probe number done + 1 (0: the start)

@@ -281,6 +281,9 @@ class TuneupApp(App[None]):
         )
         return self._session_driver(built, relay)
 
+    def on_results_screen_retry_failed(self, message: ResultsScreen.RetryFailed) -> None:
+        self.retry_failed(message.folder)
+
     def retry_failed(self, folder: Path) -> None:
         """The results screen's `r` on a finished session with unmeasured stages: they are
         measured again in a new TUNE screen, as `tuneup probe --resume DIR --retry-failed`."""
@@ -318,13 +321,10 @@ class TuneupApp(App[None]):
         self.notify(" · ".join(keys), title="keys", timeout=8)
 
     def action_resume_session(self) -> None:
-        driver = self.driver
-        if driver is None or driver.started.is_set():
-            return
-        # The TUNE screen was opened without starting: its handlers receive the driver's messages.
-        screen = self.screen
-        driver.post = screen.post_message
-        screen.run_worker(driver.run, thread=True, exit_on_error=False, name="probe-session")
+        """The results screen's `r` on a partial summary, once it has given way to the TUNE
+        screen opened without starting: that screen runs the ladder on."""
+        if isinstance(self.screen, TuneScreen):
+            self.screen.action_resume()
 
     # The monitor
 
