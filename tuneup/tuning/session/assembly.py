@@ -25,14 +25,14 @@ from tuneup.bundled import cache_dir
 from tuneup.cluster.job import JobEnv, default_layout, describe, read_job_env
 from tuneup.cluster.launch import LaunchPlan, check_plan
 from tuneup.config import loader
-from tuneup.errors import UsageError, did_you_mean
+from tuneup.errors import UsageError
 from tuneup.hardware.types import MachineInfo
 from tuneup.paths import is_storage_error
 from tuneup.preset.autopick import auto_pick, gpu_inventory
 from tuneup.preset.load import ProbePreset, load_preset, preset_warnings
 from tuneup.probe.estimate import ProbeCosts
 from tuneup.probe.events import EventHandler
-from tuneup.probe.stages import stage_names
+from tuneup.probe.stages import stage_names, unknown_stage
 from tuneup.trainers.adapters import DEFAULT_TRAINER, TrainerAdapter, load_trainer
 from tuneup.tuning.clock.ladder_record import LadderRecord
 from tuneup.tuning.results.journal import SESSION, ResultsDir, folder_problem, quoted
@@ -158,10 +158,7 @@ def pick_stages(preset_stages: tuple[str, ...], chosen: tuple[str, ...] | None) 
     known = set(stage_names())
     for name in chosen:
         if name not in known:
-            raise UsageError(
-                f"--stages: no stage named '{name}': {did_you_mean(name, known)}known stages "
-                f"are {', '.join(sorted(known))}"
-            )
+            raise UsageError(f"--stages: {unknown_stage(name)}")
     return chosen
 
 
