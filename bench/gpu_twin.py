@@ -207,7 +207,7 @@ def run_ladder(
     prices = (
         recorded_costs(preset.costs, preset.budget)
         if preset.costs is not None
-        else twin.prior_costs(dict(base_values(preset, load_trainer("sim"), None)))
+        else twin.prior_costs(dict(base_values(preset, load_trainer("sim"), None, npy=False)))
     )
     with tempfile.TemporaryDirectory() as folder:
         # A cache of its own: no earlier ladder's record prices this one, and the

@@ -47,6 +47,7 @@ from tuneup.tuning.session.realdata import RealData, real_data_for
 from tuneup.tuning.session.request import SessionRequest
 from tuneup.tuning.session.setting import Setting, read_setting
 from tuneup.tuning.session.stage_plans import (
+    ladder_reads_npy,
     plugin_alerts,
     shm_free_for,
     stage_plans,
@@ -202,13 +203,14 @@ def launch_info(plan: LaunchPlan) -> dict[str, Any]:
 
 
 def base_values(
-    preset: ProbePreset, adapter: TrainerAdapter, data_path: Path | None
+    preset: ProbePreset, adapter: TrainerAdapter, data_path: Path | None, *, npy: bool
 ) -> dict[str, Any]:
     """The session's base config: the user's data file, else the preset's data or synthetic box.
 
     A data file is the tutorial's train.h5; its sibling val.h5 is the
     validation box when present (probes do not validate, so the train file
-    stands in otherwise). The synthetic box is made on first use.
+    stands in otherwise). The synthetic box is made on first use, with its .npy copies
+    where a loader the session runs reads them (`npy`: `ladder_reads_npy`).
     """
     values = dict(preset.train)
     if data_path is not None:
@@ -225,7 +227,7 @@ def base_values(
         from tuneup.unet.datacache import ensure_synthetic_data
 
         train, val, made = ensure_synthetic_data(
-            synth["box"], synth["val_box"], synth.get("seed", 0), cache_dir(), say=_say
+            synth["box"], synth["val_box"], synth.get("seed", 0), cache_dir(), npy=npy, say=_say
         )
         if made:
             print(
@@ -304,7 +306,8 @@ def assemble_new(
         take_lock(lock, results, resumed=False)
         if results.has_session():  # another run finished there while this one started
             raise _already_a_session(results.path)
-        base = base_values(preset, adapter, request.data_path)
+        npy = ladder_reads_npy(names, machine, dict(preset.train), preset)
+        base = base_values(preset, adapter, request.data_path, npy=npy)
         return build_session(
             preset=preset,
             adapter=adapter,
@@ -483,7 +486,9 @@ def build_session(
         limit_by=fit.whose,
         shortest_trial_s=fit.shortest_trial_s,
         monotonic=monotonic,
-        data_check=data_keeper(preset, adapter, base, results.path),
+        data_check=data_keeper(
+            preset, adapter, base, results.path, npy=ladder_reads_npy(stages, machine, base, preset)
+        ),
         retry_failed=retry_failed,
         setting=setting,
         baseline_again=baseline_again,

@@ -18,6 +18,7 @@ from tuneup.probe.types import (
 )
 from tuneup.trainers.adapters import TrainerAdapter, skipped_trainers
 from tuneup.tuning.search.search_records import StagePlan
+from tuneup.tuning.session.datakeep import reads_npy
 from tuneup.tuning.session.preflight import loader_shm_problem
 from tuneup.tuning.session.realdata import kept_text
 
@@ -129,6 +130,22 @@ def stage_plans(
         )
 
     return [plan_for(load(name), base) for name in names]
+
+
+def ladder_reads_npy(
+    names: tuple[str, ...], machine: MachineInfo, base: dict[str, Any], preset: ProbePreset
+) -> bool:
+    """Whether a loader the ladder may run reads the boxes' .npy copies: the baseline's, or
+    one a stage proposes on this machine (the data stage's DALI loader where the machine
+    has DALI), so that the copies are made with the box, as the stages decide and not as
+    what this process can import would guess."""
+    if reads_npy(base):
+        return True
+    return any(
+        reads_npy({**base, **cand.values})
+        for name in names
+        for cand in preset_stage(name, preset).propose(machine, base).candidates
+    )
 
 
 UNMAPPED = "not mapped: the trainer's section passes none of its knobs (map one to tune it)"
