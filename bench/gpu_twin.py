@@ -68,8 +68,9 @@ from tuneup.probe.types import BASELINE_STAGE, CONFIRM_STAGE, Candidate, ProbeRe
 from tuneup.trainers.adapters import load_trainer
 from tuneup.tuning.search import paired
 from tuneup.tuning.search.search_records import StagePlan
-from tuneup.tuning.session.assembly import SessionRequest, assemble_new, base_values
+from tuneup.tuning.session.assembly import SessionRequest, assemble_new
 from tuneup.tuning.session.control import OutOfTime, SessionInterrupted, SilentReporter
+from tuneup.tuning.session.datakeep import base_values
 from tuneup.tuning.session.engine import Engine
 
 # The measurement before issue 24 (presets/h200.yaml at 33c6488).

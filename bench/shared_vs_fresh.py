@@ -34,8 +34,7 @@ from tuneup.probe.runner import ProbeRunner
 from tuneup.probe.types import ProbeResult
 from tuneup.trainers.adapters import load_trainer
 from tuneup.trainers.backends import probe_config
-from tuneup.tuning.session.assembly import base_values
-from tuneup.tuning.session.datakeep import reads_npy
+from tuneup.tuning.session.datakeep import base_values, reads_npy
 
 VARIANTS = {
     "bf16": {"amp_mode": "bf16"},

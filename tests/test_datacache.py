@@ -23,8 +23,7 @@ from tuneup.preset.load import load_preset
 from tuneup.probe.plan import plan_probe
 from tuneup.probe.types import ProbeBudget
 from tuneup.trainers.adapters import load_trainer
-from tuneup.tuning.session.assembly import base_values
-from tuneup.tuning.session.datakeep import data_keeper
+from tuneup.tuning.session.datakeep import base_values, data_keeper
 from tuneup.tuning.session.stage_plans import ladder_reads_npy
 from tuneup.unet.datacache import ensure_synthetic_data
 from tuneup.unet.made import RECORD, checksum

@@ -390,8 +390,7 @@ def test_users_data_gone_stops_the_ladder_with_the_way_on(tmp_path: Path) -> Non
 
 def test_the_synthetic_box_is_made_again_by_the_data_check(tmp_path: Path, monkeypatch) -> None:
     from tuneup.preset.load import load_preset
-    from tuneup.tuning.session.assembly import base_values
-    from tuneup.tuning.session.datakeep import data_keeper
+    from tuneup.tuning.session.datakeep import base_values, data_keeper
 
     monkeypatch.setenv("TUNEUP_CACHE_DIR", str(tmp_path / "cache"))
     preset = load_preset("cpu-smoke")
@@ -413,8 +412,7 @@ def test_the_box_going_while_the_data_check_reads_it_is_made_again(
     import tuneup.unet.datacache as datacache
     from tuneup.errors import DataFault
     from tuneup.preset.load import load_preset
-    from tuneup.tuning.session.assembly import base_values
-    from tuneup.tuning.session.datakeep import data_keeper
+    from tuneup.tuning.session.datakeep import base_values, data_keeper
 
     monkeypatch.setenv("TUNEUP_CACHE_DIR", str(tmp_path / "cache"))
     preset = load_preset("cpu-smoke")

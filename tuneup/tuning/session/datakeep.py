@@ -1,8 +1,10 @@
-"""The data a ladder reads, checked before each probe: tuneup's own synthetic box made
-again when it went or was damaged, a user's file gone ending the ladder with the way on."""
+"""The data a ladder reads: the user's file or tuneup's own synthetic box, made for the
+loaders the ladder runs (`base_values`); checked before each probe, the box made again
+when it went or was damaged, a user's file gone ending the ladder with the way on."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,45 @@ from tuneup.tuning.session.control import DataGone
 def reads_npy(values: Mapping[str, Any]) -> bool:
     """Whether the loader `values` run reads the boxes' channels-last .npy copies."""
     return loader(str(current(values, "data_loader_config"))).reads == "npy"
+
+
+def base_values(
+    preset: ProbePreset, adapter: TrainerAdapter, data_path: Path | None, *, npy: bool
+) -> dict[str, Any]:
+    """The session's base config: the user's data file, else the preset's data or synthetic box.
+
+    A data file is the tutorial's train.h5; its sibling val.h5 is the
+    validation box when present (probes do not validate, so the train file
+    stands in otherwise). The synthetic box is made on first use, with its .npy copies
+    where a loader the session runs reads them (`npy`: `ladder_reads_npy`).
+    """
+    values = dict(preset.train)
+    if data_path is not None:
+        if not data_path.is_file():
+            raise UsageError(f"no such data file: {data_path} (give the tutorial's train.h5)")
+        val = data_path.with_name("val.h5")
+        values["train_path"] = str(data_path.resolve())
+        values["val_path"] = str((val if val.is_file() else data_path).resolve())
+        return values
+    synth = preset.synthetic_data
+    needs_files = loader(str(values.get("data_loader_config", "lowmem"))).reads_files
+    if synth and needs_files and not values.get("train_path") and adapter.data_files:
+        # h5py: only when a synthetic box must be made
+        from tuneup.unet.datacache import ensure_synthetic_data
+
+        train, val, made = ensure_synthetic_data(
+            synth["box"], synth["val_box"], synth.get("seed", 0), cache_dir(), npy=npy, say=_say
+        )
+        if made:
+            print(
+                f"tuneup: made a synthetic {synth['box']}^3 box in {train.parent}", file=sys.stderr
+            )
+        values["train_path"], values["val_path"] = str(train), str(val)
+    return values
+
+
+def _say(line: str) -> None:
+    print(f"tuneup: {line}", file=sys.stderr)
 
 
 def data_keeper(

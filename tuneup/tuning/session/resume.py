@@ -39,14 +39,13 @@ from tuneup.tuning.session.assembly import (
     AssembledSession,
     EngineFactory,
     SessionRequest,
-    base_values,
     build_session,
     choose_layout,
     pick_stages,
     take_lock,
 )
 from tuneup.tuning.session.control import Reporter
-from tuneup.tuning.session.datakeep import reads_npy
+from tuneup.tuning.session.datakeep import base_values, reads_npy
 from tuneup.tuning.session.engine import build_engine
 from tuneup.tuning.session.lock import ResultsLock
 from tuneup.tuning.session.setting import SETTING, differences, read_setting
@@ -99,8 +98,7 @@ def assemble_resume(
         ignored = job_warnings(job, request.time_budget_s)
         plan = _resumed_layout(request, info, preset, job, machine)
         machine = dataclasses.replace(machine, world_size=plan.world_size, nodes=plan.nodes)
-        recorded_stages = tuple(info.get("stages") or preset.stages)
-        stages = pick_stages(preset.stages, request.stages or recorded_stages)
+        stages = _resumed_stages(request, info, preset)
         base = _recorded_base(info, preset, adapter, stages, machine)
         setting = read_setting(machine, preset.document)
         changes = [] if replay_only else differences(info.get(SETTING), setting)
@@ -135,6 +133,13 @@ def assemble_resume(
     except BaseException:
         lock.release()
         raise
+
+
+def _resumed_stages(
+    request: SessionRequest, info: dict[str, Any], preset: ProbePreset
+) -> tuple[str, ...]:
+    """--stages, else the stages the session recorded, else the preset's."""
+    return pick_stages(preset.stages, request.stages or tuple(info.get("stages") or preset.stages))
 
 
 def _recorded_base(
