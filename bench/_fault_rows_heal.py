@@ -132,7 +132,7 @@ def _box(h: Harness) -> Path:
     folder = h.cache / BOX
     code = (
         "from pathlib import Path; from tuneup.unet.datacache import ensure_synthetic_data; "
-        f"ensure_synthetic_data(64, 32, 0, Path({str(h.cache)!r}))"
+        f"ensure_synthetic_data(64, 32, 0, Path({str(h.cache)!r}), npy=False)"
     )
     subprocess.run([sys.executable, "-c", code], env=h.env(), cwd=h.work, check=True, timeout=300)
     return folder

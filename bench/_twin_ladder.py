@@ -31,8 +31,9 @@ from tuneup.trainers.adapters import load_trainer
 from tuneup.tuning.results.summary import Summary
 from tuneup.tuning.search import paired
 from tuneup.tuning.search.search_records import StagePlan
-from tuneup.tuning.session.assembly import SessionRequest, assemble_new, base_values
-from tuneup.tuning.session.control import OutOfTime, SessionInterrupted
+from tuneup.tuning.session.assembly import SessionRequest, assemble_new
+from tuneup.tuning.session.control import OutOfTime, SessionInterrupted, SilentReporter
+from tuneup.tuning.session.datakeep import base_values
 from tuneup.tuning.session.engine import Engine
 from twin.evidence import GATHER, read_json
 from twin.model import Evidence, GpuTwin
@@ -157,7 +158,7 @@ def run_ladder(
     prices = (
         recorded_costs(preset.costs, preset.budget)
         if preset.costs is not None
-        else twin.prior_costs(dict(base_values(preset, load_trainer("sim"), None)))
+        else twin.prior_costs(dict(base_values(preset, load_trainer("sim"), None, npy=False)))
     )
     ran = _run_session(
         backend, reporter, evidence, preset_name, prices, budget_s, targets=targets, keep=keep
@@ -348,7 +349,7 @@ def ladder_parts(
     return {k: round(v, 1) for k, v in parts.items()}
 
 
-class _Listener:
+class _Listener(SilentReporter):
     """Hears the session's time left after each probe, on the simulated clock."""
 
     def __init__(self, clock: SimClock, estimates: list[tuple[int, float, float]]) -> None:
@@ -356,17 +357,8 @@ class _Listener:
         self.estimates = estimates
         self.done = 0
 
-    def session_start(self, info: dict[str, Any], total: int) -> None:
-        pass
-
-    def probe_start(self, stage: str, label: str) -> None:
-        pass
-
     def probe_done(self, result: ProbeResult, reused: bool) -> None:
         self.done += 1
-
-    def total_changed(self, total: int) -> None:
-        pass
 
     def time_left(self, seconds: float, basis: str) -> None:
         # said before probe_done: this figure follows probe number done + 1 (0: the start)

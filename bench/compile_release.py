@@ -53,6 +53,7 @@ from tuneup.probe.plan import ProbeSpec, plan_for
 from tuneup.probe.runner import ProbeRunner
 from tuneup.probe.types import Candidate, ProbeBudget
 from tuneup.trainers.backends import probe_config
+from tuneup.tuning.session.datakeep import reads_npy
 from tuneup.unet.datacache import ensure_synthetic_data
 
 CASES = {
@@ -127,7 +128,11 @@ class Bench:
         if synth is None:
             raise SystemExit(f"preset {preset_name} makes no synthetic data: this needs a box")
         train, val, _ = ensure_synthetic_data(
-            synth["box"], synth["val_box"], synth.get("seed", 0), cache_dir()
+            synth["box"],
+            synth["val_box"],
+            synth.get("seed", 0),
+            cache_dir(),
+            npy=reads_npy(preset.train),
         )
         base = {**preset.train, "train_path": str(train), "val_path": str(val)}
         twice = 2 * int(base.get("global_batch_size", 1))

@@ -39,7 +39,7 @@ from tuneup.probe.runner import ProbeRunner
 from tuneup.probe.types import ProbeResult
 from tuneup.trainers.adapters import load_trainer
 from tuneup.trainers.backends import probe_config
-from tuneup.tuning.session.assembly import base_values
+from tuneup.tuning.session.datakeep import base_values, reads_npy
 
 FAULTS = {"survived": "compile:jit=compile", "respawned": "crash:jit=compile"}
 
@@ -58,7 +58,8 @@ def main() -> None:
     args = parser.parse_args()
 
     preset = load_preset(args.preset)
-    base = base_values(preset, load_trainer("unet"), None)  # the synthetic box, made once
+    # the synthetic box, made once (with the .npy copies where its loader reads them)
+    base = base_values(preset, load_trainer("unet"), None, npy=reads_npy(preset.train))
     runner = ProbeRunner(LocalLauncher(), Path(tempfile.mkdtemp()) / "probes", grace_s=2.0)
 
     def probe(values: dict[str, Any]) -> ProbeResult:

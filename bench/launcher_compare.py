@@ -38,10 +38,10 @@ def main() -> None:
     from tuneup.probe.runner import ProbeRunner
     from tuneup.trainers.adapters import load_trainer
     from tuneup.trainers.backends import probe_config
-    from tuneup.tuning.session.assembly import base_values
+    from tuneup.tuning.session.datakeep import base_values, reads_npy
 
     preset = load_preset(args.preset)
-    values = base_values(preset, load_trainer("unet"), None)
+    values = base_values(preset, load_trainer("unet"), None, npy=reads_npy(preset.train))
     spec = ProbeSpec(config=probe_config(values, preset.budget), plan=plan_probe(preset.budget))
     launchers = {"local": LocalLauncher(), "torchrun": TorchrunLauncher(args.nproc)}
     runs: dict[str, list[dict]] = {name: [] for name in launchers}

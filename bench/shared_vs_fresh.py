@@ -34,7 +34,7 @@ from tuneup.probe.runner import ProbeRunner
 from tuneup.probe.types import ProbeResult
 from tuneup.trainers.adapters import load_trainer
 from tuneup.trainers.backends import probe_config
-from tuneup.tuning.session.assembly import base_values
+from tuneup.tuning.session.datakeep import base_values, reads_npy
 
 VARIANTS = {
     "bf16": {"amp_mode": "bf16"},
@@ -60,7 +60,8 @@ def main() -> None:
     args = parser.parse_args()
 
     preset = load_preset(args.preset)
-    a = base_values(preset, load_trainer("unet"), None)  # the synthetic box, made once
+    # the synthetic box, made once (with the .npy copies where its loader reads them)
+    a = base_values(preset, load_trainer("unet"), None, npy=reads_npy(preset.train))
     b = {**a, **VARIANTS[args.variant]}
     runner = ProbeRunner(LocalLauncher(), Path(tempfile.mkdtemp()) / "probes")
 

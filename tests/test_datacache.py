@@ -17,14 +17,14 @@ import pytest
 
 from tuneup import paths
 from tuneup.errors import UsageError
+from tuneup.hardware.types import MachineInfo
 from tuneup.paths import space_text
 from tuneup.preset.load import load_preset
 from tuneup.probe.plan import plan_probe
 from tuneup.probe.types import ProbeBudget
 from tuneup.trainers.adapters import load_trainer
-from tuneup.tuning.session.assembly import base_values
-from tuneup.tuning.session.datakeep import data_keeper
-from tuneup.unet import datacache
+from tuneup.tuning.session.datakeep import base_values, data_keeper
+from tuneup.tuning.session.stage_plans import ladder_reads_npy
 from tuneup.unet.datacache import ensure_synthetic_data
 from tuneup.unet.made import RECORD, checksum
 from tuneup.unet.npy import npy_paths
@@ -33,8 +33,8 @@ BOX, VAL_BOX = 16, 16
 Usage = namedtuple("Usage", "total used free")
 
 
-def made(root: Path) -> tuple[Path, Path]:
-    train, val, fresh = ensure_synthetic_data(BOX, VAL_BOX, 0, root)
+def made(root: Path, npy: bool = False) -> tuple[Path, Path]:
+    train, val, fresh = ensure_synthetic_data(BOX, VAL_BOX, 0, root, npy=npy)
     assert fresh
     return train, val
 
@@ -53,7 +53,7 @@ def test_a_truncated_box_is_made_again_whole_and_said(tmp_path: Path) -> None:
     whole = checksum(train)
     os.truncate(train, train.stat().st_size // 3)
     said: list[str] = []
-    assert ensure_synthetic_data(BOX, VAL_BOX, 0, tmp_path, say=said.append)[2] is False
+    assert ensure_synthetic_data(BOX, VAL_BOX, 0, tmp_path, npy=False, say=said.append)[2] is False
     (line,) = said
     assert f"the synthetic box in {train.parent}: train.h5 was cut short (" in line
     assert line.endswith("bytes): made it again")
@@ -67,7 +67,7 @@ def test_a_box_corrupted_in_place_is_found_by_its_checksum(tmp_path: Path) -> No
     stamp = val.stat().st_mtime_ns
     os.utime(val, ns=(stamp, stamp - 10**9))  # even with the time put back as it was
     said: list[str] = []
-    ensure_synthetic_data(BOX, VAL_BOX, 0, tmp_path, say=said.append)
+    ensure_synthetic_data(BOX, VAL_BOX, 0, tmp_path, npy=False, say=said.append)
     assert said == [
         f"the synthetic box in {val.parent}: val.h5 was changed since it was made "
         "(its checksum differs): made it again"
@@ -80,7 +80,7 @@ def test_a_whole_box_is_not_read_again_by_the_quick_check(tmp_path: Path, monkey
     read: list[Path] = []
     monkeypatch.setattr("tuneup.unet.made.checksum", lambda path: read.append(path) or 0)
     said: list[str] = []
-    ensure_synthetic_data(BOX, VAL_BOX, 0, tmp_path, thorough=False, say=said.append)
+    ensure_synthetic_data(BOX, VAL_BOX, 0, tmp_path, npy=False, thorough=False, say=said.append)
     assert said == [] and read == []
 
 
@@ -89,24 +89,23 @@ def test_a_box_made_before_records_were_kept_is_read_once_and_kept(tmp_path: Pat
     (train.parent / RECORD).unlink()
     stamp = train.stat().st_mtime_ns
     said: list[str] = []
-    ensure_synthetic_data(BOX, VAL_BOX, 0, tmp_path, say=said.append)
+    ensure_synthetic_data(BOX, VAL_BOX, 0, tmp_path, npy=False, say=said.append)
     assert said == [] and train.stat().st_mtime_ns == stamp  # kept, not made again
     assert {"train.h5", "val.h5"} <= set(json.loads((train.parent / RECORD).read_text()))
     os.truncate(train, 4096)
     (train.parent / RECORD).unlink()  # no record either: HDF5 itself finds it cut short
-    ensure_synthetic_data(BOX, VAL_BOX, 0, tmp_path, say=said.append)
+    ensure_synthetic_data(BOX, VAL_BOX, 0, tmp_path, npy=False, say=said.append)
     assert "train.h5 was unreadable (the data file" in said[0] and "is cut short" in said[0]
 
 
 def test_damaged_dali_copies_are_made_again(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(datacache, "_dali_installed", lambda: True)
-    train, _ = made(tmp_path)
+    train, _ = made(tmp_path, npy=True)
     data, label = npy_paths(train, train.parent)
     expected = np.load(data)
     os.truncate(data, data.stat().st_size - 1000)
     corrupt_in_place(label)
     said: list[str] = []
-    ensure_synthetic_data(BOX, VAL_BOX, 0, tmp_path, say=said.append)
+    ensure_synthetic_data(BOX, VAL_BOX, 0, tmp_path, npy=True, say=said.append)
     (line,) = said
     assert "train_data.npy was cut short (" in line
     assert "train_label.npy was changed since it was made" in line
@@ -116,12 +115,11 @@ def test_damaged_dali_copies_are_made_again(tmp_path: Path, monkeypatch) -> None
 def test_a_full_cache_disk_names_the_variable_and_leaves_no_folder(
     tmp_path: Path, monkeypatch
 ) -> None:
-    monkeypatch.setattr(datacache, "_dali_installed", lambda: False)  # no .npy copies to make
     need = 2 * 9 * 4 * BOX**3
     monkeypatch.setattr(paths.shutil, "disk_usage", lambda _: Usage(10**9, 0, need - 5000))
     root = tmp_path / "cache"
     with pytest.raises(UsageError) as info:
-        ensure_synthetic_data(BOX, VAL_BOX, 0, root)
+        ensure_synthetic_data(BOX, VAL_BOX, 0, root, npy=False)
     line = str(info.value)
     assert "TUNEUP_CACHE_DIR" in line and "--box" not in line and "--out" not in line
     assert "need 288.0 KiB, have 283.1 KiB" in line
@@ -141,8 +139,8 @@ def test_the_check_before_a_probe_mends_the_box_and_the_probe_runs(
 ) -> None:
     monkeypatch.setenv("TUNEUP_CACHE_DIR", str(tmp_path / "cache"))
     preset = load_preset("cpu-smoke")
-    base = base_values(preset, load_trainer("unet"), None)
-    check = data_keeper(preset, load_trainer("unet"), base, tmp_path)
+    base = base_values(preset, load_trainer("unet"), None, npy=False)
+    check = data_keeper(preset, load_trainer("unet"), base, tmp_path, npy=False)
     assert check is not None and check() is None
     train = Path(base["train_path"])
     if fault == "truncated":
@@ -193,3 +191,44 @@ def test_the_users_damaged_data_is_named_with_what_is_wrong_not_the_preset(
     last = done.stderr.strip().splitlines()[-1]
     assert f"the data file {data} is cut short (100,000 of " in last
     assert "train section" not in last and "tuneup doctor" not in last
+
+
+def test_the_npy_copies_are_made_where_a_ladder_reads_them_without_dali(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A machine without DALI (or a loader that reads the copies without it) gets them as
+    a machine with it does: the need comes from the loaders the ladder runs, never from
+    what this process can import."""
+    monkeypatch.setitem(sys.modules, "nvidia", None)  # `import nvidia.dali` fails here
+    monkeypatch.setenv("TUNEUP_CACHE_DIR", str(tmp_path / "cache"))
+    preset = load_preset("cpu-smoke")
+    train_values = dict(preset.train)
+    proposes_dali = MachineInfo(cpus_usable=2, dali=True)  # its data stage tries dali-lowmem
+    assert ladder_reads_npy(("workers", "data"), proposes_dali, train_values, preset)
+    assert not ladder_reads_npy(
+        ("workers", "data"), MachineInfo(cpus_usable=2), train_values, preset
+    )
+    npy_baseline = {**train_values, "data_loader_config": "dali-lowmem"}
+    assert ladder_reads_npy(("workers",), MachineInfo(cpus_usable=2), npy_baseline, preset)
+
+    base = base_values(preset, load_trainer("unet"), None, npy=True)
+    train, val = Path(base["train_path"]), Path(base["val_path"])
+    copies = [*npy_paths(train, train.parent), *npy_paths(val, val.parent)]
+    assert all(path.is_file() for path in copies)
+    for path in copies:
+        path.unlink()
+    check = data_keeper(preset, load_trainer("unet"), base, tmp_path, npy=True)
+    assert check is not None
+    said = check()
+    assert said is not None and "train_data.npy was gone" in said  # made, then went: said
+    assert all(path.is_file() for path in copies)
+
+
+def test_copies_a_box_never_had_are_made_without_a_word(tmp_path: Path) -> None:
+    """A box made for loaders that read no copies, then asked for them (a ladder with the
+    data stage on a DALI machine): made, nothing was damaged, nothing to say."""
+    train, _ = made(tmp_path)
+    said: list[str] = []
+    ensure_synthetic_data(BOX, VAL_BOX, 0, tmp_path, npy=True, say=said.append)
+    assert said == []
+    assert all(path.is_file() for path in npy_paths(train, train.parent))

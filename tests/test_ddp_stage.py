@@ -365,7 +365,7 @@ def test_ddp_stage_on_two_cpu_ranks_over_gloo(tmp_path: Path, monkeypatch) -> No
 
     monkeypatch.setenv("TUNEUP_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    train, val, _ = ensure_synthetic_data(32, 16, 0, tmp_path / "cache")
+    train, val, _ = ensure_synthetic_data(32, 16, 0, tmp_path / "cache", npy=False)
     base = {
         "device": "cpu",
         "levels": 3,

@@ -378,7 +378,7 @@ def test_users_data_gone_stops_the_ladder_with_the_way_on(tmp_path: Path) -> Non
         # the U-Net's check (the sim reads no files) on this session's folder
         unet = load_trainer("unet")
         check = data_keeper(
-            built.session.preset, unet, {"train_path": str(data)}, built.results.path
+            built.session.preset, unet, {"train_path": str(data)}, built.results.path, npy=False
         )
         assert check is not None and check() is None
         data.unlink()
@@ -390,13 +390,12 @@ def test_users_data_gone_stops_the_ladder_with_the_way_on(tmp_path: Path) -> Non
 
 def test_the_synthetic_box_is_made_again_by_the_data_check(tmp_path: Path, monkeypatch) -> None:
     from tuneup.preset.load import load_preset
-    from tuneup.tuning.session.assembly import base_values
-    from tuneup.tuning.session.datakeep import data_keeper
+    from tuneup.tuning.session.datakeep import base_values, data_keeper
 
     monkeypatch.setenv("TUNEUP_CACHE_DIR", str(tmp_path / "cache"))
     preset = load_preset("cpu-smoke")
-    base = base_values(preset, load_trainer("unet"), None)
-    check = data_keeper(preset, load_trainer("unet"), base, tmp_path)
+    base = base_values(preset, load_trainer("unet"), None, npy=False)
+    check = data_keeper(preset, load_trainer("unet"), base, tmp_path, npy=False)
     assert check is not None and check() is None
     shutil.rmtree(Path(base["train_path"]).parent)
     said = check()
@@ -413,13 +412,12 @@ def test_the_box_going_while_the_data_check_reads_it_is_made_again(
     import tuneup.unet.datacache as datacache
     from tuneup.errors import DataFault
     from tuneup.preset.load import load_preset
-    from tuneup.tuning.session.assembly import base_values
-    from tuneup.tuning.session.datakeep import data_keeper
+    from tuneup.tuning.session.datakeep import base_values, data_keeper
 
     monkeypatch.setenv("TUNEUP_CACHE_DIR", str(tmp_path / "cache"))
     preset = load_preset("cpu-smoke")
-    base = base_values(preset, load_trainer("unet"), None)
-    check = data_keeper(preset, load_trainer("unet"), base, tmp_path)
+    base = base_values(preset, load_trainer("unet"), None, npy=False)
+    check = data_keeper(preset, load_trainer("unet"), base, tmp_path, npy=False)
     assert check is not None and check() is None
     ensure, calls = datacache.ensure_synthetic_data, []
 

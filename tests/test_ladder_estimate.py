@@ -136,7 +136,9 @@ def test_costs_measured_by_the_first_probes_price_the_rest_within_a_quarter(
     from tuneup.unet.datacache import ensure_synthetic_data
 
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    train, val, _ = ensure_synthetic_data(32, 16, 0, Path(os.environ["TUNEUP_CACHE_DIR"]))
+    train, val, _ = ensure_synthetic_data(
+        32, 16, 0, Path(os.environ["TUNEUP_CACHE_DIR"]), npy=False
+    )
     tiny = tiny_preset(tmp_path, [])
     budget = {**tiny["probe"]["budget"], "trial_s": 0.2, "loss_steps": 4, "limit_s": 60}
     preset = parse_preset({**tiny, "probe": {"stages": [], "budget": budget}}, "test")

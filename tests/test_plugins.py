@@ -7,12 +7,15 @@ sys.path, which importlib.metadata finds exactly as it finds a pip install.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
+import pkgutil
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,6 +30,8 @@ from tuneup.trainers.adapters import (
     scan_trainers,
     trainer_names,
 )
+
+REPO = Path(__file__).resolve().parent.parent
 
 GOOD = {
     "goodpkg/__init__.py": """
@@ -237,7 +242,7 @@ def test_format_table_has_a_row_per_entry_point_and_survives_none():
 
 def test_warn_broken_plugins_prints_each_on_stderr(installed, capsys):
     installed(BROKEN)
-    assert warn_broken_plugins() == 4
+    assert len(warn_broken_plugins()) == 4
     err = capsys.readouterr().err
     assert err.count("tuneup: warning: ") == 4
 
@@ -494,3 +499,142 @@ def test_a_builtin_declared_but_not_reinstalled_is_named_with_its_fix(tmp_path, 
     run_plugins_list()
     assert "not registered" not in capsys.readouterr().err
     assert declared_entry_points(tmp_path / "none.toml") == {}  # an installed wheel: silent
+
+
+def _defined_builtins(kind: type) -> dict[int, tuple[str, Any]]:
+    """Every module-level `kind` (a Stage, a TrainerAdapter) the built-in plugins' source
+    defines, in any module of the package: where it was first met, and the object."""
+    import tuneup_plugins
+
+    found: dict[int, tuple[str, Any]] = {}
+    for module in pkgutil.walk_packages(tuneup_plugins.__path__, "tuneup_plugins."):
+        for attribute, obj in vars(importlib.import_module(module.name)).items():
+            if isinstance(obj, kind):
+                found.setdefault(id(obj), (f"{module.name}:{attribute}", obj))
+    return found
+
+
+def _declared_objects(group: str) -> dict[int, str]:
+    """What each entry point of `group` in pyproject.toml points at, by identity (read from
+    the file, not the installed metadata: this is the checkout's declaration)."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11 on
+
+    document = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    declared = document["project"]["entry-points"][group]
+    objects = {}
+    for name, value in declared.items():
+        module, attribute = value.split(":")
+        objects[id(getattr(importlib.import_module(module), attribute))] = name
+    return objects
+
+
+@pytest.mark.parametrize(
+    ("group", "kind"),
+    [("tuneup.stages", "Stage"), ("tuneup.trainers", "TrainerAdapter")],
+)
+def test_every_builtin_stage_and_trainer_has_its_entry_point(group, kind):
+    """A Stage or trainer adapter written in plugins/ but left out of pyproject.toml is
+    never found by the registry, and nothing else says so: this test does."""
+    from tuneup.probe.stages import Stage
+
+    cls = {"Stage": Stage, "TrainerAdapter": TrainerAdapter}[kind]
+    defined = _defined_builtins(cls)
+    declared = _declared_objects(group)
+    assert defined, f"no {kind} found in the built-in plugins: the walk is broken"
+    missing = [
+        f"{where} ({obj.name!r})" for key, (where, obj) in defined.items() if key not in declared
+    ]
+    assert not missing, (
+        f'{", ".join(missing)}: no entry point under [project.entry-points."{group}"] in '
+        'pyproject.toml; add `NAME = "MODULE:ATTRIBUTE"` there, then `pip install -e .`'
+    )
+    misnamed = [
+        f"{declared[key]} -> {obj.name!r}"
+        for key, (_, obj) in defined.items()
+        if declared[key] != obj.name
+    ]
+    assert not misnamed, f"entry point names that are not their plugin's name: {misnamed}"
+
+
+STALE_LINE = (
+    "stage 'pace' (x:PACE) is declared in pyproject.toml but not registered: "
+    "run `pip install -e .` again"
+)
+
+
+@pytest.fixture
+def pace_not_reinstalled(monkeypatch):
+    """A built-in stage 'pace' added to pyproject.toml, the package not installed again."""
+    from tuneup import plugin_registry
+
+    declared = plugin_registry.declared_entry_points(REPO / "pyproject.toml")
+    stale = {**declared, "tuneup.stages": {**declared["tuneup.stages"], "pace": "x:PACE"}}
+    monkeypatch.setattr(plugin_registry, "declared_entry_points", lambda _path: stale)
+
+
+def test_probe_stages_naming_a_stage_not_reinstalled_says_the_reinstall(
+    pace_not_reinstalled, tmp_path, capsys
+):
+    from tuneup.cli import main
+
+    argv = ["probe", "--trainer", "sim", "--preset", "cpu-smoke", "--json"]
+    assert main([*argv, "--stages", "pace", "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert f"--stages: {STALE_LINE}" in err
+    assert "unknown stage" not in err
+    # a name nobody declared still lists the known ones
+    assert main([*argv, "--stages", "pase", "--out", str(tmp_path / "other")]) == 2
+    assert "--stages: unknown stage 'pase': known stages are amp, " in capsys.readouterr().err
+
+
+def test_a_preset_or_load_naming_a_stage_not_reinstalled_says_the_reinstall(pace_not_reinstalled):
+    from tuneup.preset.stage_schema import _unknown_stage
+
+    assert _unknown_stage("pace", "probe.stages") == f"probe.stages: {STALE_LINE}"
+    with pytest.raises(UsageError) as raised:
+        load_stage("pace")
+    assert str(raised.value) == STALE_LINE
+
+
+def test_a_builtin_whose_import_fails_names_the_reinstall(monkeypatch):
+    """A built-in entry point the installed metadata points where the checkout no longer
+    has it (a stage moved or renamed since `pip install -e .`)."""
+    from importlib.metadata import EntryPoint
+
+    from tuneup import plugin_registry
+    from tuneup.probe.stages import Stage
+
+    moved = EntryPoint("gone", "tuneup_plugins.stages:GONE", "tuneup.stages")
+    monkeypatch.setattr(plugin_registry.importlib.metadata, "entry_points", lambda group: [moved])
+    registry = plugin_registry.Registry("tuneup.stages", "stage", Stage)
+    (warning,) = registry.scan()[1]
+    assert "stage plugin 'gone'" in warning and "from built-in failed to import" in warning
+    assert "run `pip install -e .` again, if the checkout moved it" in warning
+
+
+def test_tuneup_tui_warns_of_broken_and_unregistered_plugins_before_and_in_the_app(
+    pace_not_reinstalled, monkeypatch, capsys
+):
+    """`tuneup tui` says them on stderr (seen again once the app gives the terminal back)
+    and hands them to the app, which says them on its screen."""
+    from tuneup.commands import tui
+    from tuneup.tui import app as app_module
+
+    made: list[dict[str, Any]] = []
+
+    class Opened:
+        session_folder = None
+
+        def __init__(self, machine, **kwargs):
+            made.append(kwargs)
+
+        def run(self):
+            pass
+
+    monkeypatch.setattr(tui, "require_app", lambda *_args: None)
+    monkeypatch.setattr(tui, "require_terminal", lambda *_args: None)
+    monkeypatch.setattr(app_module, "TuneupApp", Opened)
+    assert tui.run_tui_command(preset_name="cpu-smoke", trainer="sim") == 0
+    assert f"tuneup: warning: {STALE_LINE}" in capsys.readouterr().err
+    (kwargs,) = made
+    assert STALE_LINE in kwargs["plugin_warnings"]

@@ -69,7 +69,7 @@ def test_failing_rungs_are_classified_and_the_ladder_goes_on(
 ) -> None:
     from tuneup.unet.datacache import ensure_synthetic_data
 
-    train, val, _ = ensure_synthetic_data(32, 16, 0, tmp_path / "cache")
+    train, val, _ = ensure_synthetic_data(32, 16, 0, tmp_path / "cache", npy=False)
     monkeypatch.setenv(
         "TUNEUP_WORKER_FAULT",
         "kill:optimizer_impl=fused,oom:channels_last=True,hang:jit=script",

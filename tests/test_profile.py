@@ -493,7 +493,7 @@ def test_profile_makes_tuneups_box_again_as_a_ladder_does_and_names_the_trace_fo
     from tuneup.probe.types import ProbeResult, Status
     from tuneup.unet.datacache import ensure_synthetic_data
 
-    train, val, _made = ensure_synthetic_data(32, 16, 0, cache_dir())
+    train, val, _made = ensure_synthetic_data(32, 16, 0, cache_dir(), npy=False)
     values = {**tiny_values, "train_path": str(train), "val_path": str(val)}
     preset = {
         "name": "tiny",

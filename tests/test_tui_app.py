@@ -442,3 +442,15 @@ def test_a_preset_given_as_a_file_opens_setup_with_that_preset_chosen(tmp_path: 
             assert "my own" not in text(app, "#preset-description")
 
     run(scenario)
+
+
+def test_the_app_says_the_broken_plugins_it_was_given_when_it_opens(tmp_path: Path) -> None:
+    line = "stage 'pace' (x:PACE) is declared in pyproject.toml but not registered: run ..."
+
+    async def scenario() -> None:
+        app = make_app(tmp_path, plugin_warnings=[line])
+        async with app.run_test(size=SIZE) as pilot:
+            await until(lambda: isinstance(app.screen, SetupScreen), pilot)
+            assert [n.message for n in app._notifications] == [line]
+
+    run(scenario)

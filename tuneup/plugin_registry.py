@@ -143,10 +143,18 @@ class Registry(Generic[T]):
         for ep in self.entry_points():
             if ep.name == name:
                 return self._load(ep)
+        raise UsageError(self.unknown(name))
+
+    def unknown(self, name: str) -> str:
+        """Why no plugin answers to `name`, in one line: one this checkout declares but
+        has not registered says so and how to register it; another lists the known names."""
+        stale = checkout_unregistered({self.group: name})
+        if stale:
+            return stale[0]
         known = self.names()
         hint = did_you_mean(name, known)
         listed = ", ".join(known) if known else "none (is tuneup installed?)"
-        raise UsageError(f"unknown {self.kind} '{name}': {hint}known {self.kind}s are {listed}")
+        return f"unknown {self.kind} '{name}': {hint}known {self.kind}s are {listed}"
 
     def scan(self) -> tuple[dict[str, T], list[str]]:
         """Load every plugin; each broken one becomes a warning line and is skipped.
@@ -276,7 +284,7 @@ def _import_plugin(ep: importlib.metadata.EntryPoint, label: str) -> tuple[Any, 
         try:
             return ep.load(), None
         except Exception as exc:  # a stale install: its module or attribute has moved
-            return None, _import_problem(exc, "")
+            return None, f"{_import_problem(exc, '')}: {REINSTALL}, if the checkout moved it"
     if getattr(_INSIDE, "active", False):  # loaded by a plugin as it imports
         obj, error = _load_caught(ep)
         return (obj, None) if error is None else (None, _import_problem(error, ""))
@@ -344,6 +352,9 @@ def _one_line(text: Any) -> str:
 
 
 GROUPS = {"tuneup.stages": "stage", "tuneup.trainers": "trainer"}
+REINSTALL = "run `pip install -e .` again"
+"""The fix for a built-in plugin the installed metadata lacks or points at wrongly: the
+entry points are read from the metadata the last install wrote, not from pyproject.toml."""
 
 
 def declared_entry_points(pyproject: Path) -> dict[str, dict[str, str]]:
@@ -376,15 +387,21 @@ def unregistered(
             if known.get(name) != value:
                 lines.append(
                     f"{GROUPS.get(group, group)} '{name}' ({value}) is declared in "
-                    "pyproject.toml but not registered: run `pip install -e .` again"
+                    f"pyproject.toml but not registered: {REINSTALL}"
                 )
     return lines
 
 
-def checkout_unregistered() -> list[str]:
-    """`unregistered` for the checkout this tuneup runs from (none for an installed wheel)."""
+def checkout_unregistered(only: Mapping[str, str] | None = None) -> list[str]:
+    """`unregistered` for the checkout this tuneup runs from (none for an installed wheel);
+    `only`: of one name in one group ({group: name}), the one a user asked for."""
     pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
     declared = declared_entry_points(pyproject)
+    if only is not None:
+        declared = {
+            group: {n: v for n, v in names.items() if only.get(group) == n}
+            for group, names in declared.items()
+        }
     if not any(declared.values()):
         return []
     installed = {g: list(importlib.metadata.entry_points(group=g)) for g in GROUPS}

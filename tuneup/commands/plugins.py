@@ -26,17 +26,20 @@ def plugin_warnings() -> list[str]:
     return scan_stages()[1] + scan_trainers()[1] + checkout_unregistered()
 
 
-def warn_broken_plugins(stream: TextIO | None = None) -> int:
-    """Print each broken plugin as a warning on stderr; how many there were.
+def warn_broken_plugins(stream: TextIO | None = None) -> list[str]:
+    """Print each broken or unregistered plugin as a warning on stderr; the lines, for a
+    screen that says them too.
 
-    For commands that want the user to hear about a broken plugin even when
-    they never name it (a plugin that fails is otherwise silently unusable).
+    For commands that offer every plugin (the app's setup screen lists the stages): the
+    user hears about a broken one even without naming it (a plugin that fails is
+    otherwise silently unusable). Imports every plugin; `tuneup probe` says only those
+    its ladder met (`stage_plans.plugin_alerts`), so that a listing ladder imports no other.
     """
     out = sys.stderr if stream is None else stream
     warnings = plugin_warnings()
     for line in warnings:
         print(f"tuneup: warning: {line}", file=out)
-    return len(warnings)
+    return warnings
 
 
 def format_table(rows: list[PluginInfo]) -> list[str]:

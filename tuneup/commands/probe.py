@@ -19,7 +19,13 @@ from tuneup.tuning.results.profiles import profile_lines
 from tuneup.tuning.results.summary import Summary
 from tuneup.tuning.results.verdicts import confirmation_lines, stage_summary
 from tuneup.tuning.session.assembly import assemble_new
-from tuneup.tuning.session.control import DataGone, OutOfTime, SessionInterrupted, SilentReporter
+from tuneup.tuning.session.control import (
+    DataGone,
+    OutOfTime,
+    Reporter,
+    SessionInterrupted,
+    SilentReporter,
+)
 from tuneup.tuning.session.request import SessionRequest
 from tuneup.tuning.session.resume import assemble_resume
 
@@ -40,11 +46,11 @@ def run_probe_command(
     with StopSignals() as stop:
         if resume is not None:
             built = assemble_resume(
-                resume, request, machine, reporter=reporter, on_event=_events(reporter)
+                resume, request, machine, reporter=reporter, on_event=reporter.event
             )
         else:
             built = assemble_new(
-                request, machine, out=out, reporter=reporter, on_event=_events(reporter)
+                request, machine, out=out, reporter=reporter, on_event=reporter.event
             )
         folder = built.results.path
         try:
@@ -79,10 +85,8 @@ def run_probe_command(
             raise
         finally:
             built.close()
-            close = getattr(reporter, "close", None)
-            if close is not None:
-                with contextlib.suppress(OSError):  # SIGHUP: the terminal may be gone
-                    close()
+            with contextlib.suppress(OSError):  # SIGHUP: the terminal may be gone
+                reporter.close()
 
     summary = built.results.summary()
     gone = summary.document.get("unmeasured")
@@ -130,11 +134,7 @@ def _say(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
 
-def _events(reporter: Any) -> Any:
-    return getattr(reporter, "event", None)
-
-
-def _reporter(as_json: bool) -> Any:
+def _reporter(as_json: bool) -> Reporter:
     if as_json:
         return SilentReporter()
     if sys.stderr.isatty():

@@ -131,6 +131,9 @@ class PlainReporter:
         if unfair:
             self.note(unfair)
 
+    def close(self) -> None:
+        """Plain lines hold nothing to give back."""
+
     def _take_baseline(self, result: ProbeResult) -> str:
         """Keep the first fair baseline (`fair_baseline`) for the lines' "vs baseline"; the
         first contended one before it gets a note saying why there is none yet."""

@@ -65,7 +65,12 @@ def _with_default_data(cfg: TrainConfig, synth: dict[str, Any], announce: bool) 
         return cfg
     box, val_box, seed = synth["box"], synth["val_box"], synth.get("seed", 0)
     train, val, made = ensure_synthetic_data(
-        box, val_box, seed, cache_dir(), say=lambda line: print(f"tuneup: {line}", file=sys.stderr)
+        box,
+        val_box,
+        seed,
+        cache_dir(),
+        npy=loader(cfg.data_loader_config).reads == "npy",
+        say=lambda line: print(f"tuneup: {line}", file=sys.stderr),
     )
     if made and announce:
         print(f"tuneup: made a synthetic {box}^3 box in {train.parent}", file=sys.stderr)

@@ -18,6 +18,7 @@ from tuneup.bundled import cache_dir
 from tuneup.cluster.job import JobEnv, read_job_env
 from tuneup.cluster.signals import StopSignals
 from tuneup.commands.app_deps import require_app, require_terminal
+from tuneup.commands.plugins import warn_broken_plugins
 from tuneup.errors import ExitCode, UsageError
 from tuneup.hardware.backends import choose_backend
 from tuneup.hardware.devices import cuda_visible_devices
@@ -69,6 +70,8 @@ def run_tui_command(
     )
     from tuneup.tui.app import TuneupApp, replayed_gpus  # Textual: only once the app can run
 
+    # on stderr, seen again when the app gives the terminal back, and on the app's screen
+    broken = warn_broken_plugins()
     machine = machine_info()
     if preset_name is None:
         preset_name, _why = pick_preset(None, machine)
@@ -84,6 +87,7 @@ def run_tui_command(
         monitor_backend=replayed_gpus(replay) if replay is not None else None,
         gpu_memory_gib=_gpu_memory_gib() if machine.cuda else (),
         ladder_record=LadderRecord(cache_dir()),
+        plugin_warnings=broken,
     )
     # The app owns the terminal: no notice. SIGTERM (SLURM's time limit) and SIGHUP (a
     # closed terminal) end the app as `q` would (on_unmount stops the running probe and

@@ -11,7 +11,7 @@ from typing import Any
 
 from tuneup.errors import UsageError, did_you_mean
 from tuneup.preset.schema import config_problem, type_name
-from tuneup.probe.stages import default_ladder, load_stage, stage_names
+from tuneup.probe.stages import default_ladder, load_stage, stage_names, unknown_stage
 from tuneup.probe.types import Candidate
 
 
@@ -157,11 +157,9 @@ def check_stages(
 
 def _unknown_stage(name: Any, where: str) -> str | None:
     """The problem with a stage name that no stage is registered under; None when one is."""
-    known = stage_names()
-    if name in known:
+    if name in stage_names():
         return None
-    listed = ", ".join(known) or "none (is tuneup installed?)"
-    return f"{where}: unknown stage '{name}': {did_you_mean(name, known)}known stages are {listed}"
+    return f"{where}: {unknown_stage(str(name))}"
 
 
 def _without(names: list[str], without: Any) -> tuple[list[str], list[str]]:

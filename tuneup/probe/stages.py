@@ -233,6 +233,12 @@ def stage_names() -> list[str]:
     return _REGISTRY.names()
 
 
+def unknown_stage(name: str) -> str:
+    """Why no stage is registered as `name`, in one line: a built-in one this checkout
+    declares but has not registered names the reinstall; else the known names."""
+    return _REGISTRY.unknown(name)
+
+
 def default_ladder() -> tuple[str, ...]:
     """The default ladder: every registered stage that declares an `order`, in that order.
 

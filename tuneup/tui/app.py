@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -83,6 +83,9 @@ class TuneupApp(App[None]):
         seed: the session's seed.
         gpu_memory_gib: each GPU's memory for the setup screen, when NVML knows it.
         tune_screen: builds the TUNE screen for a driver (tests may pass a stand-in).
+        plugin_warnings: the broken or unregistered plugins, one line each with its fix
+            (`tuneup.commands.plugins.plugin_warnings`): said when the app opens, since a
+            stage the setup screen lacks is otherwise missing without a word.
     """
 
     TITLE = "tuneup"
@@ -113,6 +116,7 @@ class TuneupApp(App[None]):
         seed: int = 0,
         gpu_memory_gib: tuple[float, ...] = (),
         tune_screen: Callable[[Any, bool], Screen[Any]] = _default_tune_screen,
+        plugin_warnings: Sequence[str] = (),
     ) -> None:
         super().__init__()
         self.machine = machine
@@ -136,8 +140,11 @@ class TuneupApp(App[None]):
         self.built: AssembledSession | None = None
         self._reviewed: Path | None = review
         self._alerts: list[str] = []
+        self.plugin_warnings = tuple(plugin_warnings)
 
     def on_mount(self) -> None:
+        for line in self.plugin_warnings:
+            self.notify(line, title="plugin", severity="warning", timeout=15)
         self.push_screen(
             SetupScreen(
                 self.machine,
@@ -243,8 +250,10 @@ class TuneupApp(App[None]):
         return Sampler(backend, interval_s=0.5)
 
     def _launch(self, driver: Any, start: bool) -> None:
+        said = {f"warning: {line}" for line in self.plugin_warnings}  # when the app opened
         for line in self._alerts:
-            self.notify(line, severity="warning", timeout=10)
+            if line not in said:
+                self.notify(line, severity="warning", timeout=10)
         self._alerts = []
         self.driver = driver
         self.push_screen(self.tune_screen(driver, start))
@@ -280,6 +289,9 @@ class TuneupApp(App[None]):
             engine_factory=self.engine_factory,
         )
         return self._session_driver(built, relay)
+
+    def on_results_screen_retry_failed(self, message: ResultsScreen.RetryFailed) -> None:
+        self.retry_failed(message.folder)
 
     def retry_failed(self, folder: Path) -> None:
         """The results screen's `r` on a finished session with unmeasured stages: they are
@@ -318,13 +330,10 @@ class TuneupApp(App[None]):
         self.notify(" · ".join(keys), title="keys", timeout=8)
 
     def action_resume_session(self) -> None:
-        driver = self.driver
-        if driver is None or driver.started.is_set():
-            return
-        # The TUNE screen was opened without starting: its handlers receive the driver's messages.
-        screen = self.screen
-        driver.post = screen.post_message
-        screen.run_worker(driver.run, thread=True, exit_on_error=False, name="probe-session")
+        """The results screen's `r` on a partial summary, once it has given way to the TUNE
+        screen opened without starting: that screen runs the ladder on."""
+        if isinstance(self.screen, TuneScreen):
+            self.screen.action_resume()
 
     # The monitor
 

@@ -212,6 +212,9 @@ class SessionDriver:
     def note(self, line: str) -> None:
         self.post(self.Note(line))
 
+    def close(self) -> None:
+        """The app's screens end with the session's messages: nothing to give back."""
+
     def event(self, event: Event) -> None:
         """The worker's events (called from the runner's reader thread); a compile cache the
         worker mended is said as the session's notes are."""

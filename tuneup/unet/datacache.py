@@ -9,14 +9,14 @@ made before the record existed is read once (its layout, its size) and recorded.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 from collections.abc import Callable
 from pathlib import Path
 
+from tuneup.bundled import read_cache_record
 from tuneup.errors import UsageError
 from tuneup.paths import output_folder, require_space, writing
 from tuneup.unet.boxfile import inspect_box
-from tuneup.unet.made import UNRECORDED, damage, record_made
+from tuneup.unet.made import RECORD, UNRECORDED, damage, record_made
 from tuneup.unet.npy import convert_box, npy_damage, npy_paths
 from tuneup.unet.synth import TRAIN_STREAM, VAL_STREAM, box_bytes, synthesize, write_box
 
@@ -31,6 +31,7 @@ def ensure_synthetic_data(
     seed: int,
     root: Path,
     *,
+    npy: bool,
     thorough: bool = True,
     say: Callable[[str], None] | None = None,
 ) -> tuple[Path, Path, bool]:
@@ -39,6 +40,9 @@ def ensure_synthetic_data(
     Args:
         box, val_box, seed: the dataset (`tuneup data synth`'s arguments).
         root: tuneup's cache folder.
+        npy: a loader the caller will run reads the channels-last .npy copies
+            (`loader(name).reads == "npy"`): they are made (and mended) beside each box.
+            The caller knows which loaders it runs; what this process can import does not.
         thorough: read every file for its checksum; else only those whose size or time
             changed since they were made (a stat each: the check before each probe).
         say: hears one line when a damaged file was made again.
@@ -48,17 +52,16 @@ def ensure_synthetic_data(
     """
     folder = synthetic_folder(root, box, val_box, seed)
     train, val = folder / "train.h5", folder / "val.h5"
-    dali = _dali_installed()
     with writing(folder, "tuneup's cache", then=CACHE_FIX):
         if not (train.exists() or val.exists()):
-            _make(folder, root, box, val_box, seed, dali)
+            _make(folder, root, box, val_box, seed, npy)
             return train, val, True
         mended = [
             f"{h5.name} was {why}"
             for h5, side, stream in ((train, box, TRAIN_STREAM), (val, val_box, VAL_STREAM))
             if (why := _mend_box(h5, side, seed, stream, thorough))
         ]
-        if dali:  # so the data stage can probe DALI too
+        if npy:
             mended += _mend_npy_copies((train, val), thorough)
     if mended and say is not None:
         say(f"the synthetic box in {folder}: {', '.join(mended)}: made it again")
@@ -70,17 +73,17 @@ def synthetic_folder(root: Path, box: int, val_box: int, seed: int) -> Path:
     return root / f"synth-{box}-{val_box}-seed{seed}"
 
 
-def _make(folder: Path, root: Path, box: int, val_box: int, seed: int, dali: bool) -> None:
-    """Make the dataset (and its .npy copies where DALI is installed) on first use; a full
-    disk is said before anything is made, and a failure leaves no empty folder."""
-    need = (box_bytes(box) + box_bytes(val_box)) * (2 if dali else 1)
+def _make(folder: Path, root: Path, box: int, val_box: int, seed: int, npy: bool) -> None:
+    """Make the dataset (and its .npy copies where `npy`) on first use; a full disk is
+    said before anything is made, and a failure leaves no empty folder."""
+    need = (box_bytes(box) + box_bytes(val_box)) * (2 if npy else 1)
     require_space(folder, need, CACHE_FIX)
     new_root = not root.exists()
     output_folder(root, CACHE_FLAG, "tuneup's cache")
     try:
         made = synthesize(folder, box=box, val_box=val_box, seed=seed, fix=CACHE_FIX)
         record_made((made.train_path, made.val_path))
-        if dali:
+        if npy:
             _mend_npy_copies((made.train_path, made.val_path), thorough=False)
     except BaseException:
         for empty in (folder, root) if new_root else (folder,):
@@ -113,11 +116,16 @@ def _unrecorded_box_damage(h5: Path, side: int) -> str:
 
 
 def _mend_npy_copies(boxes: tuple[Path, ...], thorough: bool) -> list[str]:
-    """The channels-last .npy copies the DALI loader reads, next to each box: made where
-    missing or damaged; what was wrong with each, in words."""
+    """The channels-last .npy copies a loader that `reads` "npy" needs, next to each box:
+    made where never made (a box made for loaders that read none), made again where
+    damaged; what was wrong with each, in words."""
     said = []
     for h5 in boxes:
         copies = npy_paths(h5, h5.parent)
+        if _never_made(copies):
+            convert_box(h5, h5.parent, fix=CACHE_FIX)
+            record_made(copies)
+            continue
         found = damage(copies, thorough=thorough)
         for path in [p for p, why in found.items() if why == UNRECORDED]:
             found[path] = npy_damage(path)  # its header and size decide
@@ -131,9 +139,7 @@ def _mend_npy_copies(boxes: tuple[Path, ...], thorough: bool) -> list[str]:
     return said
 
 
-def _dali_installed() -> bool:
-    """Whether DALI is importable, without importing it (no `nvidia` package: not installed)."""
-    try:
-        return importlib.util.find_spec("nvidia.dali") is not None
-    except (ImportError, ValueError):
-        return False
+def _never_made(copies: tuple[Path, ...]) -> bool:
+    """None of `copies` is there, nor in the record: never made, so nothing to say."""
+    known = read_cache_record(copies[0].parent / RECORD)
+    return not any(path.exists() or path.name in known for path in copies)

@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from tuneup.bundled import cache_dir
-from tuneup.config import box_bytes, loader
+from tuneup.config import box_bytes
 from tuneup.errors import UsageError
 from tuneup.export.tutorial import TUTORIAL_BOX
 from tuneup.paths import space_text
+from tuneup.tuning.session.datakeep import reads_npy
 
 CACHE_FIX = "free some space there, or set TUNEUP_CACHE_DIR to a folder with room"
 
@@ -115,13 +116,15 @@ def run_data(
     # h5py: only where a box is made or read
     from tuneup.unet.datacache import ensure_synthetic_data, synthetic_folder
 
-    npy = loader(str(values.get("data_loader_config") or "lowmem")).reads == "npy"
+    npy = reads_npy(values)
+    # the baseline runs too, maybe on another loader: the copies are made for either
+    copies = npy or reads_npy(session.get("base_config") or {})
 
     def need(sides: tuple[int, int]) -> int:
         made = synthetic_folder(cache_dir(), sides[0], sides[1], seed)
         if (made / "train.h5").is_file() and (made / "val.h5").is_file():
             return 0  # made before: read as it is
-        return (box_bytes(sides[0]) + box_bytes(sides[1])) * (2 if npy else 1)
+        return (box_bytes(sides[0]) + box_bytes(sides[1])) * (2 if copies else 1)
 
     free = _free_bytes(cache_dir())
     floor = box or (probe_box[0] if probe_box else 1)
@@ -142,7 +145,7 @@ def run_data(
         before_making(need(sides))
         say(f"making a synthetic {sides[0]}^3 box (val {sides[1]}^3) in {cache_dir()} ...")
     train, val, _made = ensure_synthetic_data(
-        sides[0], sides[1], seed, cache_dir(), thorough=False, say=say
+        sides[0], sides[1], seed, cache_dir(), npy=copies, thorough=False, say=say
     )
     return RunData(
         values=_data_values(train, val, sides, npy),

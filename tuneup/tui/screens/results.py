@@ -19,6 +19,7 @@ from rich.table import Table
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Static
 
@@ -231,6 +232,15 @@ class ResultsScreen(Screen[None]):
         Binding("q", "quit_app", "quit"),
     ]
 
+    class RetryFailed(Message):
+        """`r` on a finished session that left stages unmeasured: the app measures them
+        again (`tuneup probe --resume DIR --retry-failed`); a host without a session to
+        rebuild lets it pass."""
+
+        def __init__(self, folder: Path) -> None:
+            super().__init__()
+            self.folder = folder
+
     def __init__(
         self,
         summary: Summary,
@@ -385,9 +395,8 @@ class ResultsScreen(Screen[None]):
         """Back to the ladder this partial summary stopped, and on with it; a finished one
         measures its unmeasured stages again (`tuneup probe --resume DIR --retry-failed`)."""
         if self.summary.partial is None:
-            retry = getattr(self.app, "retry_failed", None)
-            if self.summary.unmeasured and retry is not None:
-                retry(self.results_dir)
+            if self.summary.unmeasured:
+                self.post_message(self.RetryFailed(self.results_dir))
             return
         if len(self.app.screen_stack) <= 2:
             return

@@ -134,11 +134,16 @@ class TuneScreen(Screen[None]):
         self.set_class(self.app.size.height < self.SHORT, "-short")
         if self.gpu_feed is not None:
             self.set_interval(1.0, self._refresh_gpu_charts)
-        self.driver.post = self.post_message
         if self.start_on_mount:
-            self.run_worker(self.driver.run, thread=True, exit_on_error=False, name="probe-session")
+            self._run_session()
         else:
+            self.driver.post = self.post_message
             self._show_journal()
+
+    def _run_session(self) -> None:
+        """The driver's session on a thread worker, its messages handled here."""
+        self.driver.post = self.post_message
+        self.run_worker(self.driver.run, thread=True, exit_on_error=False, name="probe-session")
 
     def _show_journal(self) -> None:
         """An interrupted session reopened: what its journal holds, and what r would do."""
@@ -169,10 +174,10 @@ class TuneScreen(Screen[None]):
         return True
 
     def action_resume(self) -> None:
-        resume = getattr(self.app, "action_resume_session", None)
-        if resume is None or self.driver.started.is_set():
+        """The stopped ladder goes on here, from its journal."""
+        if self.driver.started.is_set():
             return
-        resume()  # its Started empties the table, which the journal's replay fills again
+        self._run_session()  # its Started empties the table, which the journal's replay fills
         self.refresh_bindings()
 
     def _refresh_gpu_charts(self) -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import re
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,21 +23,20 @@ from typing import Any
 from tuneup.bundled import cache_dir
 from tuneup.cluster.job import JobEnv, default_layout, describe, read_job_env
 from tuneup.cluster.launch import LaunchPlan, check_plan
-from tuneup.config import loader
 from tuneup.costs.estimate import ProbeCosts
-from tuneup.errors import UsageError, did_you_mean
+from tuneup.errors import UsageError
 from tuneup.hardware.types import MachineInfo
 from tuneup.paths import is_storage_error
 from tuneup.preset.autopick import auto_pick, gpu_inventory
 from tuneup.preset.load import ProbePreset, load_preset, preset_warnings
 from tuneup.probe.events import EventHandler
-from tuneup.probe.stages import stage_names
+from tuneup.probe.stages import stage_names, unknown_stage
 from tuneup.trainers.adapters import DEFAULT_TRAINER, TrainerAdapter, load_trainer
 from tuneup.tuning.clock.ladder_record import LadderRecord
 from tuneup.tuning.results.journal import SESSION, ResultsDir, folder_problem, quoted
 from tuneup.tuning.search.search_records import StagePlan
 from tuneup.tuning.session.control import Reporter, SilentReporter
-from tuneup.tuning.session.datakeep import data_keeper
+from tuneup.tuning.session.datakeep import base_values, data_keeper
 from tuneup.tuning.session.engine import Engine, build_engine
 from tuneup.tuning.session.lock import LOCK_FILE, Owner, ResultsLock
 from tuneup.tuning.session.preflight import loader_shm_problem, refuse_baseline
@@ -47,6 +45,7 @@ from tuneup.tuning.session.realdata import RealData, real_data_for
 from tuneup.tuning.session.request import SessionRequest
 from tuneup.tuning.session.setting import Setting, read_setting
 from tuneup.tuning.session.stage_plans import (
+    ladder_reads_npy,
     plugin_alerts,
     shm_free_for,
     stage_plans,
@@ -158,10 +157,7 @@ def pick_stages(preset_stages: tuple[str, ...], chosen: tuple[str, ...] | None) 
     known = set(stage_names())
     for name in chosen:
         if name not in known:
-            raise UsageError(
-                f"--stages: no stage named '{name}': {did_you_mean(name, known)}known stages "
-                f"are {', '.join(sorted(known))}"
-            )
+            raise UsageError(f"--stages: {unknown_stage(name)}")
     return chosen
 
 
@@ -202,44 +198,6 @@ def launch_info(plan: LaunchPlan) -> dict[str, Any]:
         "world_size": plan.world_size,
         "launcher": launcher,
     }
-
-
-def base_values(
-    preset: ProbePreset, adapter: TrainerAdapter, data_path: Path | None
-) -> dict[str, Any]:
-    """The session's base config: the user's data file, else the preset's data or synthetic box.
-
-    A data file is the tutorial's train.h5; its sibling val.h5 is the
-    validation box when present (probes do not validate, so the train file
-    stands in otherwise). The synthetic box is made on first use.
-    """
-    values = dict(preset.train)
-    if data_path is not None:
-        if not data_path.is_file():
-            raise UsageError(f"no such data file: {data_path} (give the tutorial's train.h5)")
-        val = data_path.with_name("val.h5")
-        values["train_path"] = str(data_path.resolve())
-        values["val_path"] = str((val if val.is_file() else data_path).resolve())
-        return values
-    synth = preset.synthetic_data
-    needs_files = loader(str(values.get("data_loader_config", "lowmem"))).reads_files
-    if synth and needs_files and not values.get("train_path") and adapter.data_files:
-        # h5py: only when a synthetic box must be made
-        from tuneup.unet.datacache import ensure_synthetic_data
-
-        train, val, made = ensure_synthetic_data(
-            synth["box"], synth["val_box"], synth.get("seed", 0), cache_dir(), say=_say
-        )
-        if made:
-            print(
-                f"tuneup: made a synthetic {synth['box']}^3 box in {train.parent}", file=sys.stderr
-            )
-        values["train_path"], values["val_path"] = str(train), str(val)
-    return values
-
-
-def _say(line: str) -> None:
-    print(f"tuneup: {line}", file=sys.stderr)
 
 
 def default_folder(
@@ -307,7 +265,7 @@ def assemble_new(
         take_lock(lock, results, resumed=False)
         if results.has_session():  # another run finished there while this one started
             raise _already_a_session(results.path)
-        base = base_values(preset, adapter, request.data_path)
+        base = _new_base(preset, adapter, request.data_path, names, machine)
         return build_session(
             preset=preset,
             adapter=adapter,
@@ -338,6 +296,18 @@ def assemble_new(
         if not existed:
             discard_if_empty(results.path)
         raise
+
+
+def _new_base(
+    preset: ProbePreset,
+    adapter: TrainerAdapter,
+    data_path: Path | None,
+    names: tuple[str, ...],
+    machine: MachineInfo,
+) -> dict[str, Any]:
+    """A new session's base config, its synthetic box made for the loaders its ladder runs."""
+    npy = ladder_reads_npy(names, machine, dict(preset.train), preset)
+    return base_values(preset, adapter, data_path, npy=npy)
 
 
 def _chosen_preset(
@@ -486,7 +456,9 @@ def build_session(
         limit_by=fit.whose,
         shortest_trial_s=fit.shortest_trial_s,
         monotonic=monotonic,
-        data_check=data_keeper(preset, adapter, base, results.path),
+        data_check=data_keeper(
+            preset, adapter, base, results.path, npy=ladder_reads_npy(stages, machine, base, preset)
+        ),
         retry_failed=retry_failed,
         setting=setting,
         baseline_again=baseline_again,

@@ -6,9 +6,8 @@ from __future__ import annotations
 import threading
 from typing import Any, Protocol
 
-from tuneup.probe.types import (
-    ProbeResult,
-)
+from tuneup.probe.events import Event
+from tuneup.probe.types import ProbeResult
 
 
 class SessionInterrupted(Exception):
@@ -84,7 +83,11 @@ class SessionControl:
 
 
 class Reporter(Protocol):
-    """What a front end (plain lines, rich bars, JSON, the app) hears from a session."""
+    """What a front end (plain lines, rich bars, JSON, the app) hears from a session.
+
+    Every method is called: a front end with no use for one gives it an empty body, so a
+    session never asks what its reporter can do (mypy checks each front end against this).
+    """
 
     def session_start(self, info: dict[str, Any], total: int) -> None: ...
 
@@ -102,8 +105,19 @@ class Reporter(Protocol):
         rests on in words ("measured here", or the preset's costs, a record, a guess)."""
         ...
 
-    # Optional: `note(line)`, something the session did on its own that the user must know
-    # (data made again, journaled failures measured again); a reporter without it hears none.
+    def note(self, line: str) -> None:
+        """Something the session did on its own that the user must know (data made again,
+        journaled failures measured again)."""
+        ...
+
+    def event(self, event: Event) -> None:
+        """One event of the running probe's worker, from the runner's reader thread (the
+        backend's `on_event`)."""
+        ...
+
+    def close(self) -> None:
+        """The session is over: give back what the front end holds (a live display)."""
+        ...
 
 
 class SilentReporter:
@@ -122,4 +136,13 @@ class SilentReporter:
         pass
 
     def probe_done(self, result: ProbeResult, reused: bool) -> None:
+        pass
+
+    def note(self, line: str) -> None:
+        pass
+
+    def event(self, event: Event) -> None:
+        pass
+
+    def close(self) -> None:
         pass

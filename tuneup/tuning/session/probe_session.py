@@ -245,10 +245,8 @@ class ProbeSession:
             self.results.update_session(changes)
 
     def _note(self, line: str) -> None:
-        """A line for the user, where the front end has a place for one."""
-        note = getattr(self.reporter, "note", None)
-        if note is not None:
-            note(line)
+        """A line for the user, which every front end has a place for."""
+        self.reporter.note(line)
 
     def _check_data(self) -> bool:
         """The data check before a probe (data_check); True when the data was made again."""

@@ -30,7 +30,7 @@ from tuneup.probe.types import PROFILE_MISSING, Candidate, ProbeBudget, ProbeRes
 from tuneup.trainers.adapters import DEFAULT_TRAINER, TrainerAdapter, TrainerContext, load_trainer
 from tuneup.tuning.results.journal import SUMMARY, ResultsDir, quoted
 from tuneup.tuning.session.control import DataGone
-from tuneup.tuning.session.datakeep import data_keeper
+from tuneup.tuning.session.datakeep import data_keeper, reads_npy
 
 TRACE = ".trace.json.gz"  # the end of a trace's name, as the worker writes it
 
@@ -159,7 +159,8 @@ def _keep_data(
     Raises:
         UsageError: a file of the user's is gone.
     """
-    check = data_keeper(preset, adapter, dict(probe.config), folder) if preset else None
+    values = dict(probe.config)
+    check = data_keeper(preset, adapter, values, folder, npy=reads_npy(values)) if preset else None
     if check is None:
         return None
     try:

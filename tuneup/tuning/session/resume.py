@@ -39,16 +39,17 @@ from tuneup.tuning.session.assembly import (
     AssembledSession,
     EngineFactory,
     SessionRequest,
-    base_values,
     build_session,
     choose_layout,
     pick_stages,
     take_lock,
 )
 from tuneup.tuning.session.control import Reporter
+from tuneup.tuning.session.datakeep import base_values, reads_npy
 from tuneup.tuning.session.engine import build_engine
 from tuneup.tuning.session.lock import ResultsLock
 from tuneup.tuning.session.setting import SETTING, differences, read_setting
+from tuneup.tuning.session.stage_plans import ladder_reads_npy
 from tuneup.tuning.session.time_fit import job_warnings
 
 
@@ -97,8 +98,8 @@ def assemble_resume(
         ignored = job_warnings(job, request.time_budget_s)
         plan = _resumed_layout(request, info, preset, job, machine)
         machine = dataclasses.replace(machine, world_size=plan.world_size, nodes=plan.nodes)
-        base = _recorded_base(info, preset, adapter)
-        recorded_stages = tuple(info.get("stages") or preset.stages)
+        stages = _resumed_stages(request, info, preset)
+        base = _recorded_base(info, preset, adapter, stages, machine)
         setting = read_setting(machine, preset.document)
         changes = [] if replay_only else differences(info.get(SETTING), setting)
         alerts += changed_lines(changes, request.accept_changes)
@@ -106,7 +107,7 @@ def assemble_resume(
         return build_session(
             preset=preset,
             adapter=adapter,
-            stages=pick_stages(preset.stages, request.stages or recorded_stages),
+            stages=stages,
             base=base,
             search=request.search or str(info.get("search") or "staged"),
             seed=request.seed if request.seed is not None else int(info.get("seed") or 0),
@@ -134,13 +135,27 @@ def assemble_resume(
         raise
 
 
+def _resumed_stages(
+    request: SessionRequest, info: dict[str, Any], preset: ProbePreset
+) -> tuple[str, ...]:
+    """--stages, else the stages the session recorded, else the preset's."""
+    return pick_stages(preset.stages, request.stages or tuple(info.get("stages") or preset.stages))
+
+
 def _recorded_base(
-    info: dict[str, Any], preset: ProbePreset, adapter: TrainerAdapter
+    info: dict[str, Any],
+    preset: ProbePreset,
+    adapter: TrainerAdapter,
+    stages: tuple[str, ...],
+    machine: MachineInfo,
 ) -> dict[str, Any]:
     """The journal is keyed by config: a resume starts from the very base the session ran
-    (the preset's, where session.json lost it)."""
+    (the preset's, where session.json lost it: its data made for the ladder's loaders)."""
     recorded = info.get("base_config")
-    return dict(recorded) if isinstance(recorded, dict) else base_values(preset, adapter, None)
+    if isinstance(recorded, dict):
+        return dict(recorded)
+    npy = ladder_reads_npy(stages, machine, dict(preset.train), preset)
+    return base_values(preset, adapter, None, npy=npy)
 
 
 def _session_rebuilt(results: ResultsDir, info: dict[str, Any], lost: SessionLost) -> str:
@@ -248,7 +263,13 @@ def _rebuilt_session(
     adapter = load_trainer(trainer)
     probes = results.results()
     baseline = next((p for p in probes if p.stage == "baseline"), None)
-    base = dict(baseline.config) if baseline is not None else base_values(preset, adapter, None)
+    # no baseline journaled: the preset's, its data made for the baseline's loader (the data
+    # check makes the .npy copies another loader of the ladder reads, before the first probe)
+    base = (
+        dict(baseline.config)
+        if baseline is not None
+        else base_values(preset, adapter, None, npy=reads_npy(preset.train))
+    )
     return {
         SESSION_ID: baseline.session if baseline is not None else "",
         "preset": preset.name,

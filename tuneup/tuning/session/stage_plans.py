@@ -18,6 +18,7 @@ from tuneup.probe.types import (
 )
 from tuneup.trainers.adapters import TrainerAdapter, skipped_trainers
 from tuneup.tuning.search.search_records import StagePlan
+from tuneup.tuning.session.datakeep import reads_npy
 from tuneup.tuning.session.preflight import loader_shm_problem
 from tuneup.tuning.session.realdata import kept_text
 
@@ -133,6 +134,22 @@ def _passes_none(proposal: Any, tunable: frozenset[str] | None) -> bool:
         tunable is not None
         and bool(proposal.candidates)
         and not any(set(c.values) <= tunable for c in proposal.candidates)
+    )
+
+
+def ladder_reads_npy(
+    names: tuple[str, ...], machine: MachineInfo, base: dict[str, Any], preset: ProbePreset
+) -> bool:
+    """Whether a loader the ladder may run reads the boxes' .npy copies: the baseline's, or
+    one a stage proposes on this machine (the data stage's DALI loader where the machine
+    has DALI), so that the copies are made with the box, as the stages decide and not as
+    what this process can import would guess."""
+    if reads_npy(base):
+        return True
+    return any(
+        reads_npy({**base, **cand.values})
+        for name in names
+        for cand in preset_stage(name, preset).propose(machine, base).candidates
     )
 
 
