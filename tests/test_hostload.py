@@ -9,7 +9,6 @@ import pytest
 from tuneup.probe.describe import status_text
 from tuneup.probe.events import TrialEvent
 from tuneup.probe.hostload import (
-    ContentionWatch,
     CpuTimes,
     HostLoadSampler,
     HostReading,
@@ -19,6 +18,7 @@ from tuneup.probe.hostload import (
     read_host,
     steady_load,
 )
+from tuneup.probe.load_watch import ContentionWatch
 from tuneup.probe.types import Candidate, ProbeResult, Status
 
 PROC_STAT = """\

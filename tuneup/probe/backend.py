@@ -41,6 +41,11 @@ class ProbeBackend:
     def replayed(self, stage: str, candidate: Candidate, values: dict[str, Any]) -> None:
         """A probe of the journal stood in for one (a backend that keeps count follows)."""
 
+    def confine_threads(self, threads: int) -> bool:
+        """Run the later probes whose config leaves the thread count to torch on `threads`,
+        each result saying so (confine.py); False: it cannot, and nothing changes."""
+        return False
+
 
 @runtime_checkable
 class _Interrupts(Protocol):

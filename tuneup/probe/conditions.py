@@ -14,26 +14,44 @@ from __future__ import annotations
 from tuneup.probe.types import ProbeResult
 
 LOAD_APART = 0.25  # CPUs' worth of others' steady load that makes two probes unalike
+# ... or this share of the larger load, whichever is wider: the share others get moves
+# with tuneup's own demand (a loader's threads) even when theirs holds (hostload.py)
+LOAD_SHARE = 0.35
 
 
 def steady_load(result: ProbeResult) -> float:
-    """Others' steady load on the probe's CPUs (CPUs' worth; 0 where none held it)."""
+    """Others' load on the probe's CPUs, CPUs' worth: a steady one's, or one too light to
+    call contended; 0 where a burst spoiled it or nothing was read."""
     held = result.contention
-    if held is None or not held.under_load:
+    if held is None or held.contended:
         return 0.0
     return float(held.other_cpus or 0.0)
 
 
 def same_load(one: ProbeResult, other: ProbeResult) -> bool:
-    """Whether two probes ran under alike loads (a steady load on both sides, or none)."""
-    return abs(steady_load(one) - steady_load(other)) <= LOAD_APART
+    """Whether two probes ran under alike loads: neither under a steady load, or loads
+    that agree within LOAD_APART (or LOAD_SHARE of the larger)."""
+    if not (one.under_load or other.under_load):
+        return True
+    loads = (steady_load(one), steady_load(other))
+    return abs(loads[0] - loads[1]) <= max(LOAD_APART, LOAD_SHARE * max(loads))
+
+
+def confined(result: ProbeResult) -> int | None:
+    """The threads tuneup confined the probe to under others' load (None: not confined)."""
+    held = result.contention
+    return held.confined_threads if held is not None else None
 
 
 def unlike(one: ProbeResult, other: ProbeResult) -> str | None:
     """Why `one` and `other` did not run under alike conditions, in a few words; None when
     they did (their ratio is evidence). A side replayed from the journal pairs with one
     measured now where their loads match (a resume's torn last probe measured again pairs
-    as it did), and is named where they do not."""
+    as it did), and is named where they do not. Two sides on different thread counts that
+    tuneup chose (confine.py) are not alike either."""
+    if confined(one) != confined(other):
+        sides = sorted(_threads(p) for p in (one, other))
+        return f"one side ran on {sides[0]}, the other on {sides[1]}"
     if same_load(one, other):
         return None
     loaded, quiet = sorted((one, other), key=steady_load, reverse=True)
@@ -46,3 +64,8 @@ def unlike(one: ProbeResult, other: ProbeResult) -> str | None:
     if loaded.replayed != quiet.replayed:
         said += f" ({side(loaded)} against one {side(quiet)})"
     return said
+
+
+def _threads(result: ProbeResult) -> str:
+    count = confined(result)
+    return f"{count} thread(s) (confined under load)" if count else "torch's own thread count"

@@ -11,9 +11,9 @@ Pure: parsing (`parse_cpu_times`), the arithmetic between two readings
 (`between`), the verdict (`contention_note`) and whether a load held steady
 (`steady_load`). Side effects: `read_host` reads /proc, and `HostLoadSampler`
 does so from a thread every half second, keeping which other processes took
-the CPU time (`busiest`). `ContentionWatch` joins a probe's window (its FULL
-trials, else its whole run) to the readings and puts a `Contention` on its
-result. Off Linux (no /proc) nothing is read and no probe is ever called
+the CPU time (`busiest`). `load_watch.ContentionWatch` joins a probe's window
+(its FULL trials, else its whole run) to the readings and puts a `Contention` on
+its result. Off Linux (no /proc) nothing is read and no probe is ever called
 contended.
 
 A steady load (two busy loops beside the ladder, a neighbour's long job) slows
@@ -35,12 +35,9 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from tuneup.cluster.proctree import PROC, descendants, read_processes
-from tuneup.probe.backend import Backend, ProbeBackend, as_backend
-from tuneup.probe.events import Event, TrialEvent
-from tuneup.probe.types import Candidate, Contention, ProbeResult
+from tuneup.probe.types import Contention, ProbeResult
 
 # Other processes taking this share of the usable CPUs (and at least half a CPU)
 # slow a probe that needs them all: its figures say more about them than about it.
@@ -57,6 +54,7 @@ STEADY_PROBES = 3
 STEADY_BAND = 0.5
 STEADY_SHARE = 0.35
 SPREAD_STEP_S = 1.0  # per-second figures: readings grouped over at least this long
+SPREAD_CONTEXT_S = 3.0  # a shorter window's spread is read over the seconds up to its end
 BUSIEST = 3  # other processes named in a note
 
 
@@ -217,7 +215,9 @@ def under_load_text(results: Iterable[ProbeResult]) -> str:
     low, high = figures[0], figures[-1]
     used = f"{low:.1f}" if f"{low:.1f}" == f"{high:.1f}" else f"{low:.1f}-{high:.1f}"
     of = f" of {usable} CPUs" if usable else " CPUs"
-    return f"measured under load (other processes used {used}{of})"
+    threads = next((c.confined_threads for c in loads if c.confined_threads), None)
+    on = f"; tuneup's probes ran on {threads} thread(s)" if threads else ""
+    return f"measured under load (other processes used {used}{of}{on})"
 
 
 def usable_cpus() -> list[int]:
@@ -338,6 +338,9 @@ class HostLoadSampler:
             return None
         other, steal, seconds = found
         inside = [r for r in readings if first.time <= r.time <= last.time]
+        # a short window's load is steady when the seconds around its end were: a probe of
+        # a second on 1 thread holds too few readings of its own to say
+        context = [r for r in readings if last.time - SPREAD_CONTEXT_S <= r.time <= last.time]
         took: dict[str, int] = {}
         for r in inside[1:]:
             for name, ticks in r.others.items():
@@ -349,7 +352,7 @@ class HostLoadSampler:
             seconds=round(seconds, 2),
             note=contention_note(other, self.usable, steal, None),
             busiest=busiest_text(took, self.hz, seconds),
-            spread=self._spread(inside),
+            spread=self._spread(inside if len(inside) >= len(context) else context),
         )
 
     def _spread(self, readings: Sequence[HostReading]) -> float | None:
@@ -380,93 +383,3 @@ class HostLoadSampler:
         if len(readings) < 2:
             return None
         return self.contention(readings[0].time, readings[-1].time)
-
-
-class ContentionWatch(ProbeBackend):
-    """Wraps a trainer backend: each result gets what else used the host while it was timed.
-
-    The window is the probe's FULL phase when the worker's trial events say
-    when it ran (`on_event`), else the probe's whole run (a `command` trainer).
-    Other processes on the probe's GPUs, where telemetry found them, are kept.
-    """
-
-    def __init__(self, backend: Backend | ProbeBackend, sampler: HostLoadSampler) -> None:
-        self.backend = as_backend(backend)
-        self.sampler = sampler
-        self._lock = threading.Lock()
-        self._full: list[tuple[float, float]] = []
-        self._rates: list[tuple[tuple[float, float], float]] = []  # FULL trials: span, rate
-        self._recent: deque[float] = deque(maxlen=STEADY_PROBES)  # ok probes' other CPUs
-
-    def on_event(self, event: Event) -> None:
-        """Remember FULL trial windows and rates (called from the runner's reader thread;
-        never raises)."""
-        if not isinstance(event, TrialEvent) or event.phase != "full":
-            return
-        span = event.span
-        if span is not None:
-            with self._lock:
-                self._full.append(span)
-                if event.samples_per_s is not None:
-                    self._rates.append((span, event.samples_per_s))
-
-    def _by_trial(self) -> list[tuple[float, float]]:
-        """Each FULL trial of the probe just run: others' CPUs during it, its samples/s."""
-        with self._lock:
-            rates = list(self._rates)
-        found = []
-        for (start, end), rate in rates:
-            held = self.sampler.contention(start, end)
-            if held is not None and held.other_cpus is not None:
-                found.append((held.other_cpus, rate))
-        return found
-
-    def __call__(self, stage: str, candidate: Candidate, values: dict[str, Any]) -> ProbeResult:
-        with self._lock:
-            self._full, self._rates = [], []
-        self.sampler.sample()  # a reading at the very start, whatever the thread's phase
-        began = time.time()
-        result = self.backend(stage, candidate, values)
-        ended = time.time()
-        self.sampler.sample()
-        if not result.ok:
-            return result
-        with self._lock:
-            full = list(self._full)
-        start, end = (min(s for s, _ in full), max(e for _, e in full)) if full else (began, ended)
-        host = self.sampler.contention(start, end)
-        if host is None or (result.contended and not host.contended):
-            return result  # nothing read, or the backend's own note says more
-        gpu = result.contention.gpu_processes if result.contention is not None else None
-        if host.other_cpus is not None:
-            self._recent.append(host.other_cpus)
-        cpus_only = not gpu and (host.steal_pct or 0.0) < STEAL_PCT
-        if host.contended and cpus_only:
-            steady = steady_load(list(self._recent), host.spread)
-            host = dataclasses.replace(host, under_load=steady)
-            unmoved = None if steady else burst_moved_nothing(self._by_trial(), host.usable_cpus)
-            if unmoved is not None:  # measured through it: its trials say it moved nothing
-                note = (
-                    f"{host.note}; its trials under the bursts ({unmoved[0]:.1f} CPUs) ran "
-                    f"as fast as those between ({100 * unmoved[1]:+.1f}%)"
-                )
-                host = dataclasses.replace(host, under_load=True, note=note)
-        return dataclasses.replace(
-            result, contention=with_gpu_processes(host, gpu) if gpu else host
-        )
-
-    @property
-    def limit_s(self) -> float | None:
-        """The wrapped backend's per-probe limit, where it has its own."""
-        return self.backend.limit_s
-
-    def interrupt(self) -> None:
-        self.backend.interrupt()
-
-    def close(self) -> None:
-        """Give back what the wrapped backend keeps between probes (a serving worker)."""
-        self.backend.close()
-
-    def replayed(self, stage: str, candidate: Candidate, values: dict[str, Any]) -> None:
-        """Tell a backend that keeps count (the sim) that a journaled probe stood in for one."""
-        self.backend.replayed(stage, candidate, values)

@@ -122,6 +122,9 @@ class Contention:
         under_load: the load that got in its way was steady (hostload.steady_load): its
             neighbours in time ran under the same load, so it is compared with them, and
             every verdict it enters says "measured under load".
+        confined_threads: the intra-op threads tuneup ran the probe on, fewer than torch's
+            own count, because others' load was there when the ladder began (confine.py);
+            None: not confined. Probes confined alike pair; others do not.
     """
 
     other_cpus: float | None = None
@@ -133,6 +136,7 @@ class Contention:
     busiest: str = ""
     spread: float | None = None
     under_load: bool = False
+    confined_threads: int | None = None
 
     @property
     def contended(self) -> bool:

@@ -20,11 +20,12 @@ from tuneup.cluster.launch import Launcher, LaunchPlan, LocalLauncher
 from tuneup.config import data_path_knobs, process_kind
 from tuneup.costs.compile_record import ColdCompileCosts
 from tuneup.probe.backend import Backend, ProbeBackend, as_backend
+from tuneup.probe.confine import THREADS_KNOB, confined_config
 from tuneup.probe.events import Event, EventHandler
 from tuneup.probe.plan import ProbeSpec, plan_for
 from tuneup.probe.runner import ProbeRunner
 from tuneup.probe.telemetry import ProbeTelemetry
-from tuneup.probe.types import BASELINE_STAGE, Candidate, ProbeBudget, ProbeResult
+from tuneup.probe.types import BASELINE_STAGE, Candidate, Contention, ProbeBudget, ProbeResult
 
 if TYPE_CHECKING:
     from tuneup.telemetry.sampler import Sampler
@@ -107,6 +108,7 @@ class WorkerBackend(ProbeBackend):
         self.runner = ProbeRunner(launcher or LocalLauncher(), workdir, on_event=on_event)
         self.compile_costs = ColdCompileCosts(cache_dir() / "compile")
         self._io: dict[str, tuple[float, str]] = {}  # data path -> (IO samples/s, measured by)
+        self.threads: int | None = None  # confined to, under others' load (confine.py)
 
     def __call__(self, stage: str, candidate: Candidate, values: dict[str, Any]) -> ProbeResult:
         ranks = self.launch.world_size if candidate.ranks is None else candidate.ranks
@@ -117,7 +119,8 @@ class WorkerBackend(ProbeBackend):
         known_io = self._io.get(data_path) if stage != BASELINE_STAGE else None
         carried = ("io",) if known_io is not None and candidate.whole else ()
         plan = plan_for(self.budget, candidate, carried=carried)
-        spec = ProbeSpec(config=probe_config(values, self.budget), plan=plan, seed=self.seed)
+        confined = confined_config(values, self.threads)
+        spec = ProbeSpec(config=probe_config(confined, self.budget), plan=plan, seed=self.seed)
         shared = single and not self.fresh_processes
         reuse = _process_key(values, ranks) if shared else None
         if self.telemetry is not None:
@@ -132,9 +135,17 @@ class WorkerBackend(ProbeBackend):
             result = replace(result, io_sps=known_io[0], io_from=f"carried from {known_io[1]}")
         elif result.ok and result.io_sps is not None and "io" in plan.phases:
             self._io[data_path] = (result.io_sps, f"{stage}: {candidate.label}")
+        if confined.get(THREADS_KNOB) != values.get(THREADS_KNOB):
+            held = replace(result.contention or Contention(), confined_threads=self.threads)
+            result = replace(result, contention=held)
         # What was launched, also for a probe that died before saying; and the knobs as
         # searched, not the probe's overrides.
         return replace(result, ranks=ranks, config=values)
+
+    def confine_threads(self, threads: int) -> bool:
+        """Later probes that leave the count to torch run on `threads` (confine.py)."""
+        self.threads = threads
+        return True
 
     def interrupt(self) -> None:
         self.runner.interrupt()

@@ -18,6 +18,7 @@ from tuneup.probe.describe import sps_text
 from tuneup.probe.targets import target_stage
 from tuneup.probe.types import BASELINE_STAGE, CONFIRM_STAGE, USER_SKIP, ProbeResult
 from tuneup.tuning.search.search_records import (
+    CONFINED,
     FAILED,
     LOAD,
     SearchOutcome,
@@ -26,7 +27,11 @@ from tuneup.tuning.search.search_records import (
 )
 
 # What kept a stage unmeasured, in a row's words (StageDecision.cause).
-CAUSES = {LOAD: "stopped by load", FAILED: "its probes failed"}
+CAUSES = {
+    LOAD: "stopped by load",
+    CONFINED: "left out under load",
+    FAILED: "its probes failed",
+}
 NOT_RUN = "not run: the ladder stopped"
 
 

@@ -22,6 +22,7 @@ Already = Callable[[str, str], ProbeResult | None]
 BASELINE = BASELINE_STAGE
 CONFIRM = CONFIRM_STAGE
 LOAD = "load"  # StageDecision.cause: a busy machine kept the stage unmeasured
+CONFINED = "confined"  # ... the probes ran on fewer threads under load (probe/confine.py)
 FAILED = "failed"  # StageDecision.cause: its probes failed
 GRID = "grid"
 INCUMBENT = "incumbent"

@@ -57,6 +57,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tuneup.errors import UsageError
+from tuneup.probe.confine import confined_of, left_out_line, sets_threads
 from tuneup.probe.targets import Target
 from tuneup.probe.types import PHASES, USER_SKIP, ProbeResult, probe_key
 from tuneup.tuning.search.confirm import confirm
@@ -64,6 +65,7 @@ from tuneup.tuning.search.load import LoadBound, MachineBusy
 from tuneup.tuning.search.paired import FLOOR, PhaseNoise
 from tuneup.tuning.search.search_records import (
     BASELINE,
+    CONFINED,
     CONFIRM,
     LOAD,
     Already,
@@ -259,11 +261,11 @@ def _climb(
         progress.stage = plan.name
         progress.started.append(plan.name)
         reason = plan.skip_reason
-        if reason is None and plan.candidates and runner.load.ladder_spent:
-            busy = "not run: the machine was too busy (the ladder stopped)"
+        busy, cause = _load_skip(plan, runner) if reason is None else (None, LOAD)
+        if busy is not None:
             runner.skip(dataclasses.replace(plan, skip_reason=busy), values)
             progress.decisions.append(
-                StageDecision(plan.name, None, None, busy, unmeasured=busy, cause=LOAD)
+                StageDecision(plan.name, None, None, busy, unmeasured=busy, cause=cause)
             )
             continue
         if reason is None and before_stage is not None:
@@ -301,6 +303,20 @@ def _climb(
             progress.path.append(cand.label)
             progress.steps.append((cand.label, dict(progress.values)))
     progress.stage = None
+
+
+def _load_skip(plan: StagePlan, runner: SearchRunner) -> tuple[str | None, str]:
+    """Why others' load leaves a stage unmeasured before its first probe, and the cause:
+    the ladder stopped for it, or the probes run on the threads the load left and the
+    stage would set the thread count (confine.py); None to run it."""
+    if not plan.candidates:
+        return None, LOAD
+    if runner.load.ladder_spent:
+        return "not run: the machine was too busy (the ladder stopped)", LOAD
+    threads = confined_of(runner.probes)
+    if threads is not None and sets_threads(plan.candidates):
+        return left_out_line(threads), CONFINED
+    return None, LOAD
 
 
 def _skipped_by_user(decision: StageDecision, probes: list[ProbeResult]) -> StageDecision:

@@ -12,7 +12,8 @@ from tuneup.hardware.backends import choose_backend
 from tuneup.hardware.devices import cuda_visible_devices
 from tuneup.probe.backend import ProbeBackend
 from tuneup.probe.events import Event, EventHandler
-from tuneup.probe.hostload import ContentionWatch, HostLoadSampler
+from tuneup.probe.hostload import HostLoadSampler
+from tuneup.probe.load_watch import ContentionWatch
 from tuneup.telemetry.sampler import Sampler
 from tuneup.trainers.adapters import TrainerAdapter, TrainerContext
 
@@ -60,7 +61,7 @@ def build_engine(
     """The registered trainer's backend, with a GPU sampler where it has GPU telemetry and GPUs.
 
     Every trainer's probes are watched for other processes using the host
-    (hostload.ContentionWatch): a contended probe is measured again by the search.
+    (load_watch.ContentionWatch): a contended probe is measured again by the search.
 
     Raises:
         UsageError: an unknown trainer, or settings the trainer cannot work with.
@@ -91,7 +92,8 @@ def build_engine(
         job=job,
         fresh_processes=fresh_processes,
     )
-    watch = ContentionWatch(adapter.backend(context), host)
+    running = machine.env_threads or machine.cpus_per_rank
+    watch = ContentionWatch(adapter.backend(context), host, running)
     watch_events.append(watch.on_event)
     host.start()
     return Engine(watch, sampler, gpu_backend, on_event, host)

@@ -26,6 +26,7 @@ from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import ProbePreset
 from tuneup.probe.backend import ProbeBackend, as_backend
 from tuneup.probe.batches import config_batch
+from tuneup.probe.confine import confinement_line
 from tuneup.probe.types import (
     BASELINE_STAGE,
     CONFIRM_STAGE,
@@ -134,6 +135,7 @@ class ProbeSession:
     _total: int = 0
     _progress: SearchProgress = field(default_factory=SearchProgress)
     _load: LoadBound = field(default_factory=LoadBound)
+    _confined_said: bool = False
 
     def __post_init__(self) -> None:
         self.backend = as_backend(self.backend)
@@ -320,12 +322,21 @@ class ProbeSession:
         if self.stop_requested() or self.control.stopped:
             raise SessionInterrupted  # the probe was cut short: not journaled
         result = self._stamped(result)
+        self._say_confined(result)
         if result.ranks == 1 and not result.rank_sps:
             # A backend that does not report ranks (a failed launch, a plain command):
             # journal what was asked for, so a resume finds this probe again.
             result = replace(result, ranks=ranks)
         self._walls.append(result.wall_s)
         return result
+
+    def _say_confined(self, result: ProbeResult) -> None:
+        """Say, once, that others' load made tuneup run its probes on fewer threads."""
+        held = result.contention
+        if held is not None and held.confined_threads and not self._confined_said:
+            self._confined_said = True
+            running = self.machine.env_threads or self.machine.cpus_per_rank
+            self._note(confinement_line(held, running))
 
     def _stamped(self, result: ProbeResult) -> ProbeResult:
         """The probe marked with the setting it ran in and this session's id, as journaled."""

@@ -1,0 +1,172 @@
+"""Under others' load, tuneup runs its probes on the threads the load leaves: torch's own
+count fights a busy loop (on a 2-core machine the cpu-smoke baseline ran 85 samples/s on
+2 threads beside one, 340-410 on 1), and every figure then measures the load. The choice
+is made once, after the first probe, said once, held on both sides of every pair, and
+the threads stage, whose knob it holds fixed, is left out and says why."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_hostload import steady_script
+from tuneup_plugins.sim import sim_backend
+
+from tuneup.hardware.types import MachineInfo
+from tuneup.preset.load import load_preset
+from tuneup.probe.backend import ProbeBackend
+from tuneup.probe.conditions import same_load, unlike
+from tuneup.probe.confine import confined_config, threads_for_load
+from tuneup.probe.events import TrialEvent
+from tuneup.probe.hostload import HostLoadSampler
+from tuneup.probe.load_watch import ContentionWatch
+from tuneup.probe.types import Candidate, Contention, ProbeResult, Status
+from tuneup.trainers.adapters import load_trainer
+from tuneup.tuning.results.journal import ResultsDir
+from tuneup.tuning.results.stage_rows import stage_rows
+from tuneup.tuning.search.search_records import StagePlan
+from tuneup.tuning.session.control import SilentReporter
+from tuneup.tuning.session.probe_session import ProbeSession
+
+
+@pytest.mark.parametrize(
+    ("others", "usable", "running", "threads"),
+    [
+        (0.8, 2, 2, 1),  # a busy loop on a 2-core machine: one core left
+        (2.0, 2, 2, 1),  # two of them: still one thread, never none
+        (0.5, 2, 2, None),  # half a core: rounded away, nothing to confine
+        (4.0, 16, 16, 12),
+        (0.8, 2, 1, None),  # already on one thread
+    ],
+)
+def test_the_threads_left_are_the_cores_the_load_does_not_hold(others, usable, running, threads):
+    assert threads_for_load(others, usable, running) == threads
+
+
+def test_only_a_count_left_to_torch_is_confined():
+    assert confined_config({"intra_op_threads": 0, "amp_mode": "bf16"}, 1)["intra_op_threads"] == 1
+    assert confined_config({}, 1)["intra_op_threads"] == 1
+    assert confined_config({"intra_op_threads": 2}, 1)["intra_op_threads"] == 2  # the knob's own
+    assert "intra_op_threads" not in confined_config({}, None)
+
+
+class Confinable(ProbeBackend):
+    """A backend that can confine: it runs each probe over the scripted FULL window."""
+
+    def __init__(self, windows: list[tuple[float, float]]) -> None:
+        self.windows = iter(windows)
+        self.asked: list[int] = []
+        self.watch: ContentionWatch | None = None
+
+    def __call__(self, stage: str, candidate: Candidate, values: dict[str, Any]) -> ProbeResult:
+        start, end = next(self.windows)
+        assert self.watch is not None
+        self.watch.on_event(TrialEvent(phase="full", time=end, seconds=end - start))
+        held = Contention(confined_threads=self.asked[-1]) if self.asked else None
+        return ProbeResult(stage, {}, values, Status.OK, full_sps=10.0, contention=held)
+
+    def confine_threads(self, threads: int) -> bool:
+        self.asked.append(threads)
+        return True
+
+
+def watch_over(others: list[float], windows: list[tuple[float, float]]) -> tuple:
+    sampler = HostLoadSampler(read=lambda: None)
+    sampler.readings.extend(steady_script(others))
+    sampler.usable, sampler.hz = 2, 100.0
+    backend = Confinable(windows)
+    watch = ContentionWatch(backend, sampler, running_threads=2)
+    backend.watch = watch
+    results = [watch("baseline", Candidate("baseline", {}), {}) for _ in windows]
+    return backend, watch, results
+
+
+def test_a_load_as_the_ladder_begins_confines_the_later_probes_and_the_first_is_measured_again():
+    windows = [(101.0, 104.0), (105.0, 106.0), (107.0, 108.0), (109.0, 110.0)]
+    backend, watch, results = watch_over([0.8] * 26, windows)
+    assert backend.asked == [1] and watch.confined == 1
+    first, *later = results
+    assert first.contended  # it ran on torch's count: never paired with the rest
+    assert "measured before tuneup confined its probes to 1 thread" in first.contention.note
+    assert all(r.contention.confined_threads == 1 for r in later)
+    # probes of a second each are judged steady on the seconds around them
+    assert later[-1].under_load and not later[-1].contended
+
+
+def test_a_quiet_start_confines_nothing():
+    backend, watch, results = watch_over([0.1] * 26, [(101.0, 104.0), (105.0, 108.0)])
+    assert backend.asked == [] and watch.confined is None
+    assert not any(r.contended for r in results)
+
+
+def test_sides_on_different_thread_counts_never_pair_and_a_lighter_share_of_one_load_does():
+    loaded = Contention(other_cpus=0.7, usable_cpus=2, note="others 0.7", under_load=True)
+    on_one = ProbeResult("s", {}, {}, Status.OK, full_sps=10.0, contention=loaded)
+    on_own = dataclasses.replace(on_one, contention=dataclasses.replace(loaded, confined_threads=1))
+    assert unlike(on_one, on_own) == (
+        "one side ran on 1 thread(s) (confined under load), the other on torch's own thread count"
+    )
+    # a loader's threads took a share of the same loop: 0.45 read, under the contention line
+    lighter = dataclasses.replace(on_one, contention=Contention(other_cpus=0.45, usable_cpus=2))
+    assert same_load(on_one, lighter)
+    quiet = dataclasses.replace(on_one, contention=Contention(other_cpus=0.0, usable_cpus=2))
+    assert not same_load(on_one, quiet)
+
+
+class ConfinedSim(ProbeBackend):
+    """The sim, as the watch would hand it back on a busy 2-core machine: the first probe
+    on torch's count (contended), the rest confined to 1 thread under a steady load."""
+
+    def __init__(self) -> None:
+        self.sim = sim_backend(0, noise=0.0)
+        self.calls = 0
+
+    def __call__(self, stage: str, candidate: Candidate, values: dict[str, Any]) -> ProbeResult:
+        self.calls += 1
+        result = self.sim(stage, candidate, values)
+        load = Contention(other_cpus=0.8, usable_cpus=2, note="others used 0.8 of 2 CPUs")
+        if self.calls == 1:
+            held = dataclasses.replace(load, note=load.note + "; measured before tuneup confined")
+        else:
+            held = dataclasses.replace(load, under_load=True, confined_threads=1)
+        return dataclasses.replace(result, contention=held)
+
+
+class Notes(SilentReporter):
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def note(self, line: str) -> None:
+        self.lines.append(line)
+
+
+def test_the_session_says_it_once_and_leaves_the_threads_stage_out(tmp_path: Path):
+    machine = MachineInfo(cuda=False, cpus_usable=2)
+    preset = load_preset("cpu-smoke")
+    plans = [
+        StagePlan("threads", [Candidate("1 thread", {"intra_op_threads": 1})], judged="full"),
+        StagePlan("optimizer", [Candidate("fused", {"optimizer_impl": "fused"})]),
+    ]
+    reporter = Notes()
+    session = ProbeSession(
+        preset=preset,
+        adapter=load_trainer("sim"),
+        backend=ConfinedSim(),
+        results=ResultsDir(tmp_path),
+        machine=machine,
+        base_values=dict(preset.train),
+        plans=plans,
+        reporter=reporter,
+    )
+    session.start(resume=False)
+    outcome = session.run()
+    said = [line for line in reporter.lines if "runs its probes on 1 thread" in line]
+    assert len(said) == 1 and "0.8 of 2 CPUs" in said[0] and "threads stage is left out" in said[0]
+    rows = {row.stage: row for row in stage_rows(outcome)}
+    assert rows["threads"].result == "not measured: left out under load"
+    assert "intra_op_threads" not in outcome.best_values or not outcome.best_values.get(
+        "intra_op_threads"
+    )
+    assert all(p.stage != "threads" or not p.ok for p in outcome.probes)
