@@ -78,6 +78,11 @@ def one_run(folder: Path, load: str, duty: float, hogs: int) -> dict[str, Any]:
     }
 
 
+def _answered(run: dict[str, Any]) -> bool:
+    """A recommendation, whole (exit 0) or naming a stage it left out (exit 4)."""
+    return run["exit"] in (0, 4) and run["changes"] is not None
+
+
 def _key(changes: dict[str, Any] | None) -> str:
     return json.dumps(changes, sort_keys=True) if changes is not None else "none"
 
@@ -103,15 +108,14 @@ def main() -> None:
     quiet = [r for r in runs if r["load"] == "quiet"]
     loaded = [r for r in runs if r["load"] == "duty"]
     common, _count = collections.Counter(_key(r["changes"]) for r in quiet).most_common(1)[0]
-    # an answer is a recommendation, whole (exit 0) or naming a stage it left out (exit 4)
-    same = sum(1 for r in loaded if _key(r["changes"]) == common and r["exit"] in (0, 4))
+    same = sum(1 for r in loaded if _key(r["changes"]) == common and _answered(r))
     quiet_same = sum(1 for r in quiet if _key(r["changes"]) == common)
     result = record(
         "load_answers",
         args.out,
         duty=args.duty,
-        quiet_answered=sum(1 for r in quiet if r["exit"] == 0),
-        loaded_answered=sum(1 for r in loaded if r["exit"] == 0),
+        quiet_answered=sum(1 for r in quiet if _answered(r)),
+        loaded_answered=sum(1 for r in loaded if _answered(r)),
         loaded_same_as_quiet=same,
         quiet_same_as_common=quiet_same,
         exits={
