@@ -170,3 +170,40 @@ def test_the_session_says_it_once_and_leaves_the_threads_stage_out(tmp_path: Pat
         "intra_op_threads"
     )
     assert all(p.stage != "threads" or not p.ok for p in outcome.probes)
+
+
+def test_a_script_is_confined_through_omp_num_threads_unless_someone_set_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The command trainer cannot call torch.set_num_threads in the user's script: it sets
+    OMP_NUM_THREADS for it, never over the user's own or the section's."""
+    import sys
+
+    from tuneup_plugins.command.run import CommandBackend
+    from tuneup_plugins.command.section import parse_command_section
+
+    from tuneup.probe.types import ProbeBudget
+
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import os, sys\n"
+        "open(sys.argv[1], 'a').write(os.environ.get('OMP_NUM_THREADS', '-') + '\\n')\n"
+        "for e in (1, 2, 3):\n"
+        "    print(f'INFO - Time taken for epoch {e} is 1.0 sec, avg 50.0 samples/sec')\n",
+        encoding="utf-8",
+    )
+    seen = tmp_path / "seen.txt"
+    section = {"run": [sys.executable, str(script), str(seen)], "cwd": str(tmp_path)}
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    backend = CommandBackend(
+        parse_command_section(section, "test"), tmp_path / "probes", ProbeBudget(limit_s=30)
+    )
+    plain = backend("baseline", Candidate("baseline", {}), {})
+    assert backend.confine_threads(1)
+    confined = backend("baseline", Candidate("baseline", {}), {})
+    monkeypatch.setenv("OMP_NUM_THREADS", "4")
+    users = backend("baseline", Candidate("baseline", {}), {})
+    assert seen.read_text().split() == ["-", "1", "4"]
+    assert plain.ok and confined.ok and users.ok
+    assert plain.contention is None and users.contention is None
+    assert confined.contention is not None and confined.contention.confined_threads == 1

@@ -10,6 +10,8 @@ out-of-memory line, its last words).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import os
 import re
 import secrets
 import shutil
@@ -21,10 +23,11 @@ from typing import Any
 from tuneup.cluster.launch import LocalLauncher
 from tuneup.errors import UsageError
 from tuneup.probe.backend import ProbeBackend
+from tuneup.probe.confine import THREADS_VARIABLE
 from tuneup.probe.outcome import EXITED, TIMEOUT, signal_reason, with_detail
 from tuneup.probe.plan import ProbeSpec, plan_for
 from tuneup.probe.runner import ProbeRunner
-from tuneup.probe.types import Candidate, ProbeBudget, ProbeResult, Status
+from tuneup.probe.types import Candidate, Contention, ProbeBudget, ProbeResult, Status
 
 from .invocation import Invocation, UnsupportedKnob, build_invocation
 from .output import (
@@ -244,6 +247,7 @@ class CommandBackend(ProbeBackend):
         self.world_size = world_size
         self.python = python
         self.runner = ProbeRunner(LocalLauncher(), workdir, grace_s=grace_s)
+        self.threads: int | None = None  # confined to, under others' load (confine.py)
 
     def __call__(self, stage: str, candidate: Candidate, values: dict[str, Any]) -> ProbeResult:
         variant = dict(candidate.values)
@@ -256,6 +260,7 @@ class CommandBackend(ProbeBackend):
             invocation = build_invocation(self.spec, values, variant)
         except UnsupportedKnob as exc:
             return ProbeResult(stage, variant, dict(values), Status.UNSUPPORTED, str(exc))
+        invocation, confined = self._confined(invocation)
         stamps = None
         if self.spec.rate is not None:  # the script prints no rate: its lines are timed
             stamps = self.runner.workdir / f".rate-{secrets.token_hex(4)}.tsv"
@@ -284,9 +289,32 @@ class CommandBackend(ProbeBackend):
             record.oom_kills_before,
             stamped=_stamped(stamps),
         )
+        held = Contention(confined_threads=confined) if confined else None
         return ProbeResult(
-            stage, variant, dict(values), status, reason, wall_s=outcome.wall_s, **fields
+            stage,
+            variant,
+            dict(values),
+            status,
+            reason,
+            wall_s=outcome.wall_s,
+            contention=held,
+            **fields,
         )
+
+    def confine_threads(self, threads: int) -> bool:
+        """Later probes run with OMP_NUM_THREADS set to `threads` where neither the user's
+        environment nor the section sets it (probe/confine.py)."""
+        self.threads = threads
+        return True
+
+    def _confined(self, invocation: Invocation) -> tuple[Invocation, int | None]:
+        """The invocation with the confined thread count, where the count is torch's own."""
+        if self.threads is None or THREADS_VARIABLE in os.environ:
+            return invocation, None
+        if THREADS_VARIABLE in invocation.env:
+            return invocation, None  # the section's knob sets it for this probe
+        env = {**invocation.env, THREADS_VARIABLE: str(self.threads)}
+        return dataclasses.replace(invocation, env=env), self.threads
 
     @property
     def limit_s(self) -> float | None:

@@ -10,8 +10,9 @@ others use a share of the CPUs as the ladder begins, the probes run on the threa
 load leaves (`threads_for_load`): both sides of every pair alike, the threads stage left
 out (what it would measure is the load, not the knob), and the line says so.
 
-Pure. hostload.ContentionWatch decides; the trainer backend applies it to each probe
-whose config leaves the count to torch (`THREADS_KNOB` 0).
+Pure. load_watch.ContentionWatch decides; the trainer backend applies it to each probe
+whose config leaves the count to torch (`THREADS_KNOB` 0; a script's, through
+`THREADS_VARIABLE` where neither the user's environment nor the section sets it).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 from tuneup.probe.types import Candidate, Contention, ProbeResult
 
 THREADS_KNOB = "intra_op_threads"  # 0: torch's own count (one a core)
+THREADS_VARIABLE = "OMP_NUM_THREADS"  # how a script's torch is told (the command trainer)
 SPARE = 0.5  # others' load is rounded to whole cores: half a core or less leaves it to the probe
 
 
