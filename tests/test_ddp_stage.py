@@ -26,6 +26,7 @@ from tuneup.tuning.search.grid import grid_search
 from tuneup.tuning.search.search_records import StagePlan
 from tuneup.tuning.search.staged import staged_search
 from tuneup.tuning.session.probe_session import ProbeSession
+from tuneup.tuning.session.session_terms import Layout
 from tuneup.tuning.session.stage_plans import stage_plans
 
 NODE = MachineInfo(cuda=True, gpu_count=4, cpus_usable=128, world_size=4, dali=True)
@@ -180,7 +181,7 @@ def session(tmp_path: Path, backend: Any, **kwargs: Any) -> ProbeSession:
         machine=NODE,
         base_values=dict(BASE),
         plans=stage_plans(("amp", "ddp"), NODE, BASE),
-        launch=LAUNCH,
+        layout=Layout(launch=LAUNCH),
         **kwargs,
     )
 
@@ -396,7 +397,7 @@ def test_ddp_stage_on_two_cpu_ranks_over_gloo(tmp_path: Path, monkeypatch) -> No
         machine=machine,
         base_values=base,
         plans=[],
-        launch={"nproc": 2, "nodes": 1, "world_size": 2, "launcher": "torchrun"},
+        layout=Layout(launch={"nproc": 2, "nodes": 1, "world_size": 2, "launcher": "torchrun"}),
     )
     run.start(resume=False)
     # No pairs beyond the screen's own: CPU timings are noisy and each 2-rank probe costs ~10 s.

@@ -6,6 +6,7 @@ import math
 
 from tuneup.trainers.adapters import load_trainer
 from tuneup.tuning.search.guard import check_loss
+from tuneup.tuning.session.session_terms import SearchTerms
 
 BASELINE = [0.12, 0.10, 0.085, 0.075, 0.068]
 
@@ -100,7 +101,7 @@ def test_a_session_judges_each_probe_s_loss_once_and_journals_the_verdict(tmp_pa
         machine=machine,
         base_values={},
         plans=[*sim_stage_plans(machine)[:1], lr],
-        confirm_pairs=0,
+        terms=SearchTerms(confirm_pairs=0),
     )
     run.start(resume=False)
     outcome = run.run()

@@ -26,6 +26,7 @@ from tuneup.trainers.backends import WorkerBackend
 from tuneup.tuning.results.journal import ResultsDir
 from tuneup.tuning.search.search_records import StagePlan
 from tuneup.tuning.session.probe_session import ProbeSession
+from tuneup.tuning.session.session_terms import SearchTerms
 
 BUDGET = {
     "trial_s": 0.02,
@@ -108,7 +109,7 @@ def test_failing_rungs_are_classified_and_the_ladder_goes_on(
         machine=MachineInfo(cpus_usable=2),
         base_values=base,
         plans=plans,
-        confirm_pairs=1,
+        terms=SearchTerms(confirm_pairs=1),
     )
     session.start(resume=False)
     outcome = session.run()

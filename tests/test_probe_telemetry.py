@@ -22,6 +22,7 @@ from tuneup.trainers.backends import WorkerBackend
 from tuneup.tuning.results.journal import ResultsDir
 from tuneup.tuning.session.engine import gpu_sampler
 from tuneup.tuning.session.probe_session import ProbeSession
+from tuneup.tuning.session.session_terms import SearchTerms
 
 
 class TraceBackend:
@@ -268,7 +269,7 @@ def test_the_session_samples_while_probes_run_and_stops_after(tmp_path: Path):
         machine=MachineInfo(),
         base_values={"global_batch_size": 4},
         plans=[],
-        confirm_pairs=0,
+        terms=SearchTerms(confirm_pairs=0),
         sampler=sampler,
     )
     session.start(resume=False)

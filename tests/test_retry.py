@@ -18,6 +18,7 @@ from tuneup.tuning.results.journal import ResultsDir
 from tuneup.tuning.search.search_records import BaselineFailed
 from tuneup.tuning.session.control import OutOfTime
 from tuneup.tuning.session.probe_session import ProbeSession
+from tuneup.tuning.session.session_terms import TimeTerms
 from tuneup.tuning.session.stage_plans import stage_plans
 
 MACHINE = MachineInfo(cuda=False, gpu_count=0, cpus_usable=2)
@@ -133,7 +134,7 @@ def test_a_resume_skips_the_failed_attempt_and_reuses_its_retry(tmp_path: Path) 
 def test_no_probe_starts_that_the_time_left_cannot_hold(tmp_path: Path) -> None:
     left = {"s": 10_000.0}
     backend = Scripted({})
-    run = session(tmp_path, backend, time_left=lambda: left["s"])
+    run = session(tmp_path, backend, timing=TimeTerms(allocation_left=lambda: left["s"]))
     values = dict(run.base_values)
     run.measure("baseline", Candidate("baseline", {}), values)  # 2 s, measured
 

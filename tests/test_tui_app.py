@@ -454,3 +454,63 @@ def test_the_app_says_the_broken_plugins_it_was_given_when_it_opens(tmp_path: Pa
             assert [n.message for n in app._notifications] == [line]
 
     run(scenario)
+
+
+def test_the_app_uses_the_trainer_and_preset_its_command_loaded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`tuneup tui` loads the trainer and the preset once and hands them on: neither the
+    app nor its setup screen loads them again (a plugin's import runs once)."""
+    from tuneup.preset.load import load_preset
+    from tuneup.trainers.adapters import load_trainer
+    from tuneup.tui import app as app_module
+    from tuneup.tui.screens import setup as setup_module
+
+    adapter, preset = load_trainer("sim"), load_preset("cpu-smoke")
+
+    def again(*_args: Any, **_kwargs: Any) -> None:
+        raise AssertionError("loaded a second time")
+
+    monkeypatch.setattr(app_module, "load_trainer", again)
+    monkeypatch.setattr(setup_module, "load_preset", again)
+
+    async def scenario() -> None:
+        app = make_app(tmp_path, adapter=adapter, preset=preset)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(lambda: isinstance(app.screen, SetupScreen), pilot)
+            screen = app.screen
+            assert isinstance(screen, SetupScreen)
+            assert app.adapter is adapter and screen.preset is preset
+
+    run(scenario)
+
+
+def test_the_ranks_fields_read_as_their_flags_read_and_refuse_in_their_words(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ranks have one parser: `--nproc 0` and the app's field refuse 0 in the same line,
+    and each setup field is the one its setting declares (its id, placeholder and help)."""
+    from tuneup.cli import main
+    from tuneup.tuning.session.request import app_field, help_of
+
+    async def scenario() -> None:
+        app = make_app(tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(lambda: isinstance(app.screen, SetupScreen), pilot)
+            screen = app.screen
+            assert isinstance(screen, SetupScreen)
+            for name in ("data_path", "time_budget_s", "nproc", "nodes"):
+                face = app_field(name)
+                field = screen.query_one(f"#{face.id}")
+                assert field.placeholder == face.placeholder and field.tooltip == help_of(name)
+            screen.query_one("#nproc").value = "0"
+            await pilot.pause()
+            said = text(app, "#layout-note")
+            assert said == "--nproc: must be a whole number of at least 1, got '0'"
+
+    run(scenario)
+    capsys.readouterr()
+    assert main(["probe", "--trainer", "sim", "--nproc", "0", "--out", str(tmp_path / "x")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "tuneup: error: --nproc: must be a whole number of at least 1, got '0'"
+    )

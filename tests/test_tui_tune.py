@@ -63,6 +63,7 @@ class GatedSim:
 
 def make_driver(folder: Path, backend: Any) -> SessionDriver:
     preset = load_preset("cpu-smoke")
+    driver = SessionDriver()
     session = ProbeSession(
         preset=preset,
         adapter=load_trainer("sim"),
@@ -71,8 +72,9 @@ def make_driver(folder: Path, backend: Any) -> SessionDriver:
         machine=MACHINE,
         base_values={**preset.train, "device": "cuda"},
         plans=sim_stage_plans(MACHINE),
+        reporter=driver,
     )
-    return SessionDriver(session)
+    return driver.attach(session)
 
 
 class Host(App[None]):

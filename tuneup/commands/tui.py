@@ -48,7 +48,8 @@ def run_tui_command(
 ) -> int:
     """Open the app: SETUP for a new session, or the review of `results`."""
     trainer = trainer or DEFAULT_TRAINER
-    if not load_trainer(trainer).in_app:
+    adapter = load_trainer(trainer)  # loaded once: the app and its sessions use this one
+    if not adapter.in_app:
         raise UsageError(
             f"--trainer {trainer}: the app drives {', '.join(app_trainers())}; run this "
             f"trainer with `tuneup probe --trainer {trainer}`"
@@ -76,10 +77,13 @@ def run_tui_command(
     if preset_name is None:
         preset_name, _why = pick_preset(None, machine)
     job = read_job_env(gpu_count=machine.gpu_count if machine.cuda else 0)
-    machine = _with_layout(machine, chosen or load_preset(preset_name), job)
+    preset = chosen or load_preset(preset_name)  # loaded once: the setup screen shows it
+    machine = _with_layout(machine, preset, job)
     app = TuneupApp(
         machine,
         trainer=trainer,
+        adapter=adapter,
+        preset=preset,
         out=out,
         review=results,
         preset_name=preset_name,

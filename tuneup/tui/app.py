@@ -27,7 +27,7 @@ from tuneup.hardware.replay import ReplayBackend
 from tuneup.hardware.types import GpuBackend, MachineInfo
 from tuneup.preset.load import ProbePreset, default_preset_name, list_presets
 from tuneup.telemetry.sampler import Sampler
-from tuneup.trainers.adapters import DEFAULT_TRAINER, load_trainer
+from tuneup.trainers.adapters import DEFAULT_TRAINER, TrainerAdapter, load_trainer
 from tuneup.tui.driver import EventRelay, SessionDriver
 from tuneup.tui.screens.monitor import MonitorScreen
 from tuneup.tui.screens.results import ResultsScreen, load_results
@@ -42,7 +42,7 @@ from tuneup.tuning.session.assembly import (
     assemble_new,
     default_folder,
 )
-from tuneup.tuning.session.engine import build_engine
+from tuneup.tuning.session.engine import Engine, build_engine
 from tuneup.tuning.session.resume import assemble_resume
 
 
@@ -86,6 +86,8 @@ class TuneupApp(App[None]):
         plugin_warnings: the broken or unregistered plugins, one line each with its fix
             (`tuneup.commands.plugins.plugin_warnings`): said when the app opens, since a
             stage the setup screen lacks is otherwise missing without a word.
+        adapter, preset: the trainer and preset `tuneup tui` loaded (each loaded once,
+            handed on to the setup screen and the session); None: loaded here.
     """
 
     TITLE = "tuneup"
@@ -117,11 +119,14 @@ class TuneupApp(App[None]):
         gpu_memory_gib: tuple[float, ...] = (),
         tune_screen: Callable[[Any, bool], Screen[Any]] = _default_tune_screen,
         plugin_warnings: Sequence[str] = (),
+        adapter: TrainerAdapter | None = None,
+        preset: ProbePreset | None = None,
     ) -> None:
         super().__init__()
         self.machine = machine
         self.trainer = trainer
-        self.adapter = load_trainer(trainer)
+        self.adapter = adapter or load_trainer(trainer)  # the command's, loaded once
+        self.preset = preset  # the command's (None: the setup screen loads preset_name)
         self.results_root = results_root
         self.out = out
         self.review = review
@@ -150,6 +155,7 @@ class TuneupApp(App[None]):
                 self.machine,
                 job=self.job,
                 preset_name=self.preset_name,
+                preset=self.preset,
                 presets=preset_choices(),
                 step_model=self.step_model,
                 recorded=self._recorded,
@@ -208,17 +214,19 @@ class TuneupApp(App[None]):
         loaded), in a driver."""
         request = dataclasses.replace(request, trainer=self.trainer, seed=self.seed)
         relay = self._relay()
+        driver = SessionDriver(relay=relay)
         built = assemble_new(
             request,
             self.machine,
             out=self.out or self._default_out(preset.name),
+            reporter=driver,
             on_event=relay,
             job=self._job_env(),
-            engine_factory=self.engine_factory,
+            engine_factory=self._engines,
             adapter=self.adapter,
             preset=preset,
         )
-        return self._session_driver(built, relay)
+        return self._session_driver(built, driver)
 
     def _default_out(self, preset: str) -> Path:
         return default_folder(
@@ -232,14 +240,18 @@ class TuneupApp(App[None]):
         """The job the session runs in, read from this process's environment."""
         return read_job_env(gpu_count=self.machine.gpu_count if self.machine.cuda else 0)
 
-    def _session_driver(self, built: AssembledSession, relay: Any) -> Any:
+    def _session_driver(self, built: AssembledSession, driver: SessionDriver) -> Any:
         self.built = built
-        if built.session.sampler is None:
-            built.session.sampler = self._demo_sampler()
         self._alerts = list(built.alerts)  # shown by _launch, on the app's thread
-        return SessionDriver(
-            built.session, resume=built.resumed, relay=relay, on_end=built.lock.release
-        )
+        return driver.attach(built.session, resume=built.resumed, on_end=built.lock.release)
+
+    def _engines(self, *args: Any, **kwargs: Any) -> Engine:
+        """The session's engine, as the app was given to build it; in demo mode its GPU
+        charts come from the trace (`_demo_sampler`), set before the session is built."""
+        engine = self.engine_factory(*args, **kwargs)
+        if engine.sampler is None:
+            engine.sampler = self._demo_sampler()
+        return engine
 
     def _demo_sampler(self) -> Any:
         """In demo mode (`--trainer sim --replay TRACE`), GPU charts come from the trace."""
@@ -280,15 +292,17 @@ class TuneupApp(App[None]):
         (`retry_failed`: its failed and contended probes measured again, `--retry-failed`)."""
 
         relay = self._relay()
+        driver = SessionDriver(relay=relay)
         built = assemble_resume(
             results.path,
             SessionRequest(retry_failed=retry_failed),
             self.machine,
+            reporter=driver,
             on_event=relay,
             job=self._job_env(),
-            engine_factory=self.engine_factory,
+            engine_factory=self._engines,
         )
-        return self._session_driver(built, relay)
+        return self._session_driver(built, driver)
 
     def on_results_screen_retry_failed(self, message: ResultsScreen.RetryFailed) -> None:
         self.retry_failed(message.folder)

@@ -29,7 +29,7 @@ Post = Callable[[Message], Any]
 class EventRelay:
     """A worker `on_event` callback built before the driver exists (the backend comes first).
 
-    Pass it as `WorkerBackend(on_event=relay)` and then to `SessionDriver(relay=relay)`.
+    Pass it as `WorkerBackend(on_event=relay)` and to `SessionDriver(relay=relay)`.
     """
 
     def __init__(self) -> None:
@@ -43,10 +43,8 @@ class EventRelay:
 class SessionDriver:
     """Runs one ProbeSession (built by the caller) and forwards what it hears to `post`.
 
-    Args:
-        session: the session; its reporter is replaced by this driver.
-        resume: continue the journal in the session's results folder.
-        relay: the EventRelay given to the backend as `on_event`, if any.
+    Made first, so the session is built with it as its reporter, then `attach`ed: the
+    session is never rewired. `relay`: the EventRelay given to the backend as `on_event`.
     """
 
     class Started(Message):
@@ -118,18 +116,10 @@ class SessionDriver:
             self.interrupted = interrupted
             self.error = error
 
-    def __init__(
-        self,
-        session: ProbeSession,
-        *,
-        resume: bool = False,
-        relay: EventRelay | None = None,
-        on_end: Callable[[], None] | None = None,
-    ) -> None:
-        self.session = session
-        self.on_end = on_end  # called when run() ends (the results folder's lock goes back)
-        self.resuming = resume
-        session.reporter = self
+    def __init__(self, *, relay: EventRelay | None = None) -> None:
+        self._session: ProbeSession | None = None
+        self.on_end: Callable[[], None] | None = None  # run() ended: the lock goes back
+        self.resuming = False
         if relay is not None:
             relay.target = self.event
         self.post: Post = lambda message: None
@@ -139,6 +129,25 @@ class SessionDriver:
         self.interrupted = False
         self.started = threading.Event()
         self.finished = threading.Event()
+
+    def attach(
+        self,
+        session: ProbeSession,
+        *,
+        resume: bool = False,
+        on_end: Callable[[], None] | None = None,
+    ) -> SessionDriver:
+        """The session this driver runs, built with it as its reporter (never rewired)."""
+        if session.reporter is not self:
+            raise ValueError("build the session with this driver as its reporter")
+        self._session, self.resuming, self.on_end = session, resume, on_end
+        return self
+
+    @property
+    def session(self) -> ProbeSession:
+        if self._session is None:
+            raise RuntimeError("no session attached: build one with reporter=driver, attach it")
+        return self._session
 
     # What a front end asks, from any thread.
 

@@ -43,18 +43,15 @@ from tuneup.tuning.clock.ladder_record import LadderCosts
 from tuneup.tuning.clock.planner import plan_ladder
 from tuneup.tuning.clock.time_left import prior, stage_shapes
 from tuneup.tuning.search.search_records import StagePlan
-from tuneup.tuning.session.request import SessionRequest, help_of, read_setting
+from tuneup.tuning.session.request import SessionRequest, app_field, help_of, read_setting
 
 
 def parse_layout(nproc_text: str, nodes_text: str) -> tuple[int, int]:
-    """The ranks row as (nproc, nodes); a UsageError names a field that is not a positive count."""
-    values = []
-    for name, text in (("ranks per node", nproc_text), ("nodes", nodes_text)):
-        text = text.strip() or "1"
-        if not text.isdigit() or int(text) < 1:
-            raise UsageError(f"{name} must be a whole number of at least 1, got {text!r}")
-        values.append(int(text))
-    return values[0], values[1]
+    """The ranks row as (nproc, nodes), each read as its flag reads it (an empty field: 1);
+    a UsageError names the flag of a field that is not a positive count."""
+    nproc = read_setting("nproc", nproc_text.strip() or "1")
+    nodes = read_setting("nodes", nodes_text.strip() or "1")
+    return int(nproc), int(nodes)
 
 
 def machine_lines(
@@ -192,6 +189,7 @@ class SetupScreen(Screen[None]):
         gpu_memory_gib: tuple[float, ...] = (),
         nproc: int = 1,
         nodes: int = 1,
+        preset: ProbePreset | None = None,
     ) -> None:
         super().__init__()
         self.recorded = recorded
@@ -204,7 +202,7 @@ class SetupScreen(Screen[None]):
         self.budget_error = ""  # the budget field's text does not read as a budget
         self.clock = clock
         self.gpu_memory_gib = gpu_memory_gib
-        self.preset = load_preset(preset_name)
+        self.preset = preset or load_preset(preset_name)  # the command's, where it loaded one
         # A preset given as a file is offered by its path beside the installed ones.
         names = {name for name, _ in presets}
         self.preset_key = self.preset.name if self.preset.name in names else preset_name
@@ -229,25 +227,17 @@ class SetupScreen(Screen[None]):
             yield Label("Data and time budget", classes="section")
             with Horizontal(id="data-row"):
                 yield Label("data", classes="field")
-                yield _explained(
-                    Input(
-                        placeholder="empty: synthesize the preset's box; or the path of train.h5",
-                        id="data",
-                    ),
-                    "data_path",
-                )
+                yield setting_input("data_path")
                 yield Label("budget", classes="field")
-                yield _explained(Input(placeholder="none", id="time-budget"), "time_budget_s")
+                yield setting_input("time_budget_s")
             yield Static("", id="data-error")
             yield Static("", id="budget-error")
             yield Label("Ranks", classes="section")
             with Horizontal(id="layout-row"):
                 yield Label("per node", classes="field")
-                yield _explained(
-                    Input(str(self.nproc), placeholder="ranks per node", id="nproc"), "nproc"
-                )
+                yield setting_input("nproc", str(self.nproc))
                 yield Label("nodes", classes="field")
-                yield _explained(Input(str(self.nodes), placeholder="nodes", id="nodes"), "nodes")
+                yield setting_input("nodes", str(self.nodes))
                 yield Static(self._layout_text(), id="layout-note")
             yield Label("Stages", classes="section")
             yield SelectionList[str](id="stages")
@@ -467,7 +457,10 @@ class SetupScreen(Screen[None]):
         self.post_message(self.Start(request, self.preset))
 
 
-def _explained(widget: Input, setting: str) -> Input:
-    """A field with its setting's help as its tooltip: the words of the flag's --help."""
+def setting_input(setting: str, value: str = "") -> Input:
+    """A setting's field as the request declares it (request.app_field), with the flag's
+    help as its tooltip: the words of its --help."""
+    face = app_field(setting)
+    widget = Input(value, placeholder=face.placeholder, id=face.id)
     widget.tooltip = help_of(setting)
     return widget

@@ -38,12 +38,14 @@ from tuneup.tuning.search.search_records import StagePlan
 from tuneup.tuning.session.control import Reporter, SilentReporter
 from tuneup.tuning.session.datakeep import base_values, data_keeper
 from tuneup.tuning.session.engine import Engine, build_engine
+from tuneup.tuning.session.ladder_inputs import FrontEnd, HeldFolder, LadderInputs, Placement
 from tuneup.tuning.session.lock import LOCK_FILE, Owner, ResultsLock
 from tuneup.tuning.session.preflight import loader_shm_problem, refuse_baseline
 from tuneup.tuning.session.probe_session import ProbeSession
 from tuneup.tuning.session.realdata import RealData, real_data_for
 from tuneup.tuning.session.request import SessionRequest
-from tuneup.tuning.session.setting import Setting, read_setting
+from tuneup.tuning.session.session_terms import Layout, ResumeTerms, SearchTerms, TimeTerms
+from tuneup.tuning.session.setting import read_setting
 from tuneup.tuning.session.stage_plans import (
     ladder_reads_npy,
     plugin_alerts,
@@ -77,11 +79,7 @@ class AssembledSession:
     resumed: bool
     notes: list[str] = field(default_factory=list)
     alerts: list[str] = field(default_factory=list)
-    stopping: bool = False
     made_folder: bool = False  # the folder is this session's own: removed if it stays empty
-
-    def __post_init__(self) -> None:
-        self.session.stop_requested = lambda: self.stopping
 
     def interrupt(self, why: str = "stopped by the user") -> None:
         """Stop the running probe and the ladder; `why` goes into the partial summary.
@@ -89,8 +87,7 @@ class AssembledSession:
         Safe from a signal handler: it only sets flags (no lock is taken, so a
         handler that lands while the main thread holds one cannot deadlock).
         """
-        self.stopping = True
-        self.session.stop_reason = why
+        self.session.stop.ask(why)
         self.engine.backend.interrupt()
 
     def close(self) -> None:
@@ -265,32 +262,20 @@ def assemble_new(
         take_lock(lock, results, resumed=False)
         if results.has_session():  # another run finished there while this one started
             raise _already_a_session(results.path)
-        base = _new_base(preset, adapter, request.data_path, names, machine)
-        return build_session(
+        inputs = LadderInputs(
             preset=preset,
             adapter=adapter,
             stages=names,
-            base=base,
+            base=_new_base(preset, adapter, request.data_path, names, machine),
             search=request.search or "staged",
             seed=0 if request.seed is None else request.seed,
             fresh_processes=bool(request.fresh_processes),
-            machine=machine,
-            plan=plan,
-            job=job,
-            results=results,
-            lock=lock,
-            resumed=False,
-            reporter=reporter,
-            on_event=on_event,
-            engine_factory=engine_factory,
-            notes=notes,
-            alerts=[],
             time_budget_s=request.time_budget_s,
-            monotonic=monotonic,
-            made_folder=not existed,
             setting=read_setting(machine, preset.document),
-            known_costs=known_costs,
         )
+        front = FrontEnd(reporter, on_event, engine_factory, monotonic, known_costs)
+        held = HeldFolder(results, lock, resumed=False, made_folder=not existed)
+        return build_session(inputs, Placement(machine, plan, job), held, front, notes, [])
     except BaseException:
         lock.release()  # nothing to give back when taking it failed
         if not existed:
@@ -391,49 +376,31 @@ def checked_plans(
 
 
 def build_session(
-    *,
-    preset: ProbePreset,
-    adapter: TrainerAdapter,
-    stages: tuple[str, ...],
-    base: dict[str, Any],
-    search: str,
-    seed: int,
-    fresh_processes: bool,
-    machine: MachineInfo,
-    plan: LaunchPlan,
-    job: JobEnv,
-    results: ResultsDir,
-    lock: ResultsLock,
-    resumed: bool,
-    reporter: Reporter | None,
-    on_event: EventHandler | None,
-    engine_factory: EngineFactory,
+    inputs: LadderInputs,
+    place: Placement,
+    folder: HeldFolder,
+    front: FrontEnd,
     notes: list[str],
     alerts: list[str],
-    time_budget_s: float | None = None,
-    monotonic: Callable[[], float] = time.monotonic,
-    made_folder: bool = False,
-    retry_failed: bool = False,
-    setting: Setting | None = None,
-    baseline_again: str = "",
-    keep_costs: bool = True,
-    shortest_trial_s: float | None = None,
-    known_costs: ProbeCosts | None = None,
 ) -> AssembledSession:
-    """A session on what the caller resolved (`keep_costs` False: a replay's, kept none)."""
+    """A session on what the caller resolved, built once: nothing rewires it after."""
+    preset, adapter, base, machine = inputs.preset, inputs.adapter, inputs.base, place.machine
     real = real_data_for(preset, base, machine)
-    plans = checked_plans(adapter, stages, machine, base, preset, real)
+    plans = checked_plans(adapter, inputs.stages, machine, base, preset, real)
     record = LadderRecord(cache_dir())
-    shares = not fresh_processes and machine.world_size == 1
-    limits = (time_budget_s, shortest_trial_s, known_costs)
-    fit = fit_to_time(adapter, preset, plans, base, machine, job, record, shares, *limits)
+    shares = not inputs.fresh_processes and machine.world_size == 1
+    limits = (inputs.time_budget_s, inputs.shortest_trial_s, front.known_costs)
+    fit = fit_to_time(adapter, preset, plans, base, machine, place.job, record, shares, *limits)
     limit = fit.plan.limit_s
     damage = [f"warning: {line}" for line in record.damage]  # as the fit read it: said once
     preset, plans, notes = fit.applied(preset, plans, [*notes, *damage])
-    engine = engine_factory(
-        adapter, machine, results.path / "probes", preset.budget, seed, launch=plan, job=job,
-        on_event=on_event, preset=preset, fresh_processes=fresh_processes,
+    results = folder.results
+    engine = (front.engine_factory or build_engine)(
+        adapter, machine, results.path / "probes", preset.budget, inputs.seed,
+        launch=place.plan, job=place.job, on_event=front.on_event, preset=preset,
+        fresh_processes=inputs.fresh_processes,
     )  # fmt: skip
+    npy = ladder_reads_npy(inputs.stages, machine, base, preset)
     session = ProbeSession(
         preset=preset,
         adapter=adapter,
@@ -442,29 +409,32 @@ def build_session(
         machine=machine,
         base_values=base,
         plans=plans,
-        reporter=reporter or SilentReporter(),
-        search=search,
-        seed=seed,
-        fresh_processes=fresh_processes,
+        reporter=front.reporter or SilentReporter(),
+        terms=SearchTerms(inputs.search, inputs.seed, inputs.fresh_processes),
         sampler=engine.sampler,
-        job=job.to_dict(),
-        launch=launch_info(plan),
-        time_left=job.seconds_left if job.end_time is not None else None,
-        record=record if keep_costs else None,
-        time_budget_s=limit,
-        ladder_plan=fit.plan if limit is not None else None,
-        limit_by=fit.whose,
-        shortest_trial_s=fit.shortest_trial_s,
-        monotonic=monotonic,
-        data_check=data_keeper(
-            preset, adapter, base, results.path, npy=ladder_reads_npy(stages, machine, base, preset)
+        layout=Layout(place.job.to_dict(), launch_info(place.plan)),
+        timing=TimeTerms(
+            budget_s=limit,
+            limit_by=fit.whose,
+            plan=fit.plan if limit is not None else None,
+            shortest_trial_s=fit.shortest_trial_s,
+            allocation_left=place.job.seconds_left if place.job.end_time is not None else None,
+            monotonic=front.monotonic,
         ),
-        retry_failed=retry_failed,
-        setting=setting,
-        baseline_again=baseline_again,
+        record=record if front.keep_costs else None,
+        data_check=data_keeper(preset, adapter, base, results.path, npy=npy),
+        again=ResumeTerms(inputs.retry_failed, inputs.baseline_again),
+        setting=inputs.setting,
         real_data=real,
     )
     alerts = [*alerts, *plugin_alerts(), *unmapped_note(plans, adapter.name)]
     return AssembledSession(
-        session, engine, results, lock, resumed, notes, alerts, made_folder=made_folder
+        session,
+        engine,
+        results,
+        folder.lock,
+        folder.resumed,
+        notes,
+        alerts,
+        made_folder=folder.made_folder,
     )

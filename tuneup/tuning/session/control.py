@@ -4,6 +4,7 @@ with, the controls a front end may use from any thread, and what a reporter hear
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from tuneup.probe.events import Event
@@ -34,6 +35,20 @@ class OutOfTime(SessionInterrupted):
 class DataGone(SessionInterrupted):
     """A data file the probes read went away mid-ladder and tuneup cannot make it again:
     the ladder stops (a partial summary) rather than fail every later probe."""
+
+
+@dataclass
+class StopRequest:
+    """A stop asked from a signal handler: plain attributes, no lock a handler could wait on
+    (`SessionControl.stop` is the app's, from a thread). `why` goes into the partial
+    summary."""
+
+    asked: bool = False
+    why: str = ""
+
+    def ask(self, why: str) -> None:
+        self.why = why
+        self.asked = True
 
 
 class SessionControl:

@@ -38,7 +38,7 @@ from tuneup.probe.types import (
 from tuneup.telemetry.sampler import Sampler
 from tuneup.trainers.adapters import TrainerAdapter
 from tuneup.tuning.clock.ladder_record import LadderRecord, machine_tag
-from tuneup.tuning.clock.planner import SHORTEST_TRIAL_SHARE, LadderPlan
+from tuneup.tuning.clock.planner import SHORTEST_TRIAL_SHARE
 from tuneup.tuning.clock.time_left import LadderClock, known_costs
 from tuneup.tuning.results.journal import ResultsDir
 from tuneup.tuning.results.journal_check import SESSION_ID, new_session_id
@@ -56,10 +56,12 @@ from tuneup.tuning.session.control import (
     SessionControl,
     SessionInterrupted,
     SilentReporter,
+    StopRequest,
 )
 from tuneup.tuning.session.realdata import RealData
+from tuneup.tuning.session.session_terms import Layout, ResumeTerms, SearchTerms, TimeTerms
 from tuneup.tuning.session.setting import SETTING, Setting, record_changes
-from tuneup.tuning.session.time_gate import BUDGET, TimeGate
+from tuneup.tuning.session.time_gate import TimeGate
 
 
 @dataclass
@@ -74,48 +76,19 @@ class ProbeSession:
     base_values: dict[str, Any]
     plans: list[StagePlan]
     reporter: Reporter = field(default_factory=SilentReporter)
-    search: str = "staged"
-    seed: int = 0
-    fresh_processes: bool = False  # as asked: recorded, so a resume runs probes alike
-    confirm_pairs: int = 2
-    # Two baseline probes: their pooled trials carry the probe-to-probe noise
-    # (a new process, new allocations), not only the trial-to-trial noise.
-    baseline_repeats: int = 2
-    stop_requested: Callable[[], bool] = lambda: False
+    terms: SearchTerms = field(default_factory=SearchTerms)
+    stop: StopRequest = field(default_factory=StopRequest)  # asked by a signal handler
     control: SessionControl = field(default_factory=SessionControl)
     sampler: Sampler | None = None  # started by start(), stopped when run() ends
-    # How the probes run on several GPUs, for session.json and the reporter: the
-    # scheduler's job (JobEnv.to_dict()) and the launch, e.g. {"nproc": 4,
-    # "nodes": 1, "world_size": 4, "launcher": "torchrun"}. None: not known.
-    job: dict[str, Any] | None = None
-    launch: dict[str, Any] | None = None
-    # Seconds left in the allocation (None: no limit known); a probe that could not
-    # finish in them is not started (OutOfTime).
-    time_left: Callable[[], float | None] | None = None
-    # The ladder's time budget in seconds from start() (the user's --budget, or the
-    # allocation's time left; None: none), whose it is (time_gate.BUDGET or ALLOCATION), and
-    # the plan fitted to it (planner.py): stages left out before the first probe, and kept
-    # to as the ladder goes (stage_gate). Trials are never shortened below
-    # `shortest_trial_s` (None: the plan's floor of the session's budget).
-    time_budget_s: float | None = None
-    ladder_plan: LadderPlan | None = None
-    limit_by: str = BUDGET
-    shortest_trial_s: float | None = None
-    # Why the ladder was stopped (a signal), for a partial summary; set by the front end.
-    stop_reason: str = ""
-    monotonic: Callable[[], float] = time.monotonic
+    layout: Layout = field(default_factory=Layout)
+    timing: TimeTerms = field(default_factory=TimeTerms)
     # Run before each probe: the data files are there (made again if tuneup's own, said);
     # raises DataGone when they are not and cannot be. None: no files to check.
     data_check: Callable[[], str | None] | None = None
-    # On a resume: measure again every journaled failure (measure_again); else only those
-    # whose cause may be gone.
-    retry_failed: bool = False
+    again: ResumeTerms = field(default_factory=ResumeTerms)
     # The machine and software it measures in (tuneup.tuning.session.setting), recorded in
     # session.json and stamped on each probe; None: not recorded.
     setting: Setting | None = None
-    # On a resume in another setting than the recorded one: why (its differences); the
-    # journaled baseline is then measured again. "": replayed as it was.
-    baseline_again: str = ""
     # The data the real run reads (realdata.py): each probe's model peak is kept, and a
     # candidate whose loader cannot hold it beside its own peak is never adopted. None:
     # nothing to weigh.
@@ -139,30 +112,30 @@ class ProbeSession:
 
     def __post_init__(self) -> None:
         self.backend = as_backend(self.backend)
-        planned = self.ladder_plan
+        planned = self.timing.plan
         self.clock = LadderClock(
             adapter=self.adapter,
             preset=self.preset,
             # the stages the time budget's plan keeps (those it left out are priced at nothing)
             plans=[p for p in self.plans if planned is None or planned.reason(p.name) is None],
-            search=self.search,
-            baseline_repeats=self.baseline_repeats,
-            confirm_pairs=self.confirm_pairs,
-            shares_processes=not self.fresh_processes and self.machine.world_size == 1,
+            search=self.terms.search,
+            baseline_repeats=self.terms.baseline_repeats,
+            confirm_pairs=self.terms.confirm_pairs,
+            shares_processes=not self.terms.fresh_processes and self.machine.world_size == 1,
             machine=machine_tag(self.machine),
             record=self.record,
             known=known_costs(self.adapter, self.base_values, self.preset.budget, self.machine),
             base_batch=config_batch(self.base_values),
         )
         budget = self.preset.budget
-        shortest = self.shortest_trial_s
+        shortest = self.timing.shortest_trial_s
         self.gate = TimeGate(
             self.clock,
             budget,
             budget.trial_s * SHORTEST_TRIAL_SHARE if shortest is None else shortest,
-            confirm_pairs=self.confirm_pairs,
-            time_left=self.time_left,
-            whose=self.limit_by,
+            confirm_pairs=self.terms.confirm_pairs,
+            time_left=self.timing.allocation_left,
+            whose=self.timing.limit_by,
             now=self._now,
             walls=self._walls,
         )
@@ -181,16 +154,16 @@ class ProbeSession:
             "trainer": self.trainer,
             # the format its exports start with: what every hint names (journal.export_hint)
             "export_format": next(iter(self.adapter.exports), "yaml"),
-            "search": self.search,
-            "seed": self.seed,
-            "fresh_processes": self.fresh_processes,
+            "search": self.terms.search,
+            "seed": self.terms.seed,
+            "fresh_processes": self.terms.fresh_processes,
             "stages": [p.name for p in self.plans],
             "machine": self.machine.to_dict(),
             "base_config": self.base_values,
             "budget": self.preset.budget.to_dict(),
             "hints": self.preset.hints,
-            "job": self.job,
-            "launch": self.launch,
+            "job": self.layout.job,
+            "launch": self.layout.launch,
             "tuneup_version": __version__,
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
@@ -216,18 +189,19 @@ class ProbeSession:
             self.session_id = str(previous.get(SESSION_ID) or self.session_id)  # the folder's
             self.results.repair()
             self._update_record(previous)
-            replay = replay_plan(self.results.results(), self.retry_failed, self.baseline_again)
+            again = self.again
+            replay = replay_plan(self.results.results(), again.retry_failed, again.baseline_again)
             self._journaled, self._replacing = replay.journaled, replay.replacing
-            note = replay.note(self.retry_failed)
+            note = replay.note(self.again.retry_failed)
             if note:
                 self._note(note)
         else:
             self.results.create(self.session_info())
-        self.gate.start(self.time_budget_s)
+        self.gate.start(self.timing.budget_s)
         left = self.clock.left(None, self.clock.costs())
         self._total = left.probes
         # what a busy machine may spoil: as long again as the ladder's estimate (load.py)
-        estimate = self.ladder_plan.estimate_s if self.ladder_plan is not None else None
+        estimate = self.timing.plan.estimate_s if self.timing.plan is not None else None
         if estimate is None:
             estimate = self.clock.seconds_left(None)[0]
         self._load = LoadBound.for_estimate(estimate, say=self._note)
@@ -274,7 +248,7 @@ class ProbeSession:
             self._report(stage, result, reused=True)
             return result
         self.control.wait_if_paused()
-        if self.stop_requested() or self.control.stopped:
+        if self.stop.asked or self.control.stopped:
             raise SessionInterrupted
         candidate = self._timed(stage, candidate, values)
         self.control.current_stage = stage
@@ -319,7 +293,7 @@ class ProbeSession:
         # the probe's own files (its spec, its logs) may be refused by the storage
         with self.results.storing("probes", "a probe's files in"):
             result = self.backend(stage, candidate, values)
-        if self.stop_requested() or self.control.stopped:
+        if self.stop.asked or self.control.stopped:
             raise SessionInterrupted  # the probe was cut short: not journaled
         result = self._stamped(result)
         self._say_confined(result)
@@ -354,13 +328,13 @@ class ProbeSession:
         (so `--budget` rehearses what the ladder would leave out), else `monotonic`."""
         if self.clock.simulated:
             return sum(self._walls)
-        return self.monotonic()
+        return self.timing.monotonic()
 
     def stage_gate(self, plan: StagePlan) -> str | None:
         """Why a stage is left out when its turn comes: the plan made before the first probe
         left it out, or it does not fit the time budget's remainder less the confirmation's
         time (time_gate.py); None to run it."""
-        planned = self.ladder_plan.reason(plan.name) if self.ladder_plan is not None else None
+        planned = self.timing.plan.reason(plan.name) if self.timing.plan is not None else None
         if planned is not None:
             return planned
         return self.gate.stage_gate(plan)
@@ -413,15 +387,15 @@ class ProbeSession:
         the time budget, the allocation) writes one too, marked partial, with the best
         configuration its stages' pairs upheld so far, and re-raises."""
         try:
-            if self.search == "grid":
+            if self.terms.search == "grid":
                 outcome = grid_search(self.base_values, self.plans, self.measure, guard=False)
             else:
                 outcome = staged_search(
                     self.base_values,
                     self.plans,
                     self.measure,
-                    confirm_pairs=self.confirm_pairs,
-                    baseline_repeats=self.baseline_repeats,
+                    confirm_pairs=self.terms.confirm_pairs,
+                    baseline_repeats=self.terms.baseline_repeats,
                     guard=False,  # measure() guards, before journaling
                     progress=self._progress,
                     before_stage=self.stage_gate,
@@ -443,7 +417,7 @@ class ProbeSession:
         return outcome
 
     def _write_summary(self, outcome: SearchOutcome) -> None:
-        outcome.limit = self.limit_by  # the words of what the limit left out
+        outcome.limit = self.timing.limit_by  # the words of what the limit left out
         if self.real_data is not None:  # each candidate not for the real data names the next best
             outcome.stage_decisions[:] = self.real_data.named(outcome.stage_decisions)
         summary = summary_dict(outcome)
@@ -461,23 +435,23 @@ class ProbeSession:
             nodes=self.machine.nodes,
             ranks_per_node=self.machine.ranks_per_node,
         )
-        if self.ladder_plan is not None:
+        if self.timing.plan is not None:
             summary["time_budget"] = {
-                "limit_s": self.ladder_plan.limit_s,
-                "estimate_s": self.ladder_plan.estimate_s,
+                "limit_s": self.timing.plan.limit_s,
+                "estimate_s": self.timing.plan.estimate_s,
                 "left_out": list(outcome.left_out),
-                "planned_out": [name for name, _, _ in self.ladder_plan.left_out],
-                "planned_fewer": {name: list(left) for name, left, _ in self.ladder_plan.trimmed},
-                "trial_s": self.ladder_plan.budget.trial_s,
-                "limited_by": self.limit_by,
+                "planned_out": [name for name, _, _ in self.timing.plan.left_out],
+                "planned_fewer": {name: list(left) for name, left, _ in self.timing.plan.trimmed},
+                "trial_s": self.timing.plan.budget.trial_s,
+                "limited_by": self.timing.limit_by,
             }
         self.results.write_summary(summary)
 
     def _write_partial(self, stop: SessionInterrupted) -> None:
         """summary.json of a ladder stopped before its end (the staged search's progress)."""
-        if self.search != "staged":
+        if self.terms.search != "staged":
             return
-        why = self.stop_reason or "stopped by the user"
+        why = self.stop.why or "stopped by the user"
         if isinstance(stop, OutOfTime):
             why = f"stopped: {stop.left_s:.0f} s were left {stop.where}"
         stage = self._progress.stage

@@ -60,7 +60,7 @@ def rebuild_summary(folder: Path, machine: MachineInfo, why: str) -> list[str]:
         engine_factory=_journal_only,
         replay_only=True,
     )
-    built.session.stop_reason = f"stopped: {JOURNAL_ENDS}"
+    built.session.stop.why = f"stopped: {JOURNAL_ENDS}"
     try:
         built.session.start(resume=True)
         built.session.run()

@@ -37,6 +37,23 @@ def parse_budget(text: str) -> float:
     return parse_duration(text)
 
 
+def parse_count(text: str) -> int:
+    """A count of ranks or nodes: a whole number of at least 1 (`--nproc`, the app's field)."""
+    given = text.strip()
+    if not given.isdigit() or int(given) < 1:
+        raise ValueError(f"must be a whole number of at least 1, got {text!r}")
+    return int(given)
+
+
+@dataclass(frozen=True)
+class Field:
+    """A setting's face in the app: a text field (`Input`) with this id and placeholder,
+    validated by the flag's own parser (`read_setting`)."""
+
+    id: str
+    placeholder: str
+
+
 def setting(
     default: Any,
     flag: str | None = None,
@@ -47,8 +64,10 @@ def setting(
     kind: type | None = None,
     choices: tuple[str, ...] | None = None,
     switch: bool = False,
+    app: Field | None = None,
 ) -> Any:
-    """A request field with its command-line face (none: set by the app alone).
+    """A request field with its command-line face (none: set by the app alone) and its
+    face in the app's setup screen (`app`; none: the screen sets it another way).
 
     `parse` reads the flag's text (a ValueError is the flag's one-line error), `kind`
     converts it (int), `switch` makes a flag without a value that sets True.
@@ -61,6 +80,7 @@ def setting(
         "kind": kind,
         "choices": choices,
         "switch": switch,
+        "app": app,
     }
     return field(default=default, metadata=face)
 
@@ -118,7 +138,8 @@ class SessionRequest:
         "ranks per node, one per GPU (default: the GPUs the allocation gives, 1 on a "
         "CPU-only machine); more than 1 runs each probe under torchrun",
         metavar="N",
-        kind=int,
+        parse=parse_count,
+        app=Field("nproc", "ranks per node"),
     )
     nodes: int | None = setting(
         None,
@@ -126,7 +147,8 @@ class SessionRequest:
         "nodes per probe (default: the nodes of the SLURM allocation, else 1); more than 1 "
         "runs each probe through srun",
         metavar="M",
-        kind=int,
+        parse=parse_count,
+        app=Field("nodes", "nodes"),
     )
     search: str | None = setting(
         None,
@@ -139,6 +161,7 @@ class SessionRequest:
         None,
         help="the tutorial's train.h5 (its sibling val.h5 is used when present); empty: the "
         "preset's data, or its synthetic box made on first use",
+        app=Field("data", "empty: synthesize the preset's box; or the path of train.h5"),
     )
     budget: ProbeBudget | None = setting(None)
     fresh_processes: bool | None = setting(
@@ -157,6 +180,7 @@ class SessionRequest:
         "what it leaves out, keeps to it, and confirms the best it found",
         metavar="TIME",
         parse=parse_budget,
+        app=Field("time-budget", "none"),
     )
     retry_failed: bool = setting(
         False,
@@ -178,6 +202,14 @@ class SessionRequest:
 def _face(name: str) -> Mapping[str, Any]:
     """A setting's declared face: its flag, help and parser."""
     return next(f.metadata for f in dataclasses.fields(SessionRequest) if f.name == name)
+
+
+def app_field(name: str) -> Field:
+    """A setting's field in the app, as declared (a KeyError: it declares none)."""
+    face = _face(name).get("app")
+    if not isinstance(face, Field):
+        raise KeyError(f"setting {name} declares no field in the app")
+    return face
 
 
 def help_of(name: str) -> str:

@@ -47,6 +47,7 @@ from tuneup.tuning.session.assembly import (
 from tuneup.tuning.session.control import Reporter
 from tuneup.tuning.session.datakeep import base_values, reads_npy
 from tuneup.tuning.session.engine import build_engine
+from tuneup.tuning.session.ladder_inputs import FrontEnd, HeldFolder, LadderInputs, Placement
 from tuneup.tuning.session.lock import ResultsLock
 from tuneup.tuning.session.setting import SETTING, differences, read_setting
 from tuneup.tuning.session.stage_plans import ladder_reads_npy
@@ -104,7 +105,7 @@ def assemble_resume(
         changes = [] if replay_only else differences(info.get(SETTING), setting)
         alerts += changed_lines(changes, request.accept_changes)
         again = "" if request.accept_changes else "; ".join(changes)
-        return build_session(
+        inputs = LadderInputs(
             preset=preset,
             adapter=adapter,
             stages=stages,
@@ -112,24 +113,16 @@ def assemble_resume(
             search=request.search or str(info.get("search") or "staged"),
             seed=request.seed if request.seed is not None else int(info.get("seed") or 0),
             fresh_processes=_asked_or_recorded(request.fresh_processes, info, "fresh_processes"),
-            machine=machine,
-            plan=plan,
-            job=job,
-            results=results,
-            lock=lock,
-            resumed=True,
-            reporter=reporter,
-            on_event=on_event,
-            engine_factory=engine_factory,
-            notes=[describe(job), *ignored],
-            alerts=alerts,
             time_budget_s=request.time_budget_s,
-            retry_failed=request.retry_failed,
-            setting=None if replay_only else setting,
-            keep_costs=not replay_only,
-            baseline_again=f"the setting changed: {again}" if again else "",
             shortest_trial_s=shortest,
+            retry_failed=request.retry_failed,
+            baseline_again=f"the setting changed: {again}" if again else "",
+            setting=None if replay_only else setting,
         )
+        front = FrontEnd(reporter, on_event, engine_factory, keep_costs=not replay_only)
+        held = HeldFolder(results, lock, resumed=True)
+        notes = [describe(job), *ignored]
+        return build_session(inputs, Placement(machine, plan, job), held, front, notes, alerts)
     except BaseException:
         lock.release()
         raise
