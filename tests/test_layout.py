@@ -198,6 +198,21 @@ def test_neither_the_product_nor_the_twin_imports_bench() -> None:
     assert found == {}, f"the product imports these bench modules: {found}"
 
 
+def test_the_import_contract_names_every_bench_helper() -> None:
+    """lint-imports' `no-bench-in-product` forbids bench's helpers by their bare names (bench
+    is no package): a new `bench/_*.py` joins the list, or this fails naming it."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    contracts = config["tool"]["importlinter"]["contracts"]
+    (contract,) = [c for c in contracts if c["id"] == "no-bench-in-product"]
+    helpers = {p.stem for p in (ROOT / "bench").glob("_*.py")}
+    assert helpers <= set(contract["forbidden_modules"]), helpers - set(
+        contract["forbidden_modules"]
+    )
+    assert set(contract["source_modules"]) == {"tuneup", "tuneup_plugins", "twin"}
+
+
 # A loader is one row of tuneup/config/loaders.py and one builder; everything else asks the
 # row (`loader(name).dali`, `.reads`, `.on_gpu`, ...), never the name. The simulators keep
 # their own speed per loader (a model of a machine, not a rule of tuneup).
