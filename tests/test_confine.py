@@ -207,3 +207,32 @@ def test_a_script_is_confined_through_omp_num_threads_unless_someone_set_it(
     assert plain.ok and confined.ok and users.ok
     assert plain.contention is None and users.contention is None
     assert confined.contention is not None and confined.contention.confined_threads == 1
+
+
+def test_a_resume_on_a_quiet_node_measures_the_threads_stage_a_busy_one_left_out():
+    """The remedy the busy run names (`--resume DIR --retry-failed` on a quiet node) must
+    work: probes replayed from the journal ran confined, this run's do not, and the threads
+    stage runs."""
+    from tuneup.tuning.search.staged import staged_search
+
+    confined = Contention(
+        other_cpus=0.8, usable_cpus=2, note="others", under_load=True, confined_threads=1
+    )
+
+    def measure(stage: str, candidate: Candidate, values: dict[str, Any]) -> ProbeResult:
+        rate = 100.0 if values.get("intra_op_threads") == 1 else 90.0
+        trials = [rate * (1 + d) for d in (-0.002, 0.0, 0.002)]
+        result = ProbeResult(
+            stage, dict(candidate.values), dict(values), Status.OK, full_sps=rate,
+            full_sps_trials=trials, losses=[0.1, 0.09],
+        )  # fmt: skip
+        if stage == "baseline" and measure.replays:  # the journal's, as a resume serves them
+            measure.replays -= 1
+            return dataclasses.replace(result, contention=confined, replayed=True)
+        return result
+
+    measure.replays = 2  # type: ignore[attr-defined]
+    plan = StagePlan("threads", [Candidate("1 thread", {"intra_op_threads": 1})], judged="full")
+    outcome = staged_search({}, [plan], measure, confirm_pairs=0, baseline_repeats=2)
+    (decision,) = outcome.stage_decisions
+    assert decision.cause != "confined" and any(p.stage == "threads" for p in outcome.probes)

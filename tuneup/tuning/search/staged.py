@@ -313,7 +313,8 @@ def _load_skip(plan: StagePlan, runner: SearchRunner) -> tuple[str | None, str]:
         return None, LOAD
     if runner.load.ladder_spent:
         return "not run: the machine was too busy (the ladder stopped)", LOAD
-    threads = confined_of(runner.probes)
+    # this run's probes: a resume on a quiet node measures the stage a busy one left out
+    threads = confined_of(p for p in runner.probes if not p.replayed)
     if threads is not None and sets_threads(plan.candidates):
         return left_out_line(threads), CONFINED
     return None, LOAD
