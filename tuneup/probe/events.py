@@ -31,7 +31,7 @@ from typing import IO, Any, ClassVar
 
 from tuneup.bounded import loads
 from tuneup.errors import UsageError
-from tuneup.probe.figures import ProbeFigures, read_figures
+from tuneup.probe.figures import WorkerFigures, read_figures
 from tuneup.probe.jsonvalues import (
     EMPTY,
     count,
@@ -127,9 +127,9 @@ class LossEvent(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
-class ResultEvent(ProbeFigures, Event):
+class ResultEvent(WorkerFigures, Event):
     """The probe's measurements (phases.run_probe's result): its figures, declared once in
-    `ProbeFigures`."""
+    `ProbeFigures` (and the warm-up facts only the event carries, in `WorkerFigures`)."""
 
     event: ClassVar[str] = "result"
 

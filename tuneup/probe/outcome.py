@@ -163,7 +163,10 @@ def build_result(
         # lacked keeps the result's default, a list it lacked is empty.
         fields.update(measured.journal_figures())
         fields["plan"] = fields.get("plan") or spec.plan.to_dict()
-        ranks = fields.pop("ranks", None) or ranks
+        # One rank is also what a line that names none reads as: the start event's world
+        # size decides then (a worker's two always agree).
+        said = fields.pop("ranks", 1)
+        ranks = said if said > 1 else ranks
     return ProbeResult(
         stage=stage,
         variant=dict(variant),

@@ -12,10 +12,12 @@ import json
 import math
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
+
+from tuneup.probe.figures import ProbeFigures, figure_names
 
 
 class Status(str, Enum):
@@ -163,8 +165,13 @@ def probe_key(values: Mapping[str, Any], ranks: int | None = None) -> str:
 
 
 @dataclass(frozen=True)
-class ProbeResult:
-    """One finished probe, as journaled (design.md, Results directory).
+class ProbeResult(ProbeFigures):
+    """One finished probe, as journaled (design.md, Results directory): its figures, declared
+    once in `ProbeFigures` (tuneup/probe/figures.py), and what the parent knows of it.
+
+    Positionally, its stage, variant, config, status and reason (the figures are keywords
+    only, and so is the rest). It holds its figures as a journal line does, lists and
+    dicts, whatever it was handed (`__post_init__`).
 
     Frozen: a step that changes a result (the loss guard, telemetry, a retry)
     makes a new one with `dataclasses.replace`.
@@ -175,40 +182,17 @@ class ProbeResult:
     config: dict[str, Any]
     status: Status
     reason: str = ""
-    io_sps: float | None = None
-    synthetic_sps: float | None = None
-    full_sps: float | None = None
-    full_sps_trials: list[float] = field(default_factory=list)
-    io_sps_trials: list[float] = field(default_factory=list)
-    synthetic_sps_trials: list[float] = field(default_factory=list)
-    iqr_pct: float | None = None
-    warmup_s: float | None = None
-    timed_s: float | None = None  # seconds in timed trials: the part of wall_s that measured
-    one_time_s: dict[str, float] = field(default_factory=dict)
-    break_even_steps: float | None = None
-    loss_start: float | None = None
-    loss_end: float | None = None
-    losses: list[float] = field(default_factory=list)
-    scaler_overflows: int = 0
+    _: dataclasses.KW_ONLY
     gpu_util_mean: float | None = None
     power_mean_w: float | None = None
     energy_j_per_sample: float | None = None
-    mem_peak_mb: float | None = None  # the worker's CUDA caching allocator: tensors only
     # NVML's device memory in use at its highest during FULL: the tensors plus the CUDA
     # context, cuDNN workspaces and the allocator's reserve (what another job would see).
     gpu_mem_used_mb: float | None = None
     throttled: bool | None = None
     wall_s: float = 0.0
-    # Multi-rank probes: the ranks it ran with, each rank's own FULL samples/s
-    # (its local batch over its own trial times), and the ranks flagged as
-    # stragglers. `full_sps` is the job's figure, set by the slowest rank.
-    ranks: int = 1
-    rank_sps: list[float] = field(default_factory=list)
-    stragglers: list[int] = field(default_factory=list)
     # What else used the machine during the timed window (None: not watched).
     contention: Contention | None = None
-    # Leading trials dropped as outliers (late one-time work) and replaced by more trials.
-    trials_discarded: int = 0
     # A failure that need not happen again (killed by a signal, an NCCL timeout).
     transient: bool = False
     # This attempt failed and the probe was run again: a later journal line replaces it.
@@ -216,31 +200,16 @@ class ProbeResult:
     # Measured again on a resume: the failure (or contended run) it replaces, in words; a
     # reader of the journal puts it in that line's place.
     replaces: str = ""
-    # Trials far from their siblings that stayed after being measured again (the worker's
-    # rule, tuneup.worker.trials.far_trial): its figure may be off, and it says so.
-    far_trials: int = 0
     # The probes its process ran before it: 0 in a fresh process (tuneup.worker.serve).
     served_before: int = 0
-    # Why its trials ended early (clearly slower than it had to be); empty when they did not.
-    stopped_early: str = ""
     # Where its IO figure comes from when it did not measure IO itself (its data path
     # was measured before: "carried from <stage>: <label>"); empty when it measured it.
     io_from: str = ""
-    # Under torch.compile: "cold" when it compiled its graphs (first_steps holds that),
-    # "warm" when they came from the compile cache; then compile_cold_s is the cold
-    # compile's one-time cost where this machine measured it. "" without torch.compile.
-    compile_cache: str = ""
+    # Under torch.compile, when its graphs came from the cache (compile_cache "warm"): the
+    # cold compile's one-time cost where this machine measured it.
     compile_cold_s: float | None = None
     # The device it ran on, as the worker named it ("cpu", "NVIDIA H200"); "" unknown.
     device: str = ""
-    # How it was measured (tuneup.probe.plan.MeasurementPlan.to_dict): its phases, the one
-    # that judges it, trial length and counts, warm-up rule; with `steps`, the steps per
-    # trial each phase ran (from its measured step time). Empty: an older probe.
-    plan: dict[str, Any] = field(default_factory=dict)
-    # Where a profiled probe's step time went (probe/timeline.py: its parts, the GPU's busy
-    # and idle time, the top operators, TFLOP/s and MFU, the trace's file name). Empty:
-    # not profiled. PROFILE_MISSING: what it lacks (a breakdown, a trace file) and why.
-    profile: dict[str, Any] = field(default_factory=dict)
     # The setting it was measured in (tuneup.tuning.session.setting: CPUs, threads, GPUs, driver,
     # torch), as a digest: a resume on a changed machine measures the baseline again, and
     # those probes take the place of the ones of another setting. "": not recorded.
@@ -251,6 +220,17 @@ class ProbeResult:
     # Taken from the journal by this run (a resume), not measured in it: it pairs only with
     # another so taken (probe/conditions.py). Never journaled.
     replayed: bool = field(default=False, compare=False)
+
+    def __post_init__(self) -> None:
+        """Its figures as a journal line holds them, lists and dicts, whatever it was handed
+        (the worker's tuples, a read-only mapping): a line read back equals the result
+        written, and `dataclasses.asdict` can copy each."""
+        for name in figure_names():
+            value = getattr(self, name)
+            if isinstance(value, tuple):
+                object.__setattr__(self, name, list(value))
+            elif isinstance(value, Mapping) and not isinstance(value, dict):
+                object.__setattr__(self, name, dict(value))
 
     @property
     def ok(self) -> bool:
@@ -282,17 +262,23 @@ class ProbeResult:
         """The phase's trial samples/s, in order."""
         if phase == "io" and self.io_from:
             return []
-        return {
-            "io": self.io_sps_trials,
-            "synthetic": self.synthetic_sps_trials,
-            "full": self.full_sps_trials,
-        }[phase]
+        return list(
+            {
+                "io": self.io_sps_trials,
+                "synthetic": self.synthetic_sps_trials,
+                "full": self.full_sps_trials,
+            }[phase]
+        )
 
     def to_journal(self) -> dict[str, Any]:
+        """Its journal line: its own fields first (stage, variant, config, status, ...), as
+        a line read them before its figures were declared apart, then its figures."""
         data = dataclasses.asdict(self)
         data["status"] = self.status.value
         data.pop("replayed", None)  # where it came from this time, not what it measured
-        return data
+        figures = set(figure_names())
+        own = [f.name for f in dataclasses.fields(self) if f.name in data and f.name not in figures]
+        return {**{name: data.pop(name) for name in own}, **data}
 
     @classmethod
     def from_journal(cls, data: dict[str, Any]) -> ProbeResult:
@@ -324,7 +310,9 @@ class ProbeResult:
 
 @functools.cache
 def _journal_hints() -> dict[str, Any]:
-    return typing.get_type_hints(ProbeResult)
+    """Each field's declared type, its figures' too (the `KW_ONLY` marker is no field)."""
+    names = {f.name for f in dataclasses.fields(ProbeResult)}
+    return {k: v for k, v in typing.get_type_hints(ProbeResult).items() if k in names}
 
 
 def _fits(value: Any, hint: Any) -> bool:
@@ -347,9 +335,9 @@ def _fits(value: Any, hint: Any) -> bool:
         return isinstance(value, str)
     if hint is Status:
         return value in {s.value for s in Status}
-    if origin is list:
+    if origin in (list, Sequence):
         return isinstance(value, list) and all(_fits(v, args[0]) for v in value)
-    if origin is dict:
+    if origin in (dict, Mapping):
         return isinstance(value, dict) and all(
             isinstance(k, str) and _fits(v, args[1]) for k, v in value.items()
         )
@@ -364,7 +352,7 @@ def _fits(value: Any, hint: Any) -> bool:
 def _restored(value: Any, hint: Any) -> Any:
     """Numbers the journal wrote as null (a NaN or infinity) in a list of numbers, as NaNs
     again (the statistics pass over them)."""
-    if typing.get_origin(hint) is list and typing.get_args(hint)[0] is float:
+    if typing.get_origin(hint) in (list, Sequence) and typing.get_args(hint)[0] is float:
         return [math.nan if v is None else v for v in value]
     return value
 
@@ -374,9 +362,9 @@ def _kind_of(hint: Any) -> str:
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
         return " or ".join(_kind_of(a) for a in args)
-    if origin is list:
+    if origin in (list, Sequence):
         return f"a list of {_kind_of(args[0]).removeprefix('a ')}s"
-    if origin is dict:
+    if origin in (dict, Mapping):
         return "a mapping"
     if hint is Status:
         return "a status (" + ", ".join(s.value for s in Status) + ")"

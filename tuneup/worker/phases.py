@@ -63,7 +63,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tuneup.probe.figures import ProbeFigures
+from tuneup.probe.figures import WorkerFigures
 from tuneup.probe.plan import MeasurementPlan, ordered
 from tuneup.probe.stats import clearly_slower, early_stop_reason, iqr_pct, median
 from tuneup.probe.types import PROFILE_MISSING
@@ -169,7 +169,7 @@ def run_probe(
     start_costs: Mapping[str, float] | None = None,
     gather: Gather = one_rank,
     profile: Profiler | None = None,
-) -> ProbeFigures:
+) -> WorkerFigures:
     """Loss, then each phase's warm-up and trials; emits every event but ``start`` and returns
     the result.
 
@@ -365,7 +365,7 @@ def _probe_result(
     *,
     samples_per_batch: int,
     world: int,
-) -> ProbeFigures:
+) -> WorkerFigures:
     """The probe's figures (its ``result`` event), from the warm-ups and the phases."""
     rates = measured.rates
     full = rates.get("full", [])
@@ -379,7 +379,7 @@ def _probe_result(
     }
     if before:
         record["loss_s"] = sum(t.seconds for t in before)
-    return ProbeFigures(
+    return WorkerFigures(
         io_sps=median(rates["io"]) if rates.get("io") else None,
         synthetic_sps=median(rates["synthetic"]) if rates.get("synthetic") else None,
         full_sps=median(full) if full else None,

@@ -10,7 +10,7 @@ is in the folder (on a GPU: the device's work by part, tuning/results/profile_tr
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -49,7 +49,7 @@ def figures_text(result: ProbeResult, baseline: ProbeResult | None) -> str:
 
 
 def profile_findings(
-    profile: dict[str, Any] | None, result: ProbeResult, folder: Path | None
+    profile: Mapping[str, Any] | None, result: ProbeResult, folder: Path | None
 ) -> str:
     """The rules that fire on `profile`, quoting what the ladder said at each stage."""
     if not profile:
