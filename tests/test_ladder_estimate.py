@@ -215,7 +215,7 @@ def test_fresh_processes_is_asked_for_recorded_and_kept_on_resume(tmp_path: Path
 
     resumed = assemble_resume(out, SessionRequest(), MachineInfo(cpus_usable=2))
     try:
-        assert resumed.session.fresh_processes is True
+        assert resumed.session.terms.fresh_processes is True
         assert not resumed.session.clock.shares_processes
     finally:
         resumed.close()
