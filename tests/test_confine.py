@@ -236,3 +236,25 @@ def test_a_resume_on_a_quiet_node_measures_the_threads_stage_a_busy_one_left_out
     outcome = staged_search({}, [plan], measure, confirm_pairs=0, baseline_repeats=2)
     (decision,) = outcome.stage_decisions
     assert decision.cause != "confined" and any(p.stage == "threads" for p in outcome.probes)
+
+
+def test_a_plugins_backend_confines_when_it_offers_to_and_not_otherwise():
+    """A plugin may hand over a plain callable: it is asked to confine where it has the
+    method (typed once, as_backend), and refuses by default."""
+    from tuneup.probe.backend import as_backend
+
+    class Offers:
+        def __init__(self) -> None:
+            self.asked: list[int] = []
+
+        def __call__(self, stage: str, candidate: Candidate, values: dict) -> ProbeResult:
+            return ProbeResult(stage, {}, values, Status.OK)
+
+        def confine_threads(self, threads: int) -> bool:
+            self.asked.append(threads)
+            return True
+
+    offers = Offers()
+    assert as_backend(offers).confine_threads(1) and offers.asked == [1]
+    plain = as_backend(lambda stage, candidate, values: ProbeResult(stage, {}, values, Status.OK))
+    assert not plain.confine_threads(1)

@@ -62,6 +62,11 @@ class _Replays(Protocol):
     def replayed(self, stage: str, candidate: Candidate, values: dict[str, Any]) -> None: ...
 
 
+@runtime_checkable
+class _Confines(Protocol):
+    def confine_threads(self, threads: int) -> bool: ...
+
+
 class _Wrapped(ProbeBackend):
     """A plugin's backend that is not a ProbeBackend: what it offers, typed once."""
 
@@ -70,6 +75,7 @@ class _Wrapped(ProbeBackend):
         self._interrupts = run if isinstance(run, _Interrupts) else None
         self._closes = run if isinstance(run, _Closes) else None
         self._replays = run if isinstance(run, _Replays) else None
+        self._confines = run if isinstance(run, _Confines) else None
 
     def __call__(self, stage: str, candidate: Candidate, values: dict[str, Any]) -> ProbeResult:
         return self._run(stage, candidate, values)
@@ -85,6 +91,9 @@ class _Wrapped(ProbeBackend):
     def replayed(self, stage: str, candidate: Candidate, values: dict[str, Any]) -> None:
         if self._replays is not None:
             self._replays.replayed(stage, candidate, values)
+
+    def confine_threads(self, threads: int) -> bool:
+        return self._confines is not None and bool(self._confines.confine_threads(threads))
 
 
 def as_backend(backend: Backend | ProbeBackend) -> ProbeBackend:
