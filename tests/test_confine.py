@@ -7,6 +7,7 @@ the threads stage, whose knob it holds fixed, is left out and says why."""
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from tuneup.hardware.types import MachineInfo
 from tuneup.preset.load import load_preset
 from tuneup.probe.backend import ProbeBackend
 from tuneup.probe.conditions import same_load, unlike
-from tuneup.probe.confine import confined_config, threads_for_load
+from tuneup.probe.confine import threads_for_load
 from tuneup.probe.events import TrialEvent
 from tuneup.probe.hostload import HostLoadSampler
 from tuneup.probe.load_watch import ContentionWatch
@@ -45,11 +46,48 @@ def test_the_threads_left_are_the_cores_the_load_does_not_hold(others, usable, r
     assert threads_for_load(others, usable, running) == threads
 
 
-def test_only_a_count_left_to_torch_is_confined():
-    assert confined_config({"intra_op_threads": 0, "amp_mode": "bf16"}, 1)["intra_op_threads"] == 1
-    assert confined_config({}, 1)["intra_op_threads"] == 1
-    assert confined_config({"intra_op_threads": 2}, 1)["intra_op_threads"] == 2  # the knob's own
-    assert "intra_op_threads" not in confined_config({}, None)
+def test_the_cap_lowers_only_torchs_own_count_and_never_raises_it(monkeypatch):
+    """A config's own count holds; torch's own is lowered to the cap, never raised to it
+    (a node whose torch runs fewer threads than its CPUs, or torchrun's one a rank)."""
+    from tuneup.unet import runtime
+
+    monkeypatch.setattr(runtime, "_TORCH_THREADS", [8])
+    assert runtime.capped_threads(0, 2) == 2
+    assert runtime.capped_threads(0, 12) == 0  # torch's own 8 is under the cap: kept
+    assert runtime.capped_threads(4, 2) == 4  # the knob's own count
+    assert runtime.capped_threads(0, None) == 0
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="torch runs one thread here already")
+def test_a_real_probe_runs_on_the_confined_count_and_says_so(tmp_path: Path, monkeypatch):
+    """The U-Net worker runs a probe under the cap, its start event says the count it ran,
+    and the result is stamped with it; the config journaled is the one searched."""
+    from tuneup.probe.events import StartEvent
+    from tuneup.probe.types import ProbeBudget
+    from tuneup.trainers.backends import WorkerBackend
+    from tuneup.unet.datacache import ensure_synthetic_data
+
+    monkeypatch.setenv("TUNEUP_CACHE_DIR", str(tmp_path / "cache"))
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    train, val, _ = ensure_synthetic_data(32, 16, 0, tmp_path / "cache", npy=False)
+    base = {
+        "device": "cpu", "levels": 3, "width": 4, "data_size": 8, "global_batch_size": 4,
+        "base_batch_size": 4, "data_loader_config": "inmem", "num_data_workers": 0,
+        "train_path": str(train), "val_path": str(val),
+    }  # fmt: skip
+    budget = ProbeBudget(
+        trial_s=0.02, min_trials=2, max_trials=2, warmup_cap_s=0.3, loss_steps=4, limit_s=30
+    )
+    backend = WorkerBackend(tmp_path / "probes", budget, 0)
+    assert backend.confine_threads(1)
+    result = backend("baseline", Candidate("baseline", {}), dict(base))
+    backend.close()
+    assert result.ok, result.reason
+    (start,) = [e for e in backend.runner.last_run.events if isinstance(e, StartEvent)]
+    assert start.config["intra_op_threads"] == 1
+    assert result.contention is not None and result.contention.confined_threads == 1
+    assert "intra_op_threads" not in result.config
 
 
 class Confinable(ProbeBackend):
@@ -207,6 +245,14 @@ def test_a_script_is_confined_through_omp_num_threads_unless_someone_set_it(
     assert plain.ok and confined.ok and users.ok
     assert plain.contention is None and users.contention is None
     assert confined.contention is not None and confined.contention.confined_threads == 1
+    # set before the ladder (OMP_NUM_THREADS, or MKL_NUM_THREADS which torch reads too):
+    # the backend declines, so the watch confines nothing and re-measures nothing
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    monkeypatch.setenv("MKL_NUM_THREADS", "2")
+    declines = CommandBackend(
+        parse_command_section(section, "test"), tmp_path / "probes2", ProbeBudget(limit_s=30)
+    )
+    assert not declines.confine_threads(1)
 
 
 def test_a_resume_on_a_quiet_node_measures_the_threads_stage_a_busy_one_left_out():
@@ -258,3 +304,28 @@ def test_a_plugins_backend_confines_when_it_offers_to_and_not_otherwise():
     assert as_backend(offers).confine_threads(1) and offers.asked == [1]
     plain = as_backend(lambda stage, candidate, values: ProbeResult(stage, {}, values, Status.OK))
     assert not plain.confine_threads(1)
+
+
+def test_the_grid_leaves_a_thread_count_out_while_probes_are_confined():
+    from tuneup.tuning.search.grid import grid_search
+
+    confined = Contention(
+        other_cpus=0.8, usable_cpus=2, note="others", under_load=True, confined_threads=1
+    )
+
+    def measure(stage: str, candidate: Candidate, values: dict[str, Any]) -> ProbeResult:
+        rate = 200.0 if values.get("intra_op_threads") == 2 else 100.0
+        return ProbeResult(
+            stage, dict(candidate.values), dict(values), Status.OK, full_sps=rate,
+            full_sps_trials=[rate] * 3, losses=[0.1, 0.09], contention=confined,
+        )  # fmt: skip
+
+    plans = [
+        StagePlan("threads", [Candidate("2 threads", {"intra_op_threads": 2})]),
+        StagePlan("optimizer", [Candidate("fused", {"optimizer_impl": "fused"})]),
+    ]
+    outcome = grid_search({}, plans, measure)
+    assert "intra_op_threads" not in outcome.best_values
+    assert not any(p.config.get("intra_op_threads") for p in outcome.probes)
+    threads = next(d for d in outcome.stage_decisions if d.stage == "threads")
+    assert "tuneup ran its probes on 1 thread" in threads.reason

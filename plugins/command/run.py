@@ -22,6 +22,7 @@ from typing import Any
 
 from tuneup.cluster.launch import LocalLauncher
 from tuneup.errors import UsageError
+from tuneup.hardware.machine import THREAD_VARIABLES
 from tuneup.probe.backend import ProbeBackend
 from tuneup.probe.confine import THREADS_VARIABLE
 from tuneup.probe.outcome import EXITED, TIMEOUT, signal_reason, with_detail
@@ -302,17 +303,22 @@ class CommandBackend(ProbeBackend):
         )
 
     def confine_threads(self, threads: int) -> bool:
-        """Later probes run with OMP_NUM_THREADS set to `threads` where neither the user's
-        environment nor the section sets it (probe/confine.py)."""
+        """Later probes run with OMP_NUM_THREADS set to `threads` (probe/confine.py); not
+        where the user's environment or the section sets a thread count: theirs holds."""
+        if any(name in os.environ for name in THREAD_VARIABLES) or self._sets_threads():
+            return False
         self.threads = threads
         return True
 
+    def _sets_threads(self) -> bool:
+        """The section maps a knob to a thread variable: the threads are its knob's to set."""
+        return any(rule.var in THREAD_VARIABLES for rule in self.spec.env.values())
+
     def _confined(self, invocation: Invocation) -> tuple[Invocation, int | None]:
         """The invocation with the confined thread count, where the count is torch's own."""
-        if self.threads is None or THREADS_VARIABLE in os.environ:
+        given = {*invocation.env, *os.environ}  # the section's knob, or the user's own
+        if self.threads is None or any(name in given for name in THREAD_VARIABLES):
             return invocation, None
-        if THREADS_VARIABLE in invocation.env:
-            return invocation, None  # the section's knob sets it for this probe
         env = {**invocation.env, THREADS_VARIABLE: str(self.threads)}
         return dataclasses.replace(invocation, env=env), self.threads
 

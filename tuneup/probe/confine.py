@@ -18,8 +18,7 @@ whose config leaves the count to torch (`THREADS_KNOB` 0; a script's, through
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
 
 from tuneup.probe.types import Candidate, Contention, ProbeResult
 
@@ -51,19 +50,11 @@ def sets_threads(candidates: Iterable[Candidate]) -> bool:
     return any(THREADS_KNOB in c.values for c in candidates)
 
 
-def confined_config(values: Mapping[str, Any], threads: int | None) -> dict[str, Any]:
-    """A probe's config with the confined count where it leaves the count to torch."""
-    config = dict(values)
-    if threads and not int(config.get(THREADS_KNOB) or 0):
-        config[THREADS_KNOB] = threads
-    return config
-
-
 def threads_words(threads: int) -> str:
     return f"{threads} thread{'s' if threads != 1 else ''}"
 
 
-def confinement_line(held: Contention, running: int) -> str:
+def confinement_line(held: Contention) -> str:
     """What tuneup did about the load it found, said once as the ladder begins."""
     threads = held.confined_threads or 1
     others = held.other_cpus or 0.0
@@ -71,9 +62,9 @@ def confinement_line(held: Contention, running: int) -> str:
     busiest = f" ({held.busiest})" if held.busiest else ""
     return (
         f"other processes used {others:.1f}{of} CPUs as the ladder began{busiest}: tuneup "
-        f"runs its probes on {threads_words(threads)} (torch's own count, {running}, would "
-        "fight the load), both sides of every pair alike; the threads stage is left out "
-        "(measure it on a quiet node)"
+        f"runs its probes on {threads_words(threads)} (torch's own count would fight the "
+        "load), both sides of every pair alike; the threads stage is left out (measure it "
+        "on a quiet node)"
     )
 
 

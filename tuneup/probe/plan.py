@@ -274,22 +274,33 @@ def plan_for(
 
 @dataclass(frozen=True)
 class ProbeSpec:
-    """What one probe runs: the full training config, its measurement plan and the seed."""
+    """What one probe runs: the full training config, its measurement plan and the seed.
+
+    `threads_cap`: under others' load (probe/confine.py), the most intra-op threads a
+    config that leaves the count to torch may run on; the worker runs the lesser of it
+    and torch's own count, and says which in its start event. None: torch's own.
+    """
 
     config: dict[str, Any]
     plan: MeasurementPlan = field(default_factory=lambda: plan_probe(ProbeBudget()))
     seed: int = 0
+    threads_cap: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"config": self.config, "plan": self.plan.to_dict(), "seed": self.seed}
+        data = {"config": self.config, "plan": self.plan.to_dict(), "seed": self.seed}
+        if self.threads_cap:
+            data["threads_cap"] = self.threads_cap
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ProbeSpec:
         plan = data.get("plan")
+        cap = data.get("threads_cap")
         return cls(
             config=dict(data["config"]),
             plan=MeasurementPlan.from_dict(plan)
             if isinstance(plan, Mapping)
             else plan_probe(ProbeBudget()),
             seed=int(data.get("seed", 0)),
+            threads_cap=cap if isinstance(cap, int) and cap > 0 else None,
         )

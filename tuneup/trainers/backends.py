@@ -20,8 +20,8 @@ from tuneup.cluster.launch import Launcher, LaunchPlan, LocalLauncher
 from tuneup.config import data_path_knobs, process_kind
 from tuneup.costs.compile_record import ColdCompileCosts
 from tuneup.probe.backend import Backend, ProbeBackend, as_backend
-from tuneup.probe.confine import THREADS_KNOB, confined_config
-from tuneup.probe.events import Event, EventHandler
+from tuneup.probe.confine import THREADS_KNOB
+from tuneup.probe.events import Event, EventHandler, StartEvent
 from tuneup.probe.plan import ProbeSpec, plan_for
 from tuneup.probe.runner import ProbeRunner
 from tuneup.probe.telemetry import ProbeTelemetry
@@ -119,8 +119,9 @@ class WorkerBackend(ProbeBackend):
         known_io = self._io.get(data_path) if stage != BASELINE_STAGE else None
         carried = ("io",) if known_io is not None and candidate.whole else ()
         plan = plan_for(self.budget, candidate, carried=carried)
-        confined = confined_config(values, self.threads)
-        spec = ProbeSpec(config=probe_config(confined, self.budget), plan=plan, seed=self.seed)
+        cap = self.threads if not int(values.get(THREADS_KNOB) or 0) else None
+        config = probe_config(values, self.budget)
+        spec = ProbeSpec(config=config, plan=plan, seed=self.seed, threads_cap=cap)
         shared = single and not self.fresh_processes
         reuse = _process_key(values, ranks) if shared else None
         if self.telemetry is not None:
@@ -135,17 +136,33 @@ class WorkerBackend(ProbeBackend):
             result = replace(result, io_sps=known_io[0], io_from=f"carried from {known_io[1]}")
         elif result.ok and result.io_sps is not None and "io" in plan.phases:
             self._io[data_path] = (result.io_sps, f"{stage}: {candidate.label}")
-        if confined.get(THREADS_KNOB) != values.get(THREADS_KNOB):
-            held = replace(result.contention or Contention(), confined_threads=self.threads)
+        ran_on = self._threads_run(cap)
+        if ran_on:
+            held = replace(result.contention or Contention(), confined_threads=ran_on)
             result = replace(result, contention=held)
         # What was launched, also for a probe that died before saying; and the knobs as
         # searched, not the probe's overrides.
         return replace(result, ranks=ranks, config=values)
 
     def confine_threads(self, threads: int) -> bool:
-        """Later probes that leave the count to torch run on `threads` (confine.py)."""
+        """Later probes that leave the count to torch run on at most `threads` (confine.py);
+        a probe of several ranks runs as torchrun set it (one thread each)."""
+        if self.launch.world_size > 1:
+            return False
         self.threads = threads
         return True
+
+    def _threads_run(self, cap: int | None) -> int | None:
+        """The threads the worker lowered its probe to under `cap`, as its start event's
+        config says; None where it lowered nothing (torch's own count was no more)."""
+        record = self.runner.last_run
+        if not cap or record is None:
+            return None
+        for event in record.events:
+            if isinstance(event, StartEvent):
+                ran = event.config.get(THREADS_KNOB)
+                return ran if isinstance(ran, int) and ran > 0 else None
+        return None
 
     def interrupt(self) -> None:
         self.runner.interrupt()

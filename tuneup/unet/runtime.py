@@ -44,6 +44,24 @@ def apply_backend_flags(tf32: bool, cudnn_benchmark: bool) -> None:
 _TORCH_THREADS: list[int] = []  # what torch picked in this process, read once
 
 
+def torch_threads() -> int:
+    """The intra-op threads torch picked when this process started (its own count)."""
+    import torch
+
+    if not _TORCH_THREADS:
+        _TORCH_THREADS.append(torch.get_num_threads())
+    return _TORCH_THREADS[0]
+
+
+def capped_threads(threads: int, cap: int | None) -> int:
+    """The intra-op threads a config asks for under a cap (ProbeSpec.threads_cap): its own
+    count where it sets one, else torch's own, lowered to the cap; 0 (torch's own) where
+    the cap lowers nothing."""
+    if threads > 0 or not cap:
+        return threads
+    return cap if cap < torch_threads() else 0
+
+
 def apply_threads(threads: int) -> int:
     """Set torch's intra-op threads (0: what torch picked when this process started, so a
     serving worker's next probe is not left with the last one's); returns the count set.

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from tuneup import __version__
-from tuneup.config import INPUT_CHANNELS, build_config, loader_round
+from tuneup.config import INPUT_CHANNELS, TrainConfig, build_config, loader_round
 from tuneup.errors import ExitCode, UsageError
 from tuneup.probe.events import EventWriter, classify_error, describe_error
 from tuneup.probe.plan import ProbeSpec
@@ -220,6 +220,8 @@ def run(
     # torch: only after the spec is read and TF32 is set
     from tuneup.unet.build import build_training, preflight
 
+    cfg = _under_cap(cfg, spec.threads_cap)
+
     env = dist_env_from(os.environ)
     events.enabled = env.is_main
     if env.distributed:
@@ -371,3 +373,11 @@ def exit_with(code: int) -> None:
     if os.environ.get("WORLD_SIZE", "1") not in ("", "1"):
         exit_skipping_teardown(code)
     sys.exit(code)
+
+
+def _under_cap(cfg: TrainConfig, cap: int | None) -> TrainConfig:
+    """Under others' load: the config on the lesser of the cap and torch's own count (the
+    start event's config says which ran). Imports torch: call it once torch may start."""
+    from tuneup.unet.runtime import capped_threads
+
+    return dataclasses.replace(cfg, intra_op_threads=capped_threads(cfg.intra_op_threads, cap))

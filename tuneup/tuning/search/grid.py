@@ -7,9 +7,11 @@ skipped (search.py's module docstring says why).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from typing import Any
 
+from tuneup.probe.confine import confined_of, left_out_line, sets_threads
 from tuneup.probe.stats import noise_margin
 from tuneup.probe.types import Candidate, probe_key
 from tuneup.tuning.search.paired import PhaseNoise
@@ -41,6 +43,15 @@ def grid_search(
     """
     runner = SearchRunner(measure, already, PhaseNoise(), guard)
     baseline = runner.baseline(base_values, 1)
+    # probes confined under others' load (probe/confine.py): a thread count is not tried
+    threads = confined_of(p for p in runner.probes if not p.replayed)
+    if threads is not None:
+        stages = [
+            dataclasses.replace(plan, skip_reason=left_out_line(threads))
+            if plan.skip_reason is None and sets_threads(plan.candidates)
+            else plan
+            for plan in stages
+        ]
     active: list[StagePlan] = []
     for plan in stages:
         if plan.skip_reason is not None:

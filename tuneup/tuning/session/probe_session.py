@@ -309,8 +309,7 @@ class ProbeSession:
         held = result.contention
         if held is not None and held.confined_threads and not self._confined_said:
             self._confined_said = True
-            running = self.machine.env_threads or self.machine.cpus_per_rank
-            self._note(confinement_line(held, running))
+            self._note(confinement_line(held))
 
     def _stamped(self, result: ProbeResult) -> ProbeResult:
         """The probe marked with the setting it ran in and this session's id, as journaled."""
