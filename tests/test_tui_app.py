@@ -52,6 +52,14 @@ async def until(condition: Callable[[], bool], pilot: Any, timeout: float = 10.0
         await pilot.pause(0.05)
 
 
+async def setup_screen(app: TuneupApp, pilot: Any) -> SetupScreen:
+    """The app's setup screen, once it shows."""
+    await until(lambda: isinstance(app.screen, SetupScreen), pilot)
+    screen = app.screen
+    assert isinstance(screen, SetupScreen)
+    return screen
+
+
 def make_app(tmp_path: Path, **kwargs: Any) -> TuneupApp:
     return TuneupApp(CPU, **{**make_kwargs(tmp_path), **kwargs})
 
@@ -95,9 +103,7 @@ def test_unchecking_a_stage_shortens_the_estimate(tmp_path: Path) -> None:
     async def scenario() -> None:
         app = make_app(tmp_path)
         async with app.run_test(size=SIZE) as pilot:
-            await until(lambda: isinstance(app.screen, SetupScreen), pilot)
-            screen = app.screen
-            assert isinstance(screen, SetupScreen)
+            screen = await setup_screen(app, pilot)
             before, shown_before = screen.estimate_s(), text(app, "#estimate")
             screen.query_one("#stages", SelectionList).deselect("workers")
             await pilot.pause()
@@ -111,9 +117,7 @@ def test_trim_is_offered_when_the_budget_is_too_small_and_makes_it_fit(tmp_path:
     async def scenario() -> None:
         app = make_app(tmp_path)
         async with app.run_test(size=SIZE) as pilot:
-            await until(lambda: isinstance(app.screen, SetupScreen), pilot)
-            screen = app.screen
-            assert isinstance(screen, SetupScreen)
+            screen = await setup_screen(app, pilot)
             trim = screen.query_one("#trim", Button)
             assert not trim.has_class("offered")
             # A budget a little under the full ladder: some stages must go.
@@ -149,9 +153,7 @@ def test_trim_leaves_out_the_batch_stages_dearest_candidate_before_the_stage(
     async def scenario() -> None:
         app = TuneupApp(h200, **{**make_kwargs(tmp_path), "preset_name": str(h200_with_256)})
         async with app.run_test(size=SIZE) as pilot:
-            await until(lambda: isinstance(app.screen, SetupScreen), pilot)
-            screen = app.screen
-            assert isinstance(screen, SetupScreen)
+            screen = await setup_screen(app, pilot)
             screen.query_one("#time-budget").value = "8m"
             await pilot.pause()
             assert "over the" in text(app, "#estimate")
@@ -176,9 +178,7 @@ def test_the_budget_field_takes_what_the_budget_flag_takes_and_refuses_in_its_wo
     async def scenario() -> None:
         app = make_app(tmp_path)
         async with app.run_test(size=SIZE) as pilot:
-            await until(lambda: isinstance(app.screen, SetupScreen), pilot)
-            screen = app.screen
-            assert isinstance(screen, SetupScreen)
+            screen = await setup_screen(app, pilot)
             for given, seconds in (("10m", 600), ("1h30m", 5400), ("90s", 90)):
                 screen.query_one("#time-budget").value = given
                 await pilot.pause()
@@ -477,9 +477,7 @@ def test_the_app_uses_the_trainer_and_preset_its_command_loaded(
     async def scenario() -> None:
         app = make_app(tmp_path, adapter=adapter, preset=preset)
         async with app.run_test(size=SIZE) as pilot:
-            await until(lambda: isinstance(app.screen, SetupScreen), pilot)
-            screen = app.screen
-            assert isinstance(screen, SetupScreen)
+            screen = await setup_screen(app, pilot)
             assert app.adapter is adapter and screen.preset is preset
 
     run(scenario)
@@ -496,9 +494,7 @@ def test_the_ranks_fields_read_as_their_flags_read_and_refuse_in_their_words(
     async def scenario() -> None:
         app = make_app(tmp_path)
         async with app.run_test(size=SIZE) as pilot:
-            await until(lambda: isinstance(app.screen, SetupScreen), pilot)
-            screen = app.screen
-            assert isinstance(screen, SetupScreen)
+            screen = await setup_screen(app, pilot)
             for name in ("data_path", "time_budget_s", "nproc", "nodes"):
                 face = app_field(name)
                 field = screen.query_one(f"#{face.id}")

@@ -11,12 +11,12 @@ Pure.
 
 from __future__ import annotations
 
+from tuneup.probe.hostload import STEADY_SHARE
 from tuneup.probe.types import ProbeResult
 
 LOAD_APART = 0.25  # CPUs' worth of others' steady load that makes two probes unalike
-# ... or this share of the larger load, whichever is wider: the share others get moves
-# with tuneup's own demand (a loader's threads) even when theirs holds (hostload.py)
-LOAD_SHARE = 0.35
+# ... or hostload's STEADY_SHARE of the larger load, whichever is wider: the share others
+# get moves with tuneup's own demand (a loader's threads) even when theirs holds
 
 
 def steady_load(result: ProbeResult) -> float:
@@ -30,11 +30,11 @@ def steady_load(result: ProbeResult) -> float:
 
 def same_load(one: ProbeResult, other: ProbeResult) -> bool:
     """Whether two probes ran under alike loads: neither under a steady load, or loads
-    that agree within LOAD_APART (or LOAD_SHARE of the larger)."""
+    that agree within LOAD_APART (or STEADY_SHARE of the larger)."""
     if not (one.under_load or other.under_load):
         return True
     loads = (steady_load(one), steady_load(other))
-    return abs(loads[0] - loads[1]) <= max(LOAD_APART, LOAD_SHARE * max(loads))
+    return abs(loads[0] - loads[1]) <= max(LOAD_APART, STEADY_SHARE * max(loads))
 
 
 def confined(result: ProbeResult) -> int | None:

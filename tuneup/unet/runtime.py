@@ -68,9 +68,8 @@ def apply_threads(threads: int) -> int:
     DataLoader workers run one thread each (torch sets it in each worker)."""
     import torch
 
-    if not _TORCH_THREADS:
-        _TORCH_THREADS.append(torch.get_num_threads())
-    chosen = threads if threads > 0 else _TORCH_THREADS[0]
+    own = torch_threads()  # read before any count is set: torch's own, kept for 0
+    chosen = threads if threads > 0 else own
     if torch.get_num_threads() != chosen:
         torch.set_num_threads(chosen)
     return chosen
